@@ -1,0 +1,91 @@
+"""What does measuring cost? ortop's headless loop against a bare ``while: sess.run(None, feed)`` loop.
+
+Both run the same model with the same session options and the same feeds, each in a fresh process, alternating
+A B A B … so drift in the machine's speed hits both alike. Prints each pair and the median ratios.
+
+    python bench/overhead.py [MODEL] [--threads N] [--duration S] [--rounds R]
+
+Target: throughput ratio >= 0.98 and p50 within ±2 % on a 1–10 ms model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import textwrap
+
+BARE = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    import onnxruntime as ort
+    from ortop import model, ortopts, profile
+    prof = profile.from_dict(json.loads(sys.argv[1]))
+    info = model.load_model(prof.model)
+    w = prof.workload
+    feeds, _ = model.make_feeds(info, dims=w.dims, shapes=w.shapes, values=w.values, batch=w.batch, seed=w.seed)
+    sess = ort.InferenceSession(prof.model, ortopts.session_options(prof), providers=ortopts.provider_list(prof))
+    for _ in range(w.warmup_runs):
+        sess.run(None, feeds)
+    duration = float(sys.argv[2])
+    lat = []
+    t_end = time.perf_counter() + duration
+    t0 = time.perf_counter()
+    while True:
+        a = time.perf_counter_ns()
+        sess.run(None, feeds)
+        b = time.perf_counter_ns()
+        lat.append(b - a)
+        if b / 1e9 >= t_end:
+            break
+    wall = time.perf_counter() - t0
+    print(json.dumps({"throughput": len(lat) / wall, "p50": float(np.median(lat)) / 1e6, "runs": len(lat)}))
+""")
+
+
+def run_bare(prof_json: str, duration: float) -> dict:
+    out = subprocess.run([sys.executable, "-c", BARE, prof_json, str(duration)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def run_ortop(model: str, threads: int, duration: float) -> dict:
+    out = subprocess.run([sys.executable, "-m", "ortop.cli", model, "--headless", "--json", "--threads",
+                          str(threads), "--duration", str(duration)], capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    return {"throughput": d["throughput_per_s"], "p50": d["latency_ms"]["p50"], "runs": d["runs"]}
+
+
+def main() -> int:
+    from ortop import profile
+    from ortop.demo import ensure_demo
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", help="model (default: the built-in demo model)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    model = a.model or str(ensure_demo())
+    prof = profile.merge(profile.Profile(model=model), **{"session.intra_op_num_threads": a.threads})
+    prof_json = json.dumps(prof.to_dict(full=True))
+    thr, p50 = [], []
+    print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds")
+    print(f"{'round':>5} {'bare runs/s':>12} {'ortop runs/s':>13} {'ratio':>7} {'bare p50':>9} {'ortop p50':>10} "
+          f"{'ratio':>7}")
+    for i in range(a.rounds):
+        b = run_bare(prof_json, a.duration)
+        o = run_ortop(model, a.threads, a.duration)
+        thr.append(o["throughput"] / b["throughput"])
+        p50.append(o["p50"] / b["p50"])
+        print(f"{i + 1:>5} {b['throughput']:>12.1f} {o['throughput']:>13.1f} {thr[-1]:>7.3f} {b['p50']:>9.3f} "
+              f"{o['p50']:>10.3f} {p50[-1]:>7.3f}")
+    print(f"median throughput ratio (ortop/bare) {statistics.median(thr):.3f}; "
+          f"median p50 ratio {statistics.median(p50):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

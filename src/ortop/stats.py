@@ -1,0 +1,189 @@
+"""Pure statistics over run samples: ring buffers, percentiles, time buckets and before/after verdicts.
+
+Nothing here touches a process, a clock or a screen, so every figure ortop shows can be tested on plain arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILES = (50, 90, 95, 99, 99.9)
+
+
+class Ring:
+    """A fixed-size ring of float64 rows (one column per field) that grows by whole batches.
+
+    Appending is a numpy slice copy, so a batch of thousands of runs costs microseconds.
+    """
+
+    def __init__(self, capacity: int, width: int):
+        self.capacity = capacity
+        self._buf = np.zeros((capacity, width), dtype=np.float64)
+        self._n = 0  # total rows ever appended
+
+    def __len__(self) -> int:
+        return min(self._n, self.capacity)
+
+    def clear(self) -> None:
+        self._n = 0
+
+    def extend(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != self._buf.shape[1]:
+            raise ValueError(f"expected rows of width {self._buf.shape[1]}, got shape {rows.shape}")
+        if len(rows) >= self.capacity:
+            self._buf[:] = rows[-self.capacity:]
+            self._n = self.capacity  # the oldest kept row now sits at index 0
+            return
+        start = self._n % self.capacity
+        end = start + len(rows)
+        if end <= self.capacity:
+            self._buf[start:end] = rows
+        else:
+            k = self.capacity - start
+            self._buf[start:] = rows[:k]
+            self._buf[: end - self.capacity] = rows[k:]
+        self._n += len(rows)
+
+    def view(self) -> np.ndarray:
+        """The rows in arrival order (a copy)."""
+        n = len(self)
+        if self._n <= self.capacity:
+            return self._buf[:n].copy()
+        start = self._n % self.capacity
+        return np.concatenate([self._buf[start:], self._buf[:start]])
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Latency figures over a window, in milliseconds."""
+
+    runs: int = 0
+    mean: float = math.nan
+    p50: float = math.nan
+    p90: float = math.nan
+    p95: float = math.nan
+    p99: float = math.nan
+    p999: float = math.nan
+    min: float = math.nan
+    max: float = math.nan
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: _json_num(getattr(self, k)) for k in ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")}
+
+
+def _json_num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 4)
+
+
+def latency_stats(latency_ms: np.ndarray) -> LatencyStats:
+    """Mean, min, max and the p50…p99.9 percentiles (linear interpolation, as numpy does by default)."""
+    a = np.asarray(latency_ms, dtype=np.float64)
+    if a.size == 0:
+        return LatencyStats()
+    p50, p90, p95, p99, p999 = np.percentile(a, PERCENTILES)
+    return LatencyStats(int(a.size), float(a.mean()), float(p50), float(p90), float(p95), float(p99), float(p999),
+                        float(a.min()), float(a.max()))
+
+
+def median_ci(a: np.ndarray, z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free ~95 % confidence interval for the median from order statistics.
+
+    Ranks n/2 ± z·√n/2 of the sorted sample (the binomial approximation); no assumption about the latency
+    distribution, which is skewed and often bimodal.
+    """
+    s = np.sort(np.asarray(a, dtype=np.float64))
+    n = s.size
+    if n == 0:
+        return (math.nan, math.nan)
+    half = z * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)))
+    return (float(s[lo]), float(s[hi]))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How one configuration's latency compares with another's."""
+
+    change_pct: float  # p50 change, negative = faster
+    real: bool         # the medians' confidence intervals do not overlap
+    text: str
+
+
+def verdict(before_ms: np.ndarray, after_ms: np.ndarray, min_runs: int = 20) -> Verdict | None:
+    """Is ``after`` really faster or slower than ``before``? None until both have ``min_runs`` runs.
+
+    The change is called real only when the two medians' confidence intervals do not overlap, so jitter
+    alone never reads as a win on stage.
+    """
+    if len(before_ms) < min_runs or len(after_ms) < min_runs:
+        return None
+    b50, a50 = float(np.median(before_ms)), float(np.median(after_ms))
+    change = (a50 - b50) / b50 * 100 if b50 > 0 else math.nan
+    blo, bhi = median_ci(before_ms)
+    alo, ahi = median_ci(after_ms)
+    real = ahi < blo or alo > bhi
+    if not real:
+        return Verdict(change, False, f"no real change ({change:+.1f}%, within noise)")
+    word = "faster" if change < 0 else "slower"
+    return Verdict(change, True, f"{abs(change):.1f}% {word}")
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One time bucket of the live series."""
+
+    t: float            # bucket start, seconds since the monitor started
+    runs: int
+    p50: float
+    p99: float
+    marker: bool = False  # a rebuild happened in this bucket
+
+
+def bucketize(start_s: np.ndarray, latency_ms: np.ndarray, width_s: float) -> dict[int, tuple[int, float, float]]:
+    """Group runs by ``floor(start / width)``: {bucket index: (runs, p50, p99)}."""
+    out: dict[int, tuple[int, float, float]] = {}
+    if len(start_s) == 0:
+        return out
+    idx = np.floor(np.asarray(start_s) / width_s).astype(np.int64)
+    order = np.argsort(idx, kind="stable")
+    idx, lat = idx[order], np.asarray(latency_ms)[order]
+    bounds = np.flatnonzero(np.diff(idx)) + 1
+    for chunk_idx, chunk_lat in zip(np.split(idx, bounds), np.split(lat, bounds)):
+        p50, p99 = np.percentile(chunk_lat, (50, 99))
+        out[int(chunk_idx[0])] = (int(chunk_lat.size), float(p50), float(p99))
+    return out
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def spark(values: list[float] | np.ndarray, width: int, lo: float | None = None, hi: float | None = None) -> str:
+    """Block-character sparkline of the last ``width`` values; NaN shows as a blank.
+
+    Drawing the series as a plain string is several times cheaper per refresh than a Sparkline widget, which
+    matters when the UI shares two cores with the model it measures.
+    """
+    vals = np.asarray(values, dtype=np.float64)[-width:] if width > 0 else np.zeros(0)
+    if vals.size == 0:
+        return ""
+    finite = vals[np.isfinite(vals)]
+    if finite.size == 0:
+        return " " * vals.size
+    lo = float(finite.min()) if lo is None else lo
+    hi = float(finite.max()) if hi is None else hi
+    span = hi - lo
+    out = []
+    for v in vals:
+        if not math.isfinite(v):
+            out.append(" ")
+        elif span <= 0:
+            out.append(BLOCKS[4])
+        else:
+            level = int(round((v - lo) / span * (len(BLOCKS) - 2))) + 1
+            out.append(BLOCKS[max(1, min(len(BLOCKS) - 1, level))])
+    return "".join(out)
