@@ -22,7 +22,7 @@ class Ring:
     def __init__(self, capacity: int, width: int):
         self.capacity = capacity
         self._buf = np.zeros((capacity, width), dtype=np.float64)
-        self._n = 0  # total rows ever appended
+        self._n = 0  # rows appended (set back to capacity when one batch fills the whole ring)
 
     def __len__(self) -> int:
         return min(self._n, self.capacity)
@@ -127,10 +127,12 @@ def verdict(before_ms: np.ndarray, after_ms: np.ndarray, min_runs: int = 20) -> 
     blo, bhi = median_ci(before_ms)
     alo, ahi = median_ci(after_ms)
     real = ahi < blo or alo > bhi
+    known = math.isfinite(change)  # a zero median before leaves no percentage to show
     if not real:
-        return Verdict(change, False, f"no real change ({change:+.1f}%, within noise)")
-    word = "faster" if change < 0 else "slower"
-    return Verdict(change, True, f"{abs(change):.1f}% {word}")
+        return Verdict(change, False, f"no real change ({change:+.1f}%, within noise)" if known
+                       else "no real change (within noise)")
+    word = "faster" if a50 < b50 else "slower"
+    return Verdict(change, True, f"{abs(change):.1f}% {word}" if known else word)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,225 @@
+"""stats: ring buffers, latency figures, the before/after verdict, time buckets and sparklines, on plain arrays."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ortop import stats
+from ortop.stats import BLOCKS, Ring, bucketize, latency_stats, median_ci, spark, verdict
+
+# -- Ring -------------------------------------------------------------------------------------------------
+
+
+def _rows(start: int, n: int, width: int = 2) -> np.ndarray:
+    col = np.arange(start, start + n, dtype=np.float64)
+    return np.stack([col * (k + 1) for k in range(width)], axis=1)
+
+
+def test_ring_fills_then_wraps() -> None:
+    r = Ring(5, 2)
+    assert len(r) == 0 and r.view().shape == (0, 2)
+    r.extend(_rows(0, 3))
+    np.testing.assert_array_equal(r.view(), _rows(0, 3))
+    r.extend(_rows(3, 4))  # wraps: 7 rows in, the last 5 kept
+    assert len(r) == 5
+    np.testing.assert_array_equal(r.view(), _rows(2, 5))
+    r.extend(_rows(7, 1))
+    np.testing.assert_array_equal(r.view(), _rows(3, 5))
+
+
+@pytest.mark.parametrize("n", [5, 6, 13])
+def test_ring_batch_at_least_capacity(n: int) -> None:
+    r = Ring(5, 2)
+    r.extend(_rows(0, 2))
+    r.extend(_rows(100, n))
+    np.testing.assert_array_equal(r.view(), _rows(100 + n - 5, 5))
+    r.extend(_rows(500, 2))  # and keeps wrapping correctly afterwards
+    np.testing.assert_array_equal(r.view(), np.concatenate([_rows(100 + n - 3, 3), _rows(500, 2)]))
+
+
+def test_ring_matches_reference_on_random_batches() -> None:
+    rng = np.random.default_rng(7)
+    cap = 17
+    r = Ring(cap, 3)
+    ref = np.zeros((0, 3))
+    for _ in range(300):
+        batch = rng.random((int(rng.integers(0, 2 * cap + 2)), 3))
+        r.extend(batch)
+        ref = np.concatenate([ref, batch])[-cap:]
+        assert len(r) == len(ref)
+        np.testing.assert_array_equal(r.view(), ref)
+
+
+def test_ring_view_is_a_copy_and_clear_empties() -> None:
+    r = Ring(4, 1)
+    r.extend(_rows(0, 6, width=1))
+    v = r.view()
+    v[:] = -1
+    np.testing.assert_array_equal(r.view(), _rows(2, 4, width=1))
+    v2 = Ring(4, 1)
+    v2.extend(_rows(0, 2, width=1))
+    w = v2.view()
+    w[:] = -1
+    np.testing.assert_array_equal(v2.view(), _rows(0, 2, width=1))
+    r.clear()
+    assert len(r) == 0 and r.view().shape == (0, 1)
+    r.extend(_rows(9, 2, width=1))
+    np.testing.assert_array_equal(r.view(), _rows(9, 2, width=1))
+
+
+def test_ring_rejects_wrong_width() -> None:
+    r = Ring(4, 2)
+    with pytest.raises(ValueError):
+        r.extend(np.zeros((3, 3)))
+    with pytest.raises(ValueError):
+        r.extend(np.zeros(3))
+
+
+# -- latency_stats ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("a", [
+    np.array([4.0]),
+    np.array([1.0, 2.0, 3.0, 4.0, 100.0]),
+    np.arange(1, 1001, dtype=np.float64),
+    np.random.default_rng(3).lognormal(1.0, 0.5, 4321),
+])
+def test_latency_stats_matches_numpy(a: np.ndarray) -> None:
+    s = latency_stats(a)
+    assert s.runs == a.size
+    assert s.mean == pytest.approx(a.mean())
+    assert s.min == a.min() and s.max == a.max()
+    for q, got in zip(stats.PERCENTILES, (s.p50, s.p90, s.p95, s.p99, s.p999)):
+        assert got == pytest.approx(np.percentile(a, q))
+    assert s.min <= s.p50 <= s.p90 <= s.p95 <= s.p99 <= s.p999 <= s.max
+
+
+def test_latency_stats_known_values_and_empty() -> None:
+    s = latency_stats(np.arange(1, 11, dtype=np.float64))  # 1..10
+    assert (s.p50, s.p90, s.mean) == (pytest.approx(5.5), pytest.approx(9.1), pytest.approx(5.5))
+    e = latency_stats(np.array([]))
+    assert e.runs == 0 and math.isnan(e.p50) and math.isnan(e.mean)
+    assert e.as_dict() == dict.fromkeys(("mean", "p50", "p90", "p95", "p99", "p999", "min", "max"))
+    d = latency_stats(np.array([1.0 / 3, 2.0])).as_dict()
+    assert d["min"] == 0.3333 and d["max"] == 2.0
+
+
+# -- median_ci and verdict --------------------------------------------------------------------------------
+
+
+def test_median_ci_brackets_median_and_edges() -> None:
+    a = np.random.default_rng(0).lognormal(0, 0.4, 301)
+    lo, hi = median_ci(a)
+    assert lo <= np.median(a) <= hi
+    assert all(math.isnan(x) for x in median_ci(np.array([])))
+    assert median_ci(np.array([2.5])) == (2.5, 2.5)
+    assert median_ci(np.array([3.0, 1.0])) == (1.0, 3.0)
+
+
+@pytest.mark.parametrize("n", [30, 200])
+def test_median_ci_coverage(n: int) -> None:
+    """The interval holds the true median about 95 % of the time (exponential: median ln 2)."""
+    rng = np.random.default_rng(11)
+    trials = 1000
+    hits = 0
+    for _ in range(trials):
+        lo, hi = median_ci(rng.exponential(1.0, n))
+        hits += lo <= math.log(2) <= hi
+    assert 0.92 <= hits / trials <= 0.99
+
+
+def test_verdict_needs_min_runs() -> None:
+    a = np.ones(19)
+    assert verdict(a, np.ones(50)) is None
+    assert verdict(np.ones(50), a) is None
+    assert verdict(a, a, min_runs=10) is not None
+    assert verdict(np.ones(20), np.ones(20)) is not None
+
+
+def test_verdict_same_distribution_is_no_real_change() -> None:
+    rng = np.random.default_rng(5)
+    trials = 200
+    real = 0
+    for _ in range(trials):
+        v = verdict(rng.lognormal(0.5, 0.3, 200), rng.lognormal(0.5, 0.3, 200))
+        assert v is not None
+        real += v.real
+        if not v.real:
+            assert v.text.startswith("no real change")
+    assert real / trials < 0.05
+
+
+@pytest.mark.parametrize("factor, word", [(0.8, "faster"), (1.2, "slower")])
+def test_verdict_twenty_percent_shift_is_real(factor: float, word: str) -> None:
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        before = rng.lognormal(1.0, 0.3, 500)
+        after = rng.lognormal(1.0, 0.3, 500) * factor
+        v = verdict(before, after)
+        assert v is not None and v.real
+        assert v.text.endswith(word)
+        assert v.change_pct == pytest.approx((factor - 1) * 100, abs=8)  # sd of the sampled change ~2.4 %
+        assert v.text == f"{abs(v.change_pct):.1f}% {word}"
+
+
+def test_verdict_change_sign() -> None:
+    before = np.full(30, 10.0)
+    v = verdict(before, np.full(30, 9.0))
+    assert v is not None and v.real and v.change_pct == pytest.approx(-10.0) and v.text == "10.0% faster"
+
+
+def test_verdict_zero_median_before() -> None:
+    v = verdict(np.zeros(30), np.ones(30))
+    assert v is not None and "nan" not in v.text
+
+
+# -- bucketize --------------------------------------------------------------------------------------------
+
+
+def test_bucketize_groups_by_width() -> None:
+    start = np.array([0.1, 0.5, 1.2, 3.9, 0.9, -0.5, 3.0])
+    lat = np.array([1.0, 2.0, 3.0, 4.0, 6.0, 5.0, 8.0])
+    out = bucketize(start, lat, 1.0)
+    assert list(out) == [-1, 0, 1, 3]
+    runs, p50, p99 = out[0]
+    assert runs == 3 and p50 == pytest.approx(2.0) and p99 == pytest.approx(np.percentile([1.0, 2.0, 6.0], 99))
+    assert out[3] == (2, pytest.approx(6.0), pytest.approx(np.percentile([4.0, 8.0], 99)))
+    assert out[-1] == (1, 5.0, 5.0)
+    assert bucketize(np.array([]), np.array([]), 1.0) == {}
+
+
+def test_bucketize_against_reference() -> None:
+    rng = np.random.default_rng(2)
+    start = rng.uniform(0, 10, 2000)
+    lat = rng.lognormal(0, 0.5, 2000)
+    out = bucketize(start, lat, 0.25)
+    assert sum(r for r, _, _ in out.values()) == 2000
+    for i, (runs, p50, p99) in out.items():
+        sel = lat[np.floor(start / 0.25).astype(int) == i]
+        assert runs == sel.size
+        assert p50 == pytest.approx(np.percentile(sel, 50)) and p99 == pytest.approx(np.percentile(sel, 99))
+
+
+# -- spark ------------------------------------------------------------------------------------------------
+
+
+def test_spark_width_and_range() -> None:
+    vals = list(range(20))
+    assert len(spark(vals, 8)) == 8
+    assert len(spark(vals, 50)) == 20
+    assert spark(vals, 0) == "" and spark([], 10) == ""
+    s = spark([0, 1, 2, 3, 4, 5, 6, 7], 8)
+    assert s == BLOCKS[1:]  # one level per step from the lowest bar to the full block
+    assert spark(vals, 3) == spark([17, 18, 19], 3)  # the last `width` values
+
+
+def test_spark_nan_constant_and_fixed_scale() -> None:
+    s = spark([1.0, math.nan, 3.0, float("inf")], 4)
+    assert s[1] == " " and s[3] == " " and s[0] == BLOCKS[1] and s[2] == BLOCKS[-1]
+    assert spark([math.nan] * 3, 3) == "   "
+    assert spark([5.0] * 4, 4) == BLOCKS[4] * 4
+    assert spark(np.array([-10.0, 5.0, 99.0]), 3, lo=0.0, hi=10.0) == BLOCKS[1] + BLOCKS[5] + BLOCKS[-1]
+    assert " " not in spark([0.0, 1e-9, 1.0], 3)  # finite values never vanish
