@@ -119,10 +119,11 @@ def provider_list(profile: Profile) -> list[Any]:
     """Providers as ``InferenceSession(providers=...)`` takes them: the chosen one with its options, then CPU.
 
     CPU comes last as the fallback for nodes the chosen provider cannot run; when CPU is the chosen provider it
-    is the only entry.
+    is the only entry. With ``disable_cpu_ep_fallback`` the CPU entry is left out: ORT refuses a session that
+    lists the CPU provider explicitly and disables falling back to it.
     """
     name = profile.provider_name()
     options = profile.provider_options()
-    if name == "CPUExecutionProvider":
+    if name == "CPUExecutionProvider" or profile.session.disable_cpu_ep_fallback:
         return [(name, options)]
     return [(name, options), "CPUExecutionProvider"]

@@ -180,7 +180,9 @@ class Profile:
     def providers(self) -> list[str]:
         """Providers in the order given to InferenceSession: the chosen one, with CPU as fallback."""
         name = self.provider_name()
-        return [name] if name == "CPUExecutionProvider" else [name, "CPUExecutionProvider"]
+        if name == "CPUExecutionProvider" or self.session.disable_cpu_ep_fallback:
+            return [name]  # ORT refuses an explicit CPU entry when CPU fallback is disabled
+        return [name, "CPUExecutionProvider"]
 
     def provider_options(self) -> dict[str, str]:
         """Provider options as the strings ORT's provider-option maps take (bools as "1"/"0")."""
@@ -564,6 +566,14 @@ def validate(profile: Profile, *, path: str | None = None, text: str | None = No
             err(f"[session.config] {k!r} has a field of its own: set session.{attr} instead", f"session.config.{k}")
     if not p.name:
         err("provider.name must not be empty", "provider.name")
+    if s.disable_cpu_ep_fallback and profile.provider_name() == "CPUExecutionProvider":
+        err("disable_cpu_ep_fallback with provider cpu leaves no provider to run on: ORT refuses the session",
+            "session.disable_cpu_ep_fallback")
+    for where, mapping in (("session.config", s.config), ("provider.options", p.options), ("env", profile.env)):
+        for k, v in mapping.items():
+            if "\0" in str(k) or "\0" in str(v):
+                err(f"{where}.{k} contains a NUL character, which ORT and the environment cannot carry",
+                    f"{where}.{k}")
     if p.name.lower() == "cuda":
         for k, v in p.options.items():
             dotted = f"provider.options.{k}"

@@ -1,0 +1,257 @@
+"""``ortop profiles list|show|diff|validate`` and ``ortop export``: profiles from the command line.
+
+A profile NAME is a path when one exists, else ``profiles/NAME(.toml)`` in the current directory, else a profile
+shipped with ortop. Bad input prints one ``ortop: error: ...`` line on stderr and exits 2; ``validate`` exits 1
+when a file fails. Neither onnxruntime nor textual is imported: these commands work on any host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+import tomli_w
+
+from . import profile as profile_mod
+from .export import FORMATS, ExportError, render
+from .profile import Profile, ProfileError, ProfileErrors
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_BAD_INPUT = 2
+
+
+class _BadInput(Exception):
+    """A usage error: reported as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line instead of usage + message + exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _BadInput(message)
+
+
+def shipped_profiles_dir() -> Path | None:
+    """The profiles that come with ortop: ``<repo>/profiles`` in a source or editable install, else the package
+    data folder ``ortop/profiles`` of an installed wheel; None when neither exists."""
+    repo = Path(__file__).resolve().parents[2] / "profiles"
+    if repo.is_dir():
+        return repo
+    try:
+        from importlib.resources import files
+
+        data = files("ortop") / "profiles"
+        if data.is_dir():
+            return Path(str(data))
+    except (ModuleNotFoundError, OSError, TypeError):  # pragma: no cover - unusual installs
+        pass
+    return None
+
+
+def _candidates(name: str) -> list[Path]:
+    names = [name] if name.endswith(".toml") else [name, name + ".toml"]
+    out = [Path("profiles") / n for n in names]
+    shipped = shipped_profiles_dir()
+    if shipped is not None:
+        out += [shipped / n for n in names]
+    return out
+
+
+def resolve_profile(name: str) -> Path:
+    """The file a profile NAME refers to (see the module docstring for the search order)."""
+    direct = Path(name)
+    if direct.exists():
+        return direct
+    for path in _candidates(name):
+        if path.is_file():
+            return path
+    shipped = shipped_profiles_dir()
+    where = "./profiles" + (f" and {shipped}" if shipped else "")
+    raise ProfileError(f"profile not found: {name} (not a file, nor in {where}; see 'ortop profiles list')")
+
+
+def load_profile(name: str) -> tuple[Path, Profile]:
+    path = resolve_profile(name)
+    return path, profile_mod.load(path)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _header_line(path: Path) -> str:
+    """The first line of a profile's leading '#' comment: what it is for."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                stripped = line.strip()
+                if not stripped:
+                    continue
+                if stripped.startswith("#"):
+                    text = stripped.lstrip("#").strip()
+                    if text:
+                        return text
+                    continue
+                break
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return ""
+
+
+def _profile_dirs() -> list[tuple[str, Path]]:
+    dirs: list[tuple[str, Path]] = []
+    local = Path("profiles")
+    if local.is_dir():
+        dirs.append(("profiles in ./profiles", local))
+    shipped = shipped_profiles_dir()
+    if shipped is not None and not (local.is_dir() and local.resolve() == shipped.resolve()):
+        dirs.append((f"shipped profiles ({shipped})", shipped))
+    return dirs
+
+
+# ---- subcommands --------------------------------------------------------------------------------------------
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    groups = _profile_dirs()
+    shown = 0
+    for title, folder in groups:
+        files = sorted(folder.glob("*.toml"))
+        if not files:
+            continue
+        if shown:
+            print()
+        print(f"{title}:")
+        width = max(len(f.stem) for f in files)
+        for f in files:
+            try:
+                profile_mod.load(f)
+                about = _header_line(f) or "(no description)"
+            except ProfileError as exc:
+                about = f"INVALID: {_one_line(exc)}"
+            print(f"  {f.stem:<{width}}  {about}")
+            print(f"  {'':<{width}}  {f}")
+        shown += 1
+    if not shown:
+        print("no profiles found (looked in ./profiles and the shipped profiles)")
+    return EXIT_OK
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    path, prof = load_profile(args.name)
+    data = prof.to_dict(full=True)
+    print(f"# {path}")
+    print("# effective settings, defaults filled in; options left unset (allow_spinning, ...) keep ORT's default")
+    print(tomli_w.dumps(data), end="")
+    print()
+    print("# ORT session config entries it produces:")
+    entries = prof.config_entries()
+    if not entries:
+        print("#   (none)")
+    for k, v in entries.items():
+        print(f"#   {k} = {v}")
+    print(f"# providers: {', '.join(prof.providers())}")
+    for k, v in prof.provider_options().items():
+        print(f"#   {prof.provider_name()} {k} = {v}")
+    return EXIT_OK
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    path_a, a = load_profile(args.a)
+    path_b, b = load_profile(args.b)
+    print(f"--- {path_a}")
+    print(f"+++ {path_b}")
+    changes = b.changes_from(a)
+    if not changes:
+        print("no differences")
+    for line in changes:
+        print(f"  {line}")
+    return EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    failed = 0
+    host_cpus = os.cpu_count() if args.host else None
+    for name in args.files:
+        try:
+            prof = profile_mod.load(name)
+            if host_cpus is not None:
+                profile_mod.validate(prof, path=name, host_cpus=host_cpus)
+        except ProfileError as exc:
+            failed += 1
+            print(f"FAIL {name}")
+            errors = exc.errors if isinstance(exc, ProfileErrors) else [exc]
+            for e in errors:
+                print(f"  {_one_line(e)}")
+        else:
+            print(f"ok {name}")
+    return EXIT_INVALID if failed else EXIT_OK
+
+
+def _profiles_parser() -> _Parser:
+    p = _Parser(prog="ortop profiles", description="List, inspect, compare and check ortop profiles.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    s = sub.add_parser("list", help="the profiles in ./profiles and the shipped ones")
+    s.set_defaults(func=_cmd_list)
+    s = sub.add_parser("show", help="a profile's effective settings, defaults filled in, as TOML")
+    s.add_argument("name", metavar="NAME", help="a path, or a name in ./profiles or the shipped profiles")
+    s.set_defaults(func=_cmd_show)
+    s = sub.add_parser("diff", help="knob by knob, what B changes from A")
+    s.add_argument("a", metavar="A")
+    s.add_argument("b", metavar="B")
+    s.set_defaults(func=_cmd_diff)
+    s = sub.add_parser("validate", help="check profile files; exit 1 if any fails")
+    s.add_argument("files", metavar="FILE", nargs="+")
+    s.add_argument("--host", action="store_true",
+                   help="also check against this machine (affinity cores that exist here)")
+    s.set_defaults(func=_cmd_validate)
+    return p
+
+
+def _export_parser() -> _Parser:
+    p = _Parser(prog="ortop export", description="Write a profile as code or settings for another tool.")
+    p.add_argument("profile", metavar="PROFILE", help="a path, or a name in ./profiles or the shipped profiles")
+    p.add_argument("--to", dest="fmt", required=True, metavar="FORMAT", help="one of: " + ", ".join(FORMATS))
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+    p.add_argument("--model", metavar="PATH", help="model path to write (default: the profile's, or model.onnx)")
+    return p
+
+
+def _run(parser: _Parser, argv: Sequence[str], action) -> int:
+    """Parse and run, turning every bad input into one stderr line and exit 2."""
+    try:
+        try:
+            args = parser.parse_args(list(argv))
+        except SystemExit as exc:  # --help / -h
+            return int(exc.code or 0)
+        return action(args)
+    except (_BadInput, ProfileError, ExportError, OSError) as exc:
+        print(f"ortop: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def profiles_main(argv: list[str]) -> int:
+    """``ortop profiles list|show NAME|diff A B|validate FILE...``; returns the exit code."""
+    return _run(_profiles_parser(), argv, lambda args: args.func(args))
+
+
+def _do_export(args: argparse.Namespace) -> int:
+    _, prof = load_profile(args.profile)
+    text = render(prof, args.fmt, model_path=args.model)
+    if args.output:
+        from .fsutil import atomic_write_text
+
+        atomic_write_text(args.output, text)
+        print(f"wrote {args.output} ({args.fmt})")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def export_main(argv: list[str]) -> int:
+    """``ortop export PROFILE --to FORMAT [-o FILE] [--model PATH]``; returns the exit code."""
+    return _run(_export_parser(), argv, _do_export)

@@ -1,0 +1,445 @@
+"""The ortop terminal UI: a live view over one Monitor, keys that turn the knobs the demo needs, and screens for
+everything else. Built by one factory, :func:`make_app`, shared by ``ortop``, the tests and the snapshot apps.
+
+The refresh tick reads a frozen Snapshot from the monitor and one sample from each collector (all cheap, no
+waiting), then redraws inside one ``batch_update``; each panel repaints only when its text changed. The UI shares
+the machine with the model it measures, so its own cost is shown on screen and kept to a few percent of a core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer
+
+from .. import profile as profile_mod
+from ..profile import Profile, ProfileError
+from . import render
+from .keymap import MAIN_KEYS
+from .screens import ExportScreen, HelpScreen, HistoryScreen, OpenScreen, SaveScreen, SettingsScreen, list_profiles
+from .widgets import Panel
+
+GPU_HISTORY = 240       # GPU samples kept per device for the sparklines (a minute at 4 Hz)
+RATE_CYCLE = (0.0, 100.0, 10.0)
+BLOCK_BASE = 4
+
+
+class MainScreen(Screen[None]):
+    """The live view: CPU, spin, GPU on the left; latency, model / session and events on the right."""
+
+    BINDINGS = [
+        Binding(k.keys, f"app.{k.action}", k.label, show=k.footer, key_display=k.display or None)
+        for k in MAIN_KEYS
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Panel(id="status")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield Panel("CPU", id="cpu")
+                yield Panel("Spin · CPU the worker burns", id="spin")
+                yield Panel("GPU", id="gpu")
+            with Vertical(id="right"):
+                yield Panel("Latency", id="latency")
+                yield Panel("Model · session", id="model")
+                yield Panel("Events", id="events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        self.query_one("#cpu", Panel).on_size = lambda: app.refit() if isinstance(app, OrtopApp) else None
+
+
+class OrtopApp(App[int]):
+    """ortop's Textual app. Use :func:`make_app` to build one."""
+
+    CSS_PATH = "ortop.tcss"
+    TITLE = "ortop"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall"), (46, "-taller")]
+
+    def __init__(self, monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
+                 profile_dir: str | os.PathLike = "profiles", summary_path: str | os.PathLike | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.cpu = cpu
+        self.gpu = gpu
+        self.refresh_hz = refresh_hz
+        self.profile_dir = Path(profile_dir)
+        self.summary_path = summary_path
+        self.clock = clock
+        self.started = clock()
+        self.snap: Any = None
+        self.cpu_sample: Any = None
+        self.gpu_sample: Any = None
+        self.gpu_history: dict[int, tuple[deque[float], deque[float]]] = {}
+        self.ticks = 0
+        self.install_signals = False
+        self.finished = False
+        self.finish_errors: list[str] = []
+        self._watched: int | None = None
+        self._main: MainScreen | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        self._main = MainScreen(id="main")
+        return self._main
+
+    def on_mount(self) -> None:
+        if self.install_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                try:
+                    loop.add_signal_handler(sig, self.handle_signal, sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass  # not on the main thread, or a platform without the signal
+        self.tick()
+        if self.refresh_hz > 0:
+            self.set_interval(1.0 / self.refresh_hz, self.tick, name="ortop-refresh")
+
+    def handle_signal(self, signum: int = signal.SIGHUP) -> None:
+        """SIGTERM / SIGHUP (the SSH link dropped): keep the settings, then leave with the terminal restored."""
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        self.monitor.add_event("info", f"{name}: saving the settings and quitting")
+        self.finish()
+        self.exit(0)
+
+    def finish(self) -> None:
+        """Write last-session.toml and the --summary JSON once, whichever way the app ends."""
+        if self.finished:
+            return
+        self.finished = True
+        from ..state import save_last_session
+
+        snap = self.monitor.snapshot()
+        if snap.history:
+            try:
+                save_last_session(snap.profile)
+            except OSError as exc:
+                self.finish_errors.append(f"cannot save the last session: {exc.strerror or exc}")
+        if self.summary_path:
+            self.write_summary(snap)
+
+    def write_summary(self, snap: Any) -> None:
+        """The same JSON summary as headless mode, plus what this UI process itself cost."""
+        from ..engine import summary
+        from ..fsutil import atomic_write_text
+
+        wall = self.clock() - self.started
+        data = summary(snap, duration_s=wall, gpu=gpu_summary(self.gpu_sample),
+                       extra={"monitor": {"cpu_s": round(time.process_time(), 3), "wall_s": round(wall, 3)}})
+        try:
+            atomic_write_text(str(self.summary_path), json.dumps(data, indent=2) + "\n")
+        except OSError as exc:
+            self.finish_errors.append(f"cannot write summary {self.summary_path}: {exc.strerror or exc}")
+
+    # ---- the refresh tick ---------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Read the monitor and the collectors, then redraw what changed."""
+        self.ticks += 1
+        snap = self.monitor.snapshot()
+        self.snap = snap
+        pid = snap.worker_pid
+        if pid != self._watched:
+            self._watched = pid
+            for c in (self.cpu, self.gpu):
+                if c is not None:
+                    c.watch(pid)
+        if self.cpu is not None:
+            self.cpu_sample = self.cpu.sample()
+        if self.gpu is not None:
+            self.gpu_sample = self.gpu.sample()
+            for d in self.gpu_sample.devices:
+                mem, util = self.gpu_history.setdefault(d.index, (deque(maxlen=GPU_HISTORY), deque(maxlen=GPU_HISTORY)))
+                mem.append(float(d.mem_used))
+                util.append(math.nan if d.util_percent is None else float(d.util_percent))
+        with self.batch_update():
+            if self._main_visible():
+                self.draw_main(snap)
+            top = self.screen
+            if isinstance(top, HistoryScreen):
+                top.refresh_data(snap)
+
+    def _main_visible(self) -> bool:
+        for s in reversed(self.screen_stack):
+            if s is self._main:
+                return True
+            if not isinstance(s, ModalScreen):
+                return False
+        return False
+
+    def draw_main(self, snap: Any) -> None:
+        """Hand each panel its drawing function; panels repaint only on change."""
+        main = self._main
+        if main is None or not main.is_mounted:
+            return
+        cpu, gpu, monitor = self.cpu_sample, self.gpu_sample, self.monitor
+        threads = cpu.threads if cpu is not None else ()
+        ui = cpu.self_percent if cpu is not None else None
+        fatal = getattr(monitor, "fatal", None)
+        q = main.query_one
+        self._fit_heights(main, cpu, gpu)
+        q("#status", Panel).show(lambda w, h: render.status_line(snap, w, ui))
+        q("#cpu", Panel).show(lambda w, h: render.cpu_panel(cpu, w, h))
+        q("#spin", Panel).show(lambda w, h: render.spin_panel(snap.cpu, threads, w, h))
+        q("#gpu", Panel).show(lambda w, h: render.gpu_panel(gpu, self.gpu_history, w, h))
+        q("#latency", Panel).show(lambda w, h: render.latency_panel(
+            snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, monitor.bucket_s, w, h,
+            getattr(monitor, "window_s", 5.0)))
+        q("#model", Panel).show(lambda w, h: render.model_panel(snap, w, h, fatal))
+        q("#events", Panel).show(lambda w, h: render.events_panel(snap.events, w, h))
+
+    def refit(self) -> None:
+        """Re-fit the content-sized panels after a resize (the breakpoints change column widths too)."""
+        if self._main is not None and self._main.is_mounted:
+            self._fit_heights(self._main, self.cpu_sample, self.gpu_sample)
+
+    def _fit_heights(self, main: MainScreen, cpu: Any, gpu: Any) -> None:
+        """Size the CPU and GPU panels to their content (core count, GPU count), leaving the rest to the spin panel.
+
+        Only runs a layout when the inputs change (a resize, the first sample), not on every tick.
+        """
+        body = main.query_one("#body")
+        cpu_panel = main.query_one("#cpu", Panel)
+        gpu_panel = main.query_one("#gpu", Panel)
+        n_cores = len(cpu.per_core) if cpu is not None else 0
+        key = (n_cores, render.gpu_rows(gpu), cpu_panel.size.width, body.size.height, tuple(main.classes))
+        if key == getattr(self, "_fit_key", None) or body.size.height <= 0 or cpu_panel.size.width <= 0:
+            return
+        self._fit_key = key
+        frame = cpu_panel.outer_size.height - cpu_panel.size.height
+        gpu_h = render.gpu_rows(gpu) + frame
+        max_cpu = max(3, (body.size.height - gpu_h) * 55 // 100 - frame)
+        lines = render.cpu_panel(cpu, cpu_panel.size.width, max_cpu).plain.count("\n") + 1
+        cpu_panel.styles.height = lines + frame
+        gpu_panel.styles.height = gpu_h
+
+    # ---- applying changes ---------------------------------------------------------------------------------
+    def current_profile(self) -> Profile:
+        """What the next change builds on: the profile being built if a rebuild is pending, else the running one.
+
+        Two quick presses of ``+`` then stack (1 → 2 → 3) instead of both asking for 2.
+        """
+        snap = self.monitor.snapshot()
+        return snap.pending or snap.profile
+
+    def apply_profile(self, profile: Profile, source: str = "") -> int:
+        """Hand a profile to the monitor (validates synchronously; raises ProfileError / ModelError)."""
+        cid = self.monitor.apply(profile)
+        self.tick()
+        return cid
+
+    def apply_changes(self, what: str, **changes: Any) -> bool:
+        """Merge dotted-key changes into the current profile and apply; a refusal is shown, not raised."""
+        from ..model import ModelError
+
+        try:
+            new = profile_mod.merge(self.current_profile(), **changes)
+            self.apply_profile(new, what)
+        except (ProfileError, ModelError) as exc:
+            self.monitor.add_event("error", f"{what} refused: {exc}")
+            self.notify(str(exc), title=f"{what} refused", severity="error")
+            self.tick()
+            return False
+        return True
+
+    # ---- actions (keys, footer, command palette) ----------------------------------------------------------
+    def _threads_now(self, prof: Profile) -> int:
+        n = prof.session.intra_op_num_threads
+        if n:
+            return n
+        from ..collectors.cpu import physical_cores
+
+        return physical_cores()
+
+    def _thread_changes(self, n: int) -> dict[str, Any]:
+        ch: dict[str, Any] = {"session.intra_op_num_threads": n}
+        prof = self.current_profile()
+        if prof.session.intra_op_thread_affinities is not None:
+            ch["session.intra_op_thread_affinities"] = None  # pinned for another thread count
+            self.monitor.add_event("info", "thread affinity cleared: it was set for another thread count")
+        return ch
+
+    def action_threads_up(self) -> None:
+        n = min(os.cpu_count() or 1, self._threads_now(self.current_profile()) + 1)
+        self.apply_changes("threads +", **self._thread_changes(n))
+
+    def action_threads_down(self) -> None:
+        n = max(1, self._threads_now(self.current_profile()) - 1)
+        self.apply_changes("threads -", **self._thread_changes(n))
+
+    def action_toggle_spinning(self) -> None:
+        on = self.current_profile().session.allow_spinning
+        self.apply_changes("spinning", **{"session.allow_spinning": None if on is False else False})
+
+    def action_cycle_rate(self) -> None:
+        rate = self.current_profile().workload.rate_hz
+        nxt = RATE_CYCLE[(RATE_CYCLE.index(rate) + 1) % len(RATE_CYCLE)] if rate in RATE_CYCLE else 0.0
+        self.apply_changes("rate", **{"workload.rate_hz": nxt})
+
+    def action_toggle_block_base(self) -> None:
+        cur = self.current_profile().session.dynamic_block_base
+        self.apply_changes("dynamic_block_base", **{"session.dynamic_block_base": None if cur else BLOCK_BASE})
+
+    def action_toggle_pause(self) -> None:
+        if self.monitor.snapshot().state == "paused":
+            self.monitor.resume()
+        else:
+            self.monitor.pause()
+        self.tick()
+
+    def action_reset_stats(self) -> None:
+        self.monitor.reset_stats()
+        self.tick()
+
+    def action_history(self) -> None:
+        if not isinstance(self.screen, HistoryScreen):
+            self.push_screen(HistoryScreen())
+
+    def action_settings(self) -> None:
+        if not isinstance(self.screen, SettingsScreen):
+            self.push_screen(SettingsScreen(self.current_profile()))
+
+    def action_save_profile(self) -> None:
+        self.ask_save(self.monitor.snapshot().profile)
+
+    def action_open_profile(self) -> None:
+        self.push_screen(OpenScreen(list_profiles(self.profile_dir)))
+
+    def action_export(self) -> None:
+        self.push_screen(ExportScreen(self.monitor.snapshot().profile))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        self.finish()
+        self.exit(0)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for k in MAIN_KEYS:
+            if k.action == "quit":
+                continue
+            key = k.display or k.keys.split(",")[0]
+            yield SystemCommand(f"{k.label} ({key})", k.help, getattr(self, f"action_{k.action}"))
+
+    # ---- files ----------------------------------------------------------------------------------------------
+    def ask_save(self, profile: Profile, default_name: str = "") -> None:
+        """The save modal for ``profile`` (the running one, or a history row's)."""
+        if not default_name:
+            stem = Path(self.monitor.model_path).stem
+            default_name = f"{stem}-config-{self.monitor.snapshot().config_id}"
+        self.push_screen(SaveScreen(profile, default_name))
+
+    def profile_path(self, name: str) -> Path | None:
+        """Where a profile called ``name`` goes: the profile folder, a safe file name, ``.toml`` added."""
+        clean = sanitize_name(name)
+        return self.profile_dir / f"{clean}.toml" if clean else None
+
+    def save_profile_to(self, profile: Profile, path: Path) -> Path:
+        """Write a profile (atomically, via profile.save) and log it; the model path is made absolute so the
+        file works from any folder."""
+        if profile.model and not os.path.isabs(profile.model):
+            profile = replace(profile, model=os.path.abspath(profile.model))
+        out = profile_mod.save(profile, path, header="Saved by ortop from the live session.")
+        self.monitor.add_event("info", f"profile saved: {out}")
+        self.notify(f"saved {out}", title="profile")
+        self.tick()
+        return out
+
+    def write_export(self, text: str, ext: str) -> Path:
+        """Write exported text next to the profiles under a name not taken yet (never overwrites)."""
+        from ..fsutil import atomic_write_text
+
+        stem = sanitize_name(Path(self.monitor.model_path).stem) or "ortop"
+        path = self.profile_dir / f"{stem}-export{ext}"
+        n = 2
+        while path.exists():
+            path = self.profile_dir / f"{stem}-export-{n}{ext}"
+            n += 1
+        out = atomic_write_text(path, text if text.endswith("\n") else text + "\n")
+        self.monitor.add_event("info", f"export written: {out}")
+        return out
+
+
+def sanitize_name(name: str) -> str:
+    """A file-name-safe profile name: letters, digits, ``.``, ``-`` and ``_``; a ``.toml`` suffix is dropped."""
+    name = name.strip()
+    if name.lower().endswith(".toml"):
+        name = name[:-5]
+    name = os.path.basename(name)
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
+    return clean[:80]
+
+
+def gpu_summary(sample: Any) -> Any:
+    """GPU figures for the JSON summary, in the shape headless mode writes; None without a GPU."""
+    if sample is None or not sample.devices:
+        return None
+    return [
+        {"index": d.index, "name": d.name, "mem_used": d.mem_used, "mem_total": d.mem_total,
+         "util_percent": d.util_percent, "worker_mem": d.process_mem}
+        for d in sample.devices
+    ]
+
+
+def make_app(monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
+             profile_dir: str | os.PathLike = "profiles", summary_path: str | os.PathLike | None = None,
+             clock: Callable[[], float] = time.monotonic) -> OrtopApp:
+    """The one way an OrtopApp is built: by ``ortop``, the Pilot tests and the snapshot apps alike.
+
+    ``refresh_hz`` 0 means no timer: the caller ticks (:meth:`OrtopApp.tick`), which keeps snapshots deterministic.
+    """
+    return OrtopApp(monitor, cpu=cpu, gpu=gpu, refresh_hz=refresh_hz, profile_dir=profile_dir,
+                    summary_path=summary_path, clock=clock)
+
+
+def run_app(model_path: str, profile: Profile, args: Any) -> int:
+    """Run the UI on a real Monitor until q, SIGTERM or SIGHUP; returns the exit code (1 if the model failed)."""
+    from ..collectors.cpu import PsutilCpuCollector
+    from ..collectors.gpu import make_gpu_collector
+    from ..engine import Monitor
+
+    monitor = Monitor(model_path, profile, strict_providers=getattr(args, "strict_providers", False))
+    gpu = make_gpu_collector()
+    app = make_app(monitor, cpu=PsutilCpuCollector(), gpu=gpu, refresh_hz=float(getattr(args, "refresh", 4.0) or 4.0),
+                   profile_dir=getattr(args, "profile_dir", "profiles") or "profiles",
+                   summary_path=getattr(args, "summary", None))
+    app.install_signals = True
+    monitor.start()
+    try:
+        app.run()
+    finally:
+        try:
+            app.finish()
+        finally:
+            monitor.stop()
+            gpu.close()
+    for msg in app.finish_errors:
+        print(f"ortop: error: {msg}", file=sys.stderr)
+    if monitor.fatal:
+        print(f"ortop: error: {monitor.fatal}", file=sys.stderr)
+        return 1
+    return 1 if app.return_code else 0

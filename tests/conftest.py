@@ -1,0 +1,74 @@
+"""Shared fixtures for the engine and CLI tests: small models that run in a real onnxruntime worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.models import _vi, make_add_model, make_matmul_model, model_of, save
+
+# x [256, 256] @ W [256, 256]: about 0.4 ms per run on one core of the 2-core test host, so a second of
+# measuring gives thousands of runs, and spinning between paced runs dominates the CPU cost.
+MATMUL_N = 256
+MATMUL_BATCH = 256
+
+
+@pytest.fixture(scope="session")
+def matmul_model(tmp_path_factory) -> str:
+    """A fixed-shape MatMul + Add + Relu model (input x: float32[256x256])."""
+    path = tmp_path_factory.mktemp("models") / "matmul.onnx"
+    return make_matmul_model(path, n=MATMUL_N, batch=MATMUL_BATCH)
+
+
+@pytest.fixture(scope="session")
+def broadcast_model(tmp_path_factory) -> str:
+    """a [N] + b [M]: runs with the default N = M = 1, fails in Run() with --dim N=2 --dim M=3."""
+    path = tmp_path_factory.mktemp("models") / "broadcast.onnx"
+    return make_add_model(path, ["N"], ["M"])
+
+
+def build_random_reshape_model(path, seed: int, threshold: float = 0.99) -> str:
+    """y = Reshape(x [1], [1 + (RandomUniform(seed) > threshold)]): a Run() fails when the draw exceeds threshold.
+
+    RandomUniform with a seed draws the same sequence in every fresh session, so the index of the first failing
+    run is fixed for a seed: the tests find it in-process, then check what the worker reports against it.
+    """
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    thr = numpy_helper.from_array(np.array([threshold], np.float32), "thr")
+    nodes = [
+        helper.make_node("RandomUniform", [], ["r"], shape=[1], seed=float(seed), dtype=TensorProto.FLOAT),
+        helper.make_node("Greater", ["r", "thr"], ["g"]),
+        helper.make_node("Cast", ["g"], ["gi"], to=TensorProto.INT64),
+        helper.make_node("Add", ["gi", "one"], ["shape"]),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    return save(model_of(nodes, [_vi("x", "float32", [1])], [_vi("y", "float32", None)], [one, thr]), path)
+
+
+def first_failing_run(path: str, limit: int = 5000) -> int | None:
+    """0-based index of the first Run() of a fresh session of ``path`` that raises (None if none in ``limit``)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 4  # the expected failure is not news on the test's stderr
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    x = np.ones(1, np.float32)
+    for i in range(limit):
+        try:
+            sess.run(None, {"x": x})
+        except Exception:
+            return i
+    return None
+
+
+@pytest.fixture(scope="session")
+def random_fail_model(tmp_path_factory) -> tuple[str, int]:
+    """(path, index of the first failing run), with that index at least 30 so a warm-up can come before it."""
+    d = tmp_path_factory.mktemp("models")
+    for seed in range(20):
+        path = build_random_reshape_model(d / f"random_fail_{seed}.onnx", seed)
+        idx = first_failing_run(path)
+        if idx is not None and 30 <= idx <= 2000:
+            return path, idx
+    pytest.fail("no seed gives a first failing run between 30 and 2000")

@@ -1,0 +1,515 @@
+"""The Monitor against real onnxruntime sessions in a real worker process: measuring, live rebuilds, failures,
+restarts, captured ORT logs, pacing and the CPU cost of spinning.
+
+Every wait is a bounded polling loop; every monitor is stopped by the ``monitors`` fixture.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from dataclasses import replace
+
+import numpy as np
+import psutil
+import pytest
+from onnx import helper, numpy_helper
+
+from ortop import profile as P
+from ortop.engine import Monitor
+from ortop.model import ModelError
+from ortop.profile import Profile, ProfileError
+from tests.models import _vi, model_of, save
+
+READY_S = 30.0
+
+
+def prof(base: Profile | None = None, **dotted) -> Profile:
+    """A validated profile: ``prof(session__intra_op_num_threads=1)`` sets ``session.intra_op_num_threads``.
+
+    Tests run one intra-op thread unless they say otherwise, so the 2-core host is not saturated by spinning.
+    """
+    changes = {"session.intra_op_num_threads": 1} if base is None else {}
+    changes.update({k.replace("__", "."): v for k, v in dotted.items()})
+    return P.merge(base or Profile(), **changes)
+
+
+def wait_for(cond, timeout: float = 10.0, what: str = "condition", interval: float = 0.02):
+    """Poll ``cond()`` until it returns something truthy (returned) or ``timeout`` passes (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def events(mon: Monitor, contains: str = "", level: str | None = None):
+    return [e for e in mon.snapshot().events if contains in e.text and (level is None or e.level == level)]
+
+
+def runs_grow(mon: Monitor, by: int = 20, timeout: float = 10.0, what: str = "runs to grow") -> int:
+    start = mon.snapshot().runs
+    wait_for(lambda: mon.snapshot().runs >= start + by, timeout, what)
+    return mon.snapshot().runs
+
+
+def measure(mon: Monitor, seconds: float):
+    """Forget the runs so far, let the loop run ``seconds``, and return the snapshot."""
+    mon.reset_stats()
+    t0 = time.monotonic()
+    wait_for(lambda: time.monotonic() - t0 >= seconds, seconds + 5, f"{seconds} s of measuring")
+    return mon.snapshot()
+
+
+@pytest.fixture
+def monitors():
+    """A factory of started monitors: ``mon = monitors(model, profile)``; every one is stopped afterwards."""
+    made: list[Monitor] = []
+
+    def make(model, profile: Profile | None = None, *, strict_providers: bool = False, ready: bool = True) -> Monitor:
+        mon = Monitor(str(model), profile or prof(), strict_providers=strict_providers)
+        made.append(mon)
+        mon.start()
+        if ready:
+            assert mon.wait_ready(READY_S), "the monitor did not become ready"
+        return mon
+
+    try:
+        yield make
+    finally:
+        for mon in made:
+            mon.stop()
+
+
+# ---- measuring -----------------------------------------------------------------------------------------------------
+def test_measures_a_small_model(monitors, matmul_model):
+    mon = monitors(matmul_model)
+    assert mon.fatal is None
+    runs_grow(mon, by=200, what="200 measured runs")
+    s = mon.snapshot()
+    assert s.state == "measuring"
+    assert s.runs >= 200
+    lat = s.latency
+    assert lat.runs > 0
+    for v in (lat.min, lat.mean, lat.p50, lat.p90, lat.p95, lat.p99, lat.p999, lat.max):
+        assert math.isfinite(v) and v > 0
+    assert lat.min <= lat.p50 <= lat.p90 <= lat.p95 <= lat.p99 <= lat.p999 <= lat.max
+    assert s.throughput_per_s > 0
+    assert s.cpu.cpu_ms_per_run > 0 and math.isfinite(s.cpu.cpu_ms_per_run)
+    assert math.isfinite(s.cpu.cpu_ms_between_runs_per_s)
+    assert 0 < s.cpu.process_cpu_percent < 100 * (os.cpu_count() or 1) + 20
+    # Session creation and the first run are timed apart, and neither is one of the measured runs.
+    assert math.isfinite(s.create_ms) and s.create_ms > 0
+    assert math.isfinite(s.first_run_ms) and s.first_run_ms > 0
+    assert s.create_ms != s.first_run_ms
+    assert s.providers_active == ("CPUExecutionProvider",)
+    assert not s.fallback
+    assert s.feeds == ("x: float32[256x256]",)
+    assert s.worker_pid is not None and s.worker_pid != os.getpid()
+    assert len(s.history) == 1 and s.history[0].label == "start"
+    assert len(mon.config_runs(s.config_id)) > 0
+    assert any(e.text.startswith("session built") for e in s.events)
+
+
+def test_warmup_runs_are_not_counted(monitors, random_fail_model):
+    # The model's Run() fails for the first time at run index `idx` of any fresh session. With warm-up runs
+    # 0..warmup-1, the measured runs are exactly warmup..idx-1: `runs` must be idx - warmup, not idx.
+    path, idx = random_fail_model
+    warmup = idx - 3
+    mon = monitors(path, prof(workload__warmup_runs=warmup))
+    wait_for(lambda: mon.fatal, 10, "the run error")
+    s = mon.snapshot()
+    assert s.profile.workload.warmup_runs == warmup
+    assert s.runs == idx - warmup == 3
+    assert len(mon.config_runs(s.config_id)) == 3
+
+
+# ---- live rebuilds -------------------------------------------------------------------------------------------------
+def test_rebuild_changes_intra_threads(monitors, matmul_model):
+    mon = monitors(matmul_model, prof(session__intra_op_num_threads=1))
+    runs_grow(mon)
+    first = mon.snapshot()
+    assert first.profile.session.intra_op_num_threads == 1
+    pid = first.worker_pid
+    threads_before = psutil.Process(pid).num_threads()
+
+    cid = mon.apply(prof(first.profile, session__intra_op_num_threads=2))
+    wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs > 20, 15, "the rebuilt session")
+    s = mon.snapshot()
+    assert s.state == "measuring"
+    assert s.worker_pid == pid  # a rebuild, not a restart
+    assert s.profile.session.intra_op_num_threads == 2
+    assert [h.config_id for h in s.history] == [first.config_id, cid]
+    assert "session.intra_op_num_threads: 1 → 2" in s.history[-1].label
+    assert s.history[-1].latency.runs > 0
+    assert any(e.text.startswith("rebuilt") and "intra_op_num_threads" in e.text for e in s.events)
+    # The worker's session really has a second intra-op thread: ORT's pool holds intra_op_num_threads - 1.
+    wait_for(lambda: psutil.Process(pid).num_threads() == threads_before + 1, 5,
+             f"one more worker thread than {threads_before}")
+
+
+def test_session_options_mapping(matmul_model):
+    from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession
+
+    from ortop import ortopts
+
+    last_core = (os.cpu_count() or 1) - 1
+    p = prof(
+        session__intra_op_num_threads=2,
+        session__inter_op_num_threads=1,
+        session__graph_optimization_level="basic",
+        session__enable_cpu_mem_arena=False,
+        session__enable_mem_pattern=False,
+        session__allow_spinning=False,
+        session__dynamic_block_base=4,
+        session__intra_op_thread_affinities=[[last_core]],
+        session__log_severity_level=3,
+        session__config={"session.set_denormal_as_zero": "1"},
+    )
+    so = ortopts.session_options(p)
+    providers = ortopts.provider_list(p)
+    names = [x if isinstance(x, str) else x[0] for x in providers]
+    assert names == ["CPUExecutionProvider"]
+    sess = InferenceSession(matmul_model, sess_options=so, providers=providers)
+    got = sess.get_session_options()
+    assert got.intra_op_num_threads == 2
+    assert got.inter_op_num_threads == 1
+    assert got.execution_mode == ExecutionMode.ORT_SEQUENTIAL
+    assert got.graph_optimization_level == GraphOptimizationLevel.ORT_ENABLE_BASIC
+    assert got.enable_cpu_mem_arena is False
+    assert got.enable_mem_pattern is False
+    assert got.log_severity_level == 3
+    assert got.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert got.get_session_config_entry("session.dynamic_block_base") == "4"
+    # ORT counts cores from 1 in this entry; the profile counts from 0.
+    assert got.get_session_config_entry("session.intra_op_thread_affinities") == str(last_core + 1)
+    assert got.get_session_config_entry("session.set_denormal_as_zero") == "1"
+    # Every config entry the profile derives reaches ORT as is.
+    for key, value in p.config_entries().items():
+        assert got.get_session_config_entry(key) == value
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+
+    q = prof(session__intra_op_num_threads=3, session__allow_spinning=True, session__execution_mode="parallel")
+    got = InferenceSession(matmul_model, sess_options=ortopts.session_options(q),
+                           providers=ortopts.provider_list(q)).get_session_options()
+    assert got.intra_op_num_threads == 3
+    assert got.execution_mode == ExecutionMode.ORT_PARALLEL
+    assert got.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+
+
+def test_failing_rebuild_keeps_the_old_session(monitors, matmul_model):
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    old = mon.snapshot()
+    # ORT parses this entry with std::stoi during session initialization: "x" makes InferenceSession() raise.
+    bad = prof(old.profile, session__config={"session.graph_optimizations_loop_level": "x"})
+    new_cid = mon.apply(bad)
+    assert new_cid != old.config_id
+    wait_for(lambda: events(mon, "rebuild failed, previous session kept", "error"), 15, "the rebuild error")
+    wait_for(lambda: mon.snapshot().state == "measuring", 5, "measuring again")
+    before = mon.snapshot().runs
+    runs_grow(mon, what="the old session to keep running")
+    s = mon.snapshot()
+    assert s.config_id == old.config_id
+    assert s.runs > before
+    assert s.profile == old.profile
+    assert s.pending is None
+    assert mon.fatal is None
+    assert s.worker_pid == old.worker_pid
+    assert [h.config_id for h in s.history] == [old.config_id]
+    assert "graph_optimizations_loop_level" not in str(s.profile.session.config)
+
+
+def test_unknown_provider_is_a_reported_fallback(monitors, matmul_model):
+    mon = monitors(matmul_model, prof(provider__name="NoSuchExecutionProvider"))
+    assert mon.fatal is None
+    runs_grow(mon)
+    s = mon.snapshot()
+    assert s.providers_requested[0] == "NoSuchExecutionProvider"
+    assert s.providers_active == ("CPUExecutionProvider",)
+    assert s.fallback
+    assert any("NoSuchExecutionProvider requested but not active" in e.text for e in s.events
+               if e.level == "warning")
+
+
+@pytest.mark.xfail(reason="the worker's stdout is the parent's: ORT's Python provider-fallback banner "
+                          "('EP Error ... Falling back') lands on the terminal and in --json output", strict=True)
+def test_worker_output_stays_off_the_terminal(monitors, matmul_model, capfd):
+    mon = monitors(matmul_model, prof(provider__name="NoSuchExecutionProvider"))
+    runs_grow(mon)
+    mon.stop()
+    out, err = capfd.readouterr()
+    # Whatever ORT prints about the fallback belongs in the event list, not on the terminal the UI draws on.
+    assert "EP Error" not in out and "NoSuchExecutionProvider" not in out
+    assert "NoSuchExecutionProvider" not in err
+    assert any("EP Error" in e.text for e in mon.snapshot().events)
+
+
+@pytest.mark.xfail(reason="the worker's 'measuring' (sent right after 'built') and then 'paused' overwrite the "
+                          "'failed' state set by --strict-providers", strict=True)
+def test_strict_providers_refuses_the_fallback(monitors, matmul_model):
+    mon = monitors(matmul_model, prof(provider__name="NoSuchExecutionProvider"), strict_providers=True)
+    assert mon.fatal and "strict-providers" in mon.fatal
+    assert events(mon, "NoSuchExecutionProvider requested but not active", "error")
+    # The monitor pauses the worker; the state must read "failed" throughout, not "measuring" or "paused".
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.0:
+        assert mon.snapshot().state == "failed"
+        time.sleep(0.02)
+    runs = mon.snapshot().runs
+    time.sleep(0.2)
+    assert mon.snapshot().runs == runs  # nothing measured on the refused fallback any more
+
+
+def test_invalid_profiles_are_refused_synchronously(monitors, matmul_model, broadcast_model):
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    before = mon.snapshot()
+    s = before.profile.session
+    bad_profiles = {
+        "negative threads": replace(before.profile, session=replace(s, intra_op_num_threads=-1)),
+        "affinity count": replace(before.profile, session=replace(s, intra_op_num_threads=3,
+                                                                  intra_op_thread_affinities=((0,),))),
+        "missing core": replace(before.profile, session=replace(s, intra_op_num_threads=2,
+                                                                intra_op_thread_affinities=((os.cpu_count() + 3,),))),
+        "raw spelling of a field": replace(before.profile, session=replace(
+            s, config={"session.intra_op.allow_spinning": "0"})),
+        "concurrency 0": replace(before.profile, workload=replace(before.profile.workload, concurrency=0)),
+    }
+    for why, bad in bad_profiles.items():
+        with pytest.raises(ProfileError):
+            mon.apply(bad)
+    with pytest.raises(ProfileError, match="entries"):
+        mon.apply(bad_profiles["affinity count"])
+    with pytest.raises(ModelError, match="nosuch"):
+        mon.apply(prof(before.profile, workload__dims={"nosuch": 2}))
+    with pytest.raises(ModelError):
+        mon.apply(prof(before.profile, workload__shapes={"x": [3, 3]}))  # axis 0 is fixed to 256
+    after = mon.snapshot()
+    assert after.config_id == before.config_id
+    assert after.pending is None
+    assert after.profile == before.profile
+    assert len(after.history) == 1
+    assert after.worker_pid == before.worker_pid
+    runs_grow(mon, what="the session to keep running")
+    # Refused profiles never reach the worker: no build events, and the next good apply gets the next id.
+    assert not events(mon, "rebuild")
+    cid = mon.apply(prof(before.profile, workload__seed=1))
+    assert cid == before.config_id + 1
+    # An invalid profile is refused by the constructor too, before any worker exists.
+    with pytest.raises(ModelError):
+        Monitor(broadcast_model, prof(workload__dims={"n": 2}))
+
+
+# ---- the worker process ----------------------------------------------------------------------------------------------
+def test_killed_worker_is_restarted_with_the_last_good_profile(monitors, matmul_model):
+    mon = monitors(matmul_model)
+    good = prof(mon.snapshot().profile, session__intra_op_num_threads=2)
+    cid = mon.apply(good)
+    wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs > 0, 15, "the rebuild")
+    pid = mon.worker_pid()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: events(mon, "worker process died (signal 9)", "error"), 10, "the death to be reported")
+    wait_for(lambda: mon.worker_pid() not in (None, pid), 15, "a new worker")
+    wait_for(lambda: mon.snapshot().config_id > cid and mon.snapshot().state == "measuring", 20, "measuring again")
+    runs_grow(mon, what="runs in the restarted worker")
+    s = mon.snapshot()
+    assert s.worker_pid != pid
+    assert s.restarts == 1
+    assert mon.fatal is None
+    assert s.profile.session.intra_op_num_threads == 2  # the last good profile, not the start one
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_env_change_restarts_the_worker(monitors, matmul_model):
+    before_env = os.environ.get("OMP_WAIT_POLICY")
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    pid = mon.worker_pid()
+    assert "OMP_WAIT_POLICY" not in psutil.Process(pid).environ() or before_env is not None
+    cid = mon.apply(prof(mon.snapshot().profile, env={"OMP_WAIT_POLICY": "PASSIVE"}))
+    wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs > 0, 20, "the restarted worker")
+    new_pid = mon.worker_pid()
+    assert new_pid not in (None, pid)
+    assert psutil.Process(new_pid).environ().get("OMP_WAIT_POLICY") == "PASSIVE"
+    assert os.environ.get("OMP_WAIT_POLICY") == before_env  # set around the spawn only
+    s = mon.snapshot()
+    assert dict(s.profile.env) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert events(mon, "restarting the worker", "info")
+    assert not events(mon, "worker process died")  # replaced on purpose: not a crash
+    assert s.restarts == 0
+    assert mon.fatal is None
+
+
+def test_ort_warnings_become_grouped_events(monitors, tmp_path, capfd):
+    # Initializers also listed as graph inputs: ORT warns once per initializer at every session creation.
+    inits = [numpy_helper.from_array(np.ones((2, 3), np.float32), n) for n in ("B", "C")]
+    nodes = [helper.make_node("Add", ["x", "B"], ["t"]), helper.make_node("Add", ["t", "C"], ["y"])]
+    ins = [_vi("x", "float32", [2, 3]), _vi("B", "float32", [2, 3]), _vi("C", "float32", [2, 3])]
+    path = save(model_of(nodes, ins, [_vi("y", "float32", [2, 3])], inits), tmp_path / "init_inputs.onnx")
+
+    mon = monitors(path)
+    wait_for(lambda: len(events(mon, "ORT: Initializer", "warning")) == 2, 10, "two ORT warnings")
+    b = events(mon, "ORT: Initializer B appears in graph inputs", "warning")
+    assert len(b) == 1 and b[0].count == 1
+    # The same warnings again from a rebuild are grouped into the existing events, with a count.
+    cid = mon.apply(prof(mon.snapshot().profile, workload__seed=7))
+    wait_for(lambda: mon.snapshot().config_id == cid, 15, "the rebuild")
+    wait_for(lambda: all(e.count == 2 for e in events(mon, "ORT: Initializer", "warning")), 10, "counts of 2")
+    assert len(events(mon, "ORT: Initializer", "warning")) == 2
+    assert mon.snapshot().runs >= 0 and mon.fatal is None
+    mon.stop()
+    out, err = capfd.readouterr()
+    assert "Initializer" not in err and "onnxruntime" not in err
+    assert "Initializer" not in out
+
+
+# ---- the workload ----------------------------------------------------------------------------------------------------
+def test_paced_rate_pause_and_resume(monitors, matmul_model):
+    mon = monitors(matmul_model, prof(workload__rate_hz=50))
+    runs_grow(mon, by=5)
+    s = measure(mon, 2.0)
+    assert 40 <= s.throughput_per_s <= 60, s.throughput_per_s
+    assert 80 <= s.runs <= 120, s.runs
+
+    mon.pause()
+    wait_for(lambda: mon.snapshot().state == "paused", 5, "paused")
+    paused_runs = mon.snapshot().runs
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.4:  # 20 runs' worth at 50 Hz
+        assert mon.snapshot().runs == paused_runs
+        time.sleep(0.05)
+
+    mon.resume()
+    wait_for(lambda: mon.snapshot().state == "measuring", 5, "measuring again")
+    wait_for(lambda: mon.snapshot().runs >= paused_runs + 5, 5, "runs after resume")
+
+
+@pytest.mark.xfail(reason="a rebuild while paused leaves the state at 'warming': the worker builds but sends no "
+                          "state after 'built' when it does not start the loop", strict=True)
+def test_rebuild_while_paused_stays_paused(monitors, matmul_model):
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    mon.pause()
+    wait_for(lambda: mon.snapshot().state == "paused", 5, "paused")
+    paused_runs = mon.snapshot().runs
+    cid = mon.apply(prof(mon.snapshot().profile, session__intra_op_num_threads=2))
+    wait_for(lambda: mon.snapshot().config_id == cid, 15, "the rebuild")
+    wait_for(lambda: mon.snapshot().state != "warming", 2, "a state after the rebuild")
+    s = mon.snapshot()
+    assert s.state == "paused"
+    assert s.runs == 0 and paused_runs > 0  # the new configuration has measured nothing yet
+    mon.resume()
+    wait_for(lambda: mon.snapshot().state == "measuring" and mon.snapshot().runs > 10, 5, "measuring after resume")
+
+
+def test_two_concurrent_callers(monitors, matmul_model):
+    mon = monitors(matmul_model, prof(workload__concurrency=2))
+    runs_grow(mon, by=100)
+    s = mon.snapshot()
+    assert s.runs > 0
+    assert math.isfinite(s.cpu.cpu_ms_per_run) and s.cpu.cpu_ms_per_run > 0
+    assert math.isnan(s.cpu.cpu_ms_between_runs_per_s)  # not attributable with overlapping runs
+    assert math.isfinite(s.latency.p50) and s.latency.p50 <= s.latency.max
+    assert s.throughput_per_s > 0
+
+
+def test_run_error_is_fatal(monitors, random_fail_model):
+    path, idx = random_fail_model
+    mon = monitors(path, prof(workload__warmup_runs=5))
+    wait_for(lambda: mon.snapshot().state == "failed", 10, "the failed state")
+    s = mon.snapshot()
+    assert mon.fatal and "the model failed at run time" in mon.fatal and "Reshape" in mon.fatal
+    assert any(e.text.startswith("Run() failed") for e in s.events if e.level == "error")
+    assert s.runs == idx - 5  # the runs before the failure are kept
+    assert mon.worker_pid() is not None  # the worker stays, waiting for a fix
+
+
+def test_first_run_failure_is_fatal(monitors, broadcast_model):
+    mon = monitors(broadcast_model, prof(workload__dims={"N": 2, "M": 3}))
+    assert mon.fatal and "cannot build a session" in mon.fatal
+    s = mon.snapshot()
+    assert s.state == "failed"
+    assert s.runs == 0
+    assert any("failed to build" in e.text for e in s.events if e.level == "error")
+
+
+def test_a_fixed_profile_recovers_from_a_fatal_error(monitors, broadcast_model):
+    mon = monitors(broadcast_model, prof(workload__dims={"N": 2, "M": 3}))
+    assert mon.fatal
+    cid = mon.apply(prof(workload__dims={"N": 2, "M": 2}))
+    wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs > 10, 15, "the fixed session")
+    s = mon.snapshot()
+    assert mon.fatal is None
+    assert s.state == "measuring"
+    assert s.feeds == ("a: float32[2]", "b: float32[2]")
+
+
+def test_failed_build_in_a_fresh_worker_brings_back_the_last_good(monitors, matmul_model):
+    # An env change needs a new worker, which has no session to fall back on: a failing build there must
+    # restart the worker with the last good profile (and its environment).
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    pid, cid0 = mon.worker_pid(), mon.snapshot().config_id
+    bad = prof(mon.snapshot().profile, env={"OMP_WAIT_POLICY": "PASSIVE"},
+               session__config={"session.graph_optimizations_loop_level": "x"})
+    mon.apply(bad)
+    wait_for(lambda: events(mon, "restarting with the previous settings", "error"), 15, "the failed build")
+    wait_for(lambda: mon.snapshot().config_id > cid0 + 1 and mon.snapshot().runs > 10, 15, "the good profile back")
+    s = mon.snapshot()
+    new_pid = mon.worker_pid()
+    assert new_pid not in (None, pid)
+    assert "OMP_WAIT_POLICY" not in psutil.Process(new_pid).environ() or "OMP_WAIT_POLICY" in os.environ
+    assert dict(s.profile.env) == {}
+    assert s.state == "measuring" and mon.fatal is None
+
+
+def test_a_worker_that_keeps_dying_is_given_up(monitors, matmul_model):
+    from ortop.engine import RESTART_LIMIT
+
+    mon = monitors(matmul_model)
+    for _ in range(RESTART_LIMIT + 1):
+        wait_for(lambda: mon.worker_pid() and mon.snapshot().state == "measuring", 15, "a measuring worker")
+        pid = mon.worker_pid()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: mon.worker_pid() != pid, 10, "the death to be seen")
+    wait_for(lambda: mon.fatal, 10, "giving up")
+    s = mon.snapshot()
+    assert "was not restarted" in mon.fatal
+    assert s.state == "failed"
+    assert s.restarts == RESTART_LIMIT
+    assert mon.worker_pid() is None
+
+
+def test_spinning_cost_is_visible(monitors, matmul_model):
+    base = prof(session__intra_op_num_threads=2, workload__rate_hz=100)
+    mon = monitors(matmul_model, prof(base, session__allow_spinning=True))
+    runs_grow(mon, by=10)
+    spin = measure(mon, 1.5)
+    cid = mon.apply(prof(base, session__allow_spinning=False))
+    wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs >= 10, 15, "the rebuild")
+    calm = measure(mon, 1.5)
+    print(f"\nspinning at 100 Hz: cpu ms/run {spin.cpu.cpu_ms_per_run:.2f} (spin) vs "
+          f"{calm.cpu.cpu_ms_per_run:.2f} (no spin); between runs {spin.cpu.cpu_ms_between_runs_per_s:.0f} vs "
+          f"{calm.cpu.cpu_ms_between_runs_per_s:.0f} ms/s")
+    assert spin.profile.session.allow_spinning is True and calm.profile.session.allow_spinning is False
+    # Measured here: ~11 ms/run with spinning, ~1.4 ms/run without (10 ms between paced runs to spin in).
+    assert spin.cpu.cpu_ms_per_run > 2.0 * calm.cpu.cpu_ms_per_run
+    assert spin.cpu.cpu_ms_between_runs_per_s > 3.0 * calm.cpu.cpu_ms_between_runs_per_s
+
+
+def test_stop_is_idempotent(monitors, matmul_model):
+    mon = monitors(matmul_model)
+    pid = mon.worker_pid()
+    mon.stop()
+    mon.stop()
+    assert mon.snapshot().state == "stopped"
+    assert mon.worker_pid() is None
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
+             "the worker to exit")
+    assert not events(mon, "worker process died")

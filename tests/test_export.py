@@ -1,0 +1,594 @@
+"""Exporters: every format for every shipped profile, the Python export run for real, perf_test flags checked
+against the verified list, Olive's shape, and values that try to escape their string literals."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ortop import export, ortopts
+from ortop import profile as pm
+from ortop.export import FORMATS, PERF_TEST_FLAGS, ExportError, render
+from ortop.profile import Profile, ProviderSettings, SessionSettings, Workload
+from tests.models import make_matmul_model
+from tests.test_profile import check_session
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((REPO / "profiles").glob("*.toml"))
+SHIPPED_IDS = [p.stem for p in SHIPPED]
+
+EVIL = '"); import os; os.system("x") #'
+EVIL_VALUES = [
+    EVIL,
+    "a\nimport os\nos.system('x')",
+    "'''\"\"\"",
+    "back\\slash\\",
+    "line\u2028sep\u0085next",
+    "tri??/graph??=",
+    "*/ /* //",
+    "$(touch /tmp/ortop-pwned) `id`; rm -rf ~ #",
+    "tab\there\x01ctl\x1b[0m\x7f",  # NUL itself is refused by profile validation
+    "caf\u00e9 \U0001f600",
+]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return make_matmul_model(tmp_path_factory.mktemp("m") / "mm.onnx", n=16)
+
+
+def test_shipped_profiles_are_all_there() -> None:
+    assert set(SHIPPED_IDS) >= {"cpu-latency", "cpu-throughput", "cpu-low-power", "cpu-low-variance", "numa-node0",
+                                "cuda-default", "cuda-graph", "cuda-memory-capped"}
+    for path in SHIPPED:
+        text = path.read_text()
+        assert text.startswith("# "), f"{path.name} needs a '#' header saying when to use it"
+        p = pm.load(path)
+        assert p.model == "", f"{path.name} should leave model out"
+        assert p.description
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=SHIPPED_IDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_for_every_shipped_profile(path: Path, fmt: str) -> None:
+    text = render(pm.load(path), fmt)
+    assert text.strip()
+    assert text.endswith("\n")
+    if fmt == "python":
+        ast.parse(text)
+    if fmt in ("olive", "json"):
+        json.loads(text)
+
+
+# ---- python -------------------------------------------------------------------------------------------------
+
+def exec_export(profile: Profile, **kw) -> dict:
+    ns: dict = {}
+    exec(compile(render(profile, "python", **kw), "<ortop export>", "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=SHIPPED_IDS)
+def test_python_export_builds_the_profiles_session(path: Path, model: str) -> None:
+    profile = pm.load(path)
+    ns = exec_export(profile, model_path=model)
+    assert ns["MODEL_PATH"] == model
+    assert ns["PROVIDERS"] == ortopts.provider_list(profile)
+    if profile.provider_name() == "CPUExecutionProvider":
+        sess = ns["make_session"]()
+        assert sess.get_provider_options()["CPUExecutionProvider"] == profile.provider_options()
+    else:  # no GPU here: same settings, CPU provider
+        sess = ns["make_session"](model, providers=["CPUExecutionProvider"])
+    check_session(sess, profile)
+
+
+def test_python_export_with_everything_runs(model: str) -> None:
+    import numpy as np
+
+    profile = Profile(
+        description="all the session knobs",
+        env={"OMP_NUM_THREADS": "1", "LD_PRELOAD": "/usr/lib/libjemalloc.so"},
+        session=SessionSettings(
+            intra_op_num_threads=2, inter_op_num_threads=2, execution_mode="parallel",
+            graph_optimization_level="extended", enable_cpu_mem_arena=False, enable_mem_pattern=False,
+            enable_mem_reuse=False, allow_spinning=False, spin_duration_us=10, dynamic_block_base=4,
+            intra_op_thread_affinities=((0,),), log_severity_level=3, config={"session.set_denormal_as_zero": "1"}),
+        provider=ProviderSettings(io_binding=True),
+    )
+    text = render(profile, "python", model_path=model)
+    assert "NOT enough for LD_PRELOAD" in text
+    assert "#   LD_PRELOAD = '/usr/lib/libjemalloc.so'" in text
+    ns = exec_export(profile, model_path=model)
+    sess = ns["make_session"]()
+    check_session(sess, profile)
+    x = np.arange(32, dtype=np.float32).reshape(2, 16)
+    (bound,) = ns["run_with_io_binding"](sess, {"x": x})
+    (plain,) = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(bound, plain)
+
+
+def test_python_export_cuda_graph_explains_io_binding() -> None:
+    text = render(pm.load(REPO / "profiles" / "cuda-graph.toml"), "python")
+    assert "DEVICE = 'cuda'" in text
+    assert "update_inplace" in text
+
+
+GLOBAL_POOLS = textwrap.dedent("""
+    import sys
+    code, model = open(sys.argv[1]).read(), sys.argv[2]
+    ns = {}
+    exec(compile(code, "export", "exec"), ns)
+    sess = ns["make_session"](model)
+    sess = ns["make_session"](model)  # the pools are created once; a second session reuses them
+    o = sess.get_session_options()
+    print(o.use_per_session_threads, o.get_session_config_entry("session.intra_op.allow_spinning"))
+""")
+
+
+def test_python_export_global_thread_pools(tmp_path: Path, model: str) -> None:
+    profile = Profile(session=SessionSettings(use_per_session_threads=False, global_intra_op_num_threads=2,
+                                              global_inter_op_num_threads=1, allow_spinning=False))
+    code = render(profile, "python", model_path=model)
+    assert "set_global_thread_pool_sizes(*GLOBAL_THREAD_POOL_SIZES)" in code
+    assert "GLOBAL_THREAD_POOL_SIZES = (2, 1)" in code
+    src = tmp_path / "export.py"
+    src.write_text(code)
+    out = subprocess.run([sys.executable, "-c", GLOBAL_POOLS, str(src), model], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "0"]
+
+
+# ---- injection ----------------------------------------------------------------------------------------------
+
+def evil_profile(value: str, provider: str = "MyExecutionProvider") -> Profile:
+    return Profile(
+        description=value,
+        env={"EVIL": value},
+        session=SessionSettings(config={"custom." + value: value}),
+        provider=ProviderSettings(name=provider, options={value: value}),
+    )
+
+
+def string_constants(tree: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+@pytest.mark.parametrize("value", EVIL_VALUES)
+def test_python_injection(value: str) -> None:
+    text = render(evil_profile(value), "python", model_path=value)
+    tree = ast.parse(text)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert not [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "system"]
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import) and n.names[0].name == "os"]
+    assert value in string_constants(tree)
+    # The description and env values sit in comments: still one comment line each.
+    for line in text.splitlines():
+        if line.startswith("# profile:"):
+            assert ast.literal_eval(line[len("# profile: "):]) == value
+    ns: dict = {}
+    exec(compile(text, "<export>", "exec"), ns)
+    assert ns["MODEL_PATH"] == value
+    assert ns["PROVIDERS"][0] == ("MyExecutionProvider", {value: value})
+    so = ns["session_options"]()
+    assert so.get_session_config_entry("custom." + value) == value
+
+
+def c_like_scan(code: str) -> tuple[str, list[str], list[str]]:
+    """Split C++/C# text into (code without strings and comments, string literals, comments)."""
+    rest, literals, comments = [], [], []
+    i = 0
+    while i < len(code):
+        if code.startswith("//", i):
+            j = code.find("\n", i)
+            j = len(code) if j < 0 else j
+            comments.append(code[i:j])
+            i = j
+        elif code[i] == '"':
+            j = i + 1
+            while code[j] != '"':
+                assert code[j] != "\n", "a string literal runs past the end of its line"
+                j += 2 if code[j] == "\\" else 1
+            literals.append(code[i:j + 1])
+            rest.append('""')
+            i = j + 1
+        else:
+            rest.append(code[i])
+            i += 1
+    return "".join(rest), literals, comments
+
+
+def decode_c_literal(lit: str) -> str:
+    body, out, i = lit[1:-1], bytearray(), 0
+    simple = {"\\": b"\\", '"': b'"', "?": b"?", "'": b"'", "n": b"\n", "t": b"\t", "r": b"\r"}
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+            continue
+        n = body[i + 1]
+        if n in "01234567":
+            digits = re.match(r"[0-7]{1,3}", body[i + 1:]).group(0)
+            out.append(int(digits, 8))
+            i += 1 + len(digits)
+        else:
+            out += simple[n]
+            i += 2
+    return out.decode("utf-8", "surrogatepass")
+
+
+def decode_cs_literal(lit: str) -> str:
+    body, out, i = lit[1:-1], [], 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+        elif body[i + 1] == "u":
+            out.append(chr(int(body[i + 2:i + 6], 16)))
+            i += 6
+        elif body[i + 1] == "U":
+            out.append(chr(int(body[i + 2:i + 10], 16)))
+            i += 10
+        else:
+            out.append({"\\": "\\", '"': '"'}[body[i + 1]])
+            i += 2
+    return "".join(out)
+
+
+@pytest.mark.parametrize("value", EVIL_VALUES)
+def test_cpp_injection(value: str) -> None:
+    text = render(evil_profile(value), "cpp", model_path=value)
+    code, literals, comments = c_like_scan(text)
+    assert "system" not in code and "import" not in code
+    assert all(ch.isascii() and (ch.isprintable() or ch == "\n") for ch in text)
+    decoded = [decode_c_literal(lit) for lit in literals]
+    assert decoded.count(value) >= 4  # model path, config value, option key and value
+    assert "custom." + value in decoded
+    assert any(export.cpp_str(value) in c for c in comments)  # description and env value
+    assert not any(c.rstrip().endswith("\\") for c in comments)  # no line splice into the next line
+
+
+@pytest.mark.parametrize("value", EVIL_VALUES)
+def test_csharp_injection(value: str) -> None:
+    text = render(evil_profile(value), "csharp", model_path=value)
+    code, literals, comments = c_like_scan(text)
+    assert "system" not in code and "import" not in code
+    assert all(ch.isascii() and (ch.isprintable() or ch == "\n") for ch in text)
+    decoded = [decode_cs_literal(lit) for lit in literals]
+    assert decoded.count(value) >= 4
+    assert "custom." + value in decoded
+    assert any(export.cs_str(value) in c for c in comments)
+
+
+def perf_command(text: str) -> list[str]:
+    """The command after the leading '#' lines (a quoted argument may span lines), split as a shell would."""
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    return shlex.split("\n".join(lines[start:]))
+
+
+@pytest.mark.parametrize("value", EVIL_VALUES)
+def test_shell_injection(value: str) -> None:
+    env = render(Profile(env={"EVIL": value}, description=value), "env")
+    header, command = env.split("\n", 1)  # a shell only ends a comment at "\n"
+    assert header.startswith("# environment of profile ")
+    assert json.loads(header[len("# environment of profile "):]) == value
+    assert shlex.split(command) == ["export", f"EVIL={value}"]
+    perf = render(Profile(env={"EVIL": value}, description=value), "perf-test", model_path=value)
+    argv = perf_command(perf)
+    assert argv[0] == f"EVIL={value}"
+    assert argv[-2:] == [value, "perf_result.txt"]
+
+
+@pytest.mark.parametrize("value", [v for v in EVIL_VALUES if not any(c.isspace() for c in v)])
+def test_perf_test_carries_spaceless_values_intact(value: str) -> None:
+    argv = perf_command(render(evil_profile(value, provider="openvino"), "perf-test"))
+    assert argv[argv.index("-C") + 1] == f"custom.{value}|{value}"
+    if "|" not in value:
+        assert argv[argv.index("-i") + 1] == f"{value}|{value}"
+
+
+def test_perf_test_refuses_what_its_lists_cannot_hold() -> None:
+    with pytest.raises(ExportError, match=r"no whitespace or '\|'"):
+        render(evil_profile(EVIL, provider="openvino"), "perf-test")
+    with pytest.raises(ExportError, match="cannot hold whitespace"):
+        render(Profile(session=SessionSettings(config={"k": "a b"})), "perf-test")
+    with pytest.raises(ExportError, match="cannot hold whitespace"):
+        render(Profile(provider=ProviderSettings(name="openvino", options={"cache_dir": "/my models"})), "perf-test")
+    with pytest.raises(ExportError, match=r"no whitespace or '\|'"):
+        render(Profile(session=SessionSettings(config={"a|b": "1"})), "perf-test")
+    with pytest.raises(ExportError, match="free dimension"):
+        render(Profile(workload=Workload(dims={"a b": 2})), "perf-test")
+
+
+@pytest.mark.parametrize("value", EVIL_VALUES)
+def test_json_formats_carry_values_as_data(value: str) -> None:
+    p = evil_profile(value)
+    assert pm.from_dict(json.loads(render(p, "json"))) == p
+    olive = json.loads(render(p, "olive"))
+    assert olive["provider_options"] == [{value: value}]
+    assert olive["session_options"]["extra_session_config"] == {"custom." + value: value}
+
+
+# ---- C++ compile check (syntax and literals, against the API as declared in onnxruntime_cxx_api.h) -----------
+
+# The declarations the export uses, with the signatures of onnxruntime_cxx_api.h (SessionOptionsImpl, Env,
+# ThreadingOptions) and onnxruntime_c_api.h (OrtApi members, enums, ORT_TSTR); enough for -fsyntax-only.
+ORT_STUB = """
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+typedef char ORTCHAR_T;
+#define ORT_TSTR(X) X
+#define ORT_API_CALL
+struct OrtStatus; struct OrtCUDAProviderOptionsV2; struct OrtTensorRTProviderOptionsV2; struct OrtThreadingOptions;
+typedef enum ExecutionMode { ORT_SEQUENTIAL = 0, ORT_PARALLEL = 1 } ExecutionMode;
+typedef enum GraphOptimizationLevel { ORT_DISABLE_ALL = 0, ORT_ENABLE_BASIC = 1, ORT_ENABLE_EXTENDED = 2,
+  ORT_ENABLE_LAYOUT = 3, ORT_ENABLE_ALL = 99 } GraphOptimizationLevel;
+typedef enum OrtLoggingLevel { ORT_LOGGING_LEVEL_VERBOSE, ORT_LOGGING_LEVEL_INFO, ORT_LOGGING_LEVEL_WARNING,
+  ORT_LOGGING_LEVEL_ERROR, ORT_LOGGING_LEVEL_FATAL } OrtLoggingLevel;
+struct OrtApi {
+  OrtStatus*(ORT_API_CALL* CreateCUDAProviderOptions)(OrtCUDAProviderOptionsV2** out);
+  OrtStatus*(ORT_API_CALL* UpdateCUDAProviderOptions)(OrtCUDAProviderOptionsV2* o, const char* const* k,
+                                                     const char* const* v, size_t n);
+  void(ORT_API_CALL* ReleaseCUDAProviderOptions)(OrtCUDAProviderOptionsV2* o);
+  OrtStatus*(ORT_API_CALL* CreateTensorRTProviderOptions)(OrtTensorRTProviderOptionsV2** out);
+  OrtStatus*(ORT_API_CALL* UpdateTensorRTProviderOptions)(OrtTensorRTProviderOptionsV2* o, const char* const* k,
+                                                         const char* const* v, size_t n);
+  void(ORT_API_CALL* ReleaseTensorRTProviderOptions)(OrtTensorRTProviderOptionsV2* o);
+};
+namespace Ort {
+const OrtApi& GetApi();
+void ThrowOnError(OrtStatus* status);
+struct ThreadingOptions {
+  ThreadingOptions();
+  ThreadingOptions& SetGlobalIntraOpNumThreads(int n);
+  ThreadingOptions& SetGlobalInterOpNumThreads(int n);
+  operator OrtThreadingOptions*() const;
+};
+struct Env {
+  Env(OrtLoggingLevel logging_level = ORT_LOGGING_LEVEL_WARNING, const char* logid = "");
+  Env(const OrtThreadingOptions* tp_options, OrtLoggingLevel logging_level = ORT_LOGGING_LEVEL_WARNING,
+      const char* logid = "");
+};
+struct SessionOptions {
+  SessionOptions();
+  SessionOptions& SetIntraOpNumThreads(int n);
+  SessionOptions& SetInterOpNumThreads(int n);
+  SessionOptions& SetGraphOptimizationLevel(GraphOptimizationLevel level);
+  SessionOptions& EnableCpuMemArena();
+  SessionOptions& DisableCpuMemArena();
+  SessionOptions& EnableMemPattern();
+  SessionOptions& DisableMemPattern();
+  SessionOptions& SetExecutionMode(ExecutionMode mode);
+  SessionOptions& SetLogSeverityLevel(int level);
+  SessionOptions& DisablePerSessionThreads();
+  SessionOptions& AddConfigEntry(const char* key, const char* value);
+  SessionOptions& AppendExecutionProvider_CUDA_V2(const OrtCUDAProviderOptionsV2& options);
+  SessionOptions& AppendExecutionProvider_TensorRT_V2(const OrtTensorRTProviderOptionsV2& options);
+  SessionOptions& AppendExecutionProvider(const std::string& name,
+                                          const std::unordered_map<std::string, std::string>& options = {});
+};
+struct Session { Session(const Env& env, const ORTCHAR_T* model_path, const SessionOptions& options); };
+}  // namespace Ort
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_cpp_exports_compile_against_the_declared_api(tmp_path: Path) -> None:
+    profiles = [pm.load(p) for p in SHIPPED] + [
+        evil_profile(v) for v in EVIL_VALUES] + [
+        Profile(session=SessionSettings(use_per_session_threads=False, global_intra_op_num_threads=2,
+                                        enable_cpu_mem_arena=False, enable_mem_pattern=False, enable_mem_reuse=False,
+                                        graph_optimization_level="layout", execution_mode="parallel")),
+        Profile(provider=ProviderSettings(name="tensorrt", options={"trt_fp16_enable": True})),
+        Profile(provider=ProviderSettings(name="cuda")),
+    ]
+    (tmp_path / "onnxruntime_cxx_api.h").write_text(ORT_STUB)
+    parts = ["#include <onnxruntime_cxx_api.h>", "#include <memory>", "#include <vector>"]
+    for i, p in enumerate(profiles):
+        body = "\n".join(ln for ln in render(p, "cpp", model_path=EVIL).splitlines() if not ln.startswith("#include"))
+        parts.append(f"namespace p{i} {{\n{body}\nvoid Use() {{ Ort::Env env = MakeEnv(); MakeSession(env); }}\n}}")
+    src = tmp_path / "all.cpp"
+    src.write_text("\n".join(parts))
+    out = subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-Wno-unused-function", "-fsyntax-only",
+                          "-I", str(tmp_path), str(src)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_cpp_literals_decode_to_the_values(tmp_path: Path) -> None:
+    # Each literal is written length-first ("12:bytes"), as the values themselves hold NULs and newlines.
+    body = "\n".join(f"  {{ static const char s[] = {export.cpp_str(v)};"
+                     f" std::printf(\"%zu:\", sizeof(s) - 1); std::fwrite(s, 1, sizeof(s) - 1, stdout); }}"
+                     for v in EVIL_VALUES)
+    src = tmp_path / "lit.cpp"
+    src.write_text(f"#include <cstdio>\nint main() {{\n{body}\n}}\n")
+    exe = tmp_path / "lit"
+    subprocess.run(["g++", "-std=c++11", "-trigraphs", "-o", str(exe), str(src)], check=True, capture_output=True)
+    raw = subprocess.run([str(exe)], capture_output=True, check=True).stdout
+    got = []
+    while raw:
+        size, raw = raw.split(b":", 1)
+        got.append(raw[:int(size)])
+        raw = raw[int(size):]
+    assert got == [v.encode("utf-8") for v in EVIL_VALUES]
+
+
+# ---- perf_test ----------------------------------------------------------------------------------------------
+
+def perf_flags(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """Walk a perf_test argv with PERF_TEST_FLAGS' arities: (flag -> values, positionals)."""
+    i = 0
+    while "=" in argv[i] and not argv[i].startswith("-"):
+        i += 1  # NAME=VALUE environment assignments
+    assert argv[i] == "onnxruntime_perf_test"
+    flags: dict[str, list[str]] = {}
+    positional: list[str] = []
+    i += 1
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("-") and not positional:
+            assert tok in PERF_TEST_FLAGS, f"{tok} is not a verified perf_test flag"
+            takes_value = PERF_TEST_FLAGS[tok][0]
+            flags.setdefault(tok, []).append(argv[i + 1] if takes_value else "")
+            i += 2 if takes_value else 1
+        else:
+            positional.append(tok)
+            i += 1
+    return flags, positional
+
+
+def test_perf_test_flag_list_holds_the_known_flags() -> None:
+    for flag in ("-x", "-y", "-P", "-o", "-C", "-e", "-i", "-A", "-M", "-I", "-f", "-T", "-D", "-g", "-m", "-t",
+                 "-S", "-s", "-r", "-c", "-d", "-q", "-Z", "-z", "-p", "-v", "-F"):
+        assert flag in PERF_TEST_FLAGS
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=SHIPPED_IDS)
+def test_perf_test_emits_only_verified_flags(path: Path) -> None:
+    profile = pm.load(path)
+    flags, positional = perf_flags(perf_command(render(profile, "perf-test")))
+    assert positional == ["model.onnx", "perf_result.txt"]
+    assert flags["-e"] == ["cuda" if profile.provider.name == "cuda" else "cpu"]
+    assert flags["-o"] == ["99"]
+    assert "-I" in flags and flags["-S"] == ["0"]
+
+
+def test_perf_test_maps_every_knob() -> None:
+    profile = Profile(
+        env={"OMP_NUM_THREADS": "2"},
+        session=SessionSettings(
+            intra_op_num_threads=3, inter_op_num_threads=2, execution_mode="parallel",
+            graph_optimization_level="layout",
+            enable_cpu_mem_arena=False, enable_mem_pattern=False, enable_mem_reuse=False, allow_spinning=False,
+            spin_duration_us=100, dynamic_block_base=4, intra_op_thread_affinities=((0, 1), (2,)),
+            use_per_session_threads=False, log_severity_level=1, config={"session.set_denormal_as_zero": "1"}),
+        provider=ProviderSettings(name="cuda", io_binding=True, options={
+            "device_id": 1, "cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_stream": False,
+            "gpu_mem_limit": 1024}),
+        workload=Workload(concurrency=3, seed=5, dims={"batch": 4, "seq": 8}, rate_hz=20.0, batch=2),
+    )
+    text = render(profile, "perf-test", model_path="m.onnx")
+    argv = perf_command(text)
+    assert argv[0] == "OMP_NUM_THREADS=2"
+    flags, positional = perf_flags(argv)
+    assert positional == ["m.onnx", "perf_result.txt"]
+    assert flags["-x"] == ["3"] and flags["-y"] == ["2"] and "-P" in flags
+    assert flags["-o"] == ["3"]
+    assert "-A" in flags and "-M" in flags and "-D" in flags
+    assert flags["-T"] == ["1,2;3"]
+    assert flags["-C"] == ["session.intra_op.spin_duration_us|100 session.dynamic_block_base|4 "
+                           "session.set_denormal_as_zero|1"]
+    assert flags["-d"] == ["1"] and "-q" in flags and "-g" in flags
+    assert flags["-i"] == ["device_id|1 gpu_mem_limit|1024"]
+    assert flags["-c"] == ["3"] and flags["-S"] == ["5"]
+    assert flags["-f"] == ["batch:4", "seq:8"]
+    assert flags["-m"] == ["duration"] and flags["-t"] == ["10"]
+    for note in ("enable_mem_reuse", "use_per_session_threads", "log_severity_level", "rate_hz", "batch = 2"):
+        assert any(line.startswith("# note:") and note in line for line in text.splitlines()), note
+
+
+def test_perf_test_spinning_on_goes_through_c() -> None:
+    flags, _ = perf_flags(perf_command(render(pm.load(REPO / "profiles" / "cpu-latency.toml"), "perf-test")))
+    assert "-D" not in flags
+    assert flags["-C"] == ["session.intra_op.allow_spinning|1"]
+
+
+def test_perf_test_npy_inputs_drop_generated_inputs() -> None:
+    text = render(Profile(workload=Workload(inputs={"x": "x.npy"})), "perf-test")
+    flags, _ = perf_flags(perf_command(text))
+    assert "-I" not in flags and "-S" not in flags
+    assert "test_data_set" in text
+
+
+def test_perf_test_refuses_providers_it_lacks() -> None:
+    with pytest.raises(ExportError, match="no -e name for provider 'MyExecutionProvider'"):
+        render(Profile(provider=ProviderSettings(name="MyExecutionProvider")), "perf-test")
+    with pytest.raises(ExportError, match="rocm"):
+        render(Profile(provider=ProviderSettings(name="rocm")), "perf-test")
+
+
+# ---- Olive, env, json ---------------------------------------------------------------------------------------
+
+def test_olive_shape() -> None:
+    profile = Profile(
+        session=SessionSettings(intra_op_num_threads=4, inter_op_num_threads=2, execution_mode="parallel",
+                                graph_optimization_level="layout", allow_spinning=False),
+        provider=ProviderSettings(name="cuda", io_binding=True, options={"device_id": 0, "enable_cuda_graph": False}),
+    )
+    data = json.loads(render(profile, "olive"))
+    assert set(data) == {"execution_provider", "provider_options", "io_bind", "session_options"}
+    assert data["execution_provider"] == ["CUDAExecutionProvider"]
+    assert data["provider_options"] == [{"device_id": "0", "enable_cuda_graph": "0"}]
+    assert data["io_bind"] is True
+    assert data["session_options"] == {
+        "intra_op_num_threads": 4, "inter_op_num_threads": 2, "execution_mode": 1, "graph_optimization_level": 3,
+        "extra_session_config": {"session.intra_op.allow_spinning": "0"},
+    }
+
+
+def test_olive_levels_are_ort_enum_values() -> None:
+    import onnxruntime as ort
+
+    for level in pm.OPT_LEVELS:
+        data = export.olive_settings(Profile(session=SessionSettings(graph_optimization_level=level)))
+        value = data["session_options"]["graph_optimization_level"]
+        assert ort.GraphOptimizationLevel(value) == getattr(ort.GraphOptimizationLevel, ortopts.OPT_LEVEL_NAMES[level])
+    assert export.olive_settings(Profile(session=SessionSettings(log_severity_level=0)))["session_options"][
+        "log_severity_level"] == 0
+
+
+def test_olive_refuses_what_it_cannot_apply_and_passes_custom_providers() -> None:
+    for session in (SessionSettings(enable_cpu_mem_arena=False), SessionSettings(enable_mem_pattern=False),
+                    SessionSettings(enable_mem_reuse=False), SessionSettings(use_per_session_threads=False)):
+        with pytest.raises(ExportError, match="Olive's inference settings cannot carry"):
+            render(Profile(session=session), "olive")
+    data = json.loads(render(Profile(provider=ProviderSettings(name="MyExecutionProvider", options={"k": 1})),
+                             "olive"))
+    assert data["execution_provider"] == ["MyExecutionProvider"]
+    assert data["provider_options"] == [{"k": "1"}]
+
+
+def test_env_format() -> None:
+    assert render(Profile(), "env") == "# this profile sets no environment variables\n"
+    text = render(Profile(env={"OMP_NUM_THREADS": "4", "MIMALLOC_OPTIONS": "a b"}), "env")
+    assert text.splitlines() == ["export OMP_NUM_THREADS=4", "export MIMALLOC_OPTIONS='a b'"]
+
+
+def test_json_format_is_the_full_profile(tmp_path: Path) -> None:
+    p = replace(pm.load(REPO / "profiles" / "numa-node0.toml"), model=str(tmp_path / "m.onnx"))
+    data = json.loads(render(p, "json"))
+    assert data == p.to_dict(full=True)
+    assert pm.from_dict(data) == p
+
+
+def test_model_path_defaults() -> None:
+    assert "MODEL_PATH = 'model.onnx'" in render(Profile(), "python")
+    assert "MODEL_PATH = '/m/x.onnx'" in render(Profile(model="/m/x.onnx"), "python")
+    assert "MODEL_PATH = 'y.onnx'" in render(Profile(model="/m/x.onnx"), "python", model_path="y.onnx")
+
+
+def test_unknown_format_lists_the_valid_ones() -> None:
+    with pytest.raises(ExportError) as info:
+        render(Profile(), "yaml")
+    assert all(f in str(info.value) for f in FORMATS)
+    with pytest.raises(ExportError, match="did you mean 'python'"):
+        render(Profile(), "pyhton")
+
+
+def test_export_module_does_not_import_onnxruntime() -> None:
+    code = "import sys, ortop.export as e; e.render(e.Profile(), 'python'); print('onnxruntime' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,157 @@
+"""A stand-in for engine.Monitor with seeded, fixed-clock Snapshots, for the UI's snapshot tests.
+
+It has the Monitor's public surface (snapshot, apply, pause, resume, reset_stats, add_event, stop, worker_pid,
+start_profile, fatal, model_path, bucket_s, window_s) and nothing else, so the app cannot lean on internals.
+Everything behind the UI that matters (rebuilds, validation, files) is tested with the real Monitor elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from typing import Any
+
+from ortop import profile as profile_mod
+from ortop.engine import ConfigRecord, CpuCost, Event, Snapshot
+from ortop.model import ModelInfo, TensorInfo
+from ortop.profile import Profile
+from ortop.stats import Bucket, LatencyStats
+
+T_NOW = 95.0  # the fake clock: seconds since the monitor started
+
+
+def fake_model_info(path: str = "/models/resnet-ish.onnx") -> ModelInfo:
+    return ModelInfo(
+        path=path, ir_version=10, opsets={"": 17}, producer="ortop-tests",
+        inputs=(TensorInfo("image", "float32", ("batch", 16, 64, 64)),),
+        outputs=(TensorInfo("logits", "float32", ("batch", 10)),),
+        initializer_inputs=(), op_histogram={"Conv": 2, "Relu": 4, "MatMul": 3, "MaxPool": 2, "Flatten": 1},
+        control_flow=(), num_nodes=12, num_initializers=7, param_bytes=9_600_000, free_dims=("batch",),
+        gather_bounds={},
+    )
+
+
+def _latency(rng: random.Random, p50: float, runs: int) -> LatencyStats:
+    return LatencyStats(runs=runs, mean=p50 * 1.04, p50=p50, p90=p50 * 1.12, p95=p50 * 1.2,
+                        p99=p50 * (1.5 + rng.random() * 0.3), p999=p50 * 2.4, min=p50 * 0.9, max=p50 * 3.1)
+
+
+class FakeMonitor:
+    """Seeded Snapshots: a few configurations already measured, a rebuild marker, grouped ORT warnings."""
+
+    bucket_s = 0.5
+    window_s = 5.0
+
+    def __init__(self, model_path: str = "/models/resnet-ish.onnx", profile: Profile | None = None, *,
+                 seed: int = 0, state: str = "measuring", n_configs: int = 3, fatal: str | None = None,
+                 providers_active: tuple[str, ...] = ("CPUExecutionProvider",)) -> None:
+        self.model_path = model_path
+        self.info = fake_model_info(model_path)
+        self.start_profile = replace(profile or Profile(), model=model_path)
+        self.fatal = fatal
+        self.rng = random.Random(seed)
+        self.state = state
+        self.stopped = False
+        self.applied: list[Profile] = []
+        self.pending: Profile | None = None
+        self.providers_active = providers_active
+        self.events: list[Event] = [
+            Event(0.4, "info", "session built in 48 ms, first run 6.2 ms"),
+            Event(0.5, "warning", "ORT: Initializer fc1_w appears in graph inputs and will not be treated as "
+                                  "constant value/weight.", 269),
+            Event(31.0, "info", "rebuilt in 41 ms, first run 5.8 ms: intra_op_num_threads: 0 → 2"),
+            Event(62.5, "info", "rebuilt in 44 ms, first run 3.9 ms: allow_spinning: default → off"),
+            Event(70.1, "error", "rebuild failed, previous session kept: thread affinity core 9 does not exist"),
+        ]
+        self.history: list[ConfigRecord] = []
+        profiles = [self.start_profile,
+                    profile_mod.merge(self.start_profile, **{"session.intra_op_num_threads": 2}),
+                    profile_mod.merge(self.start_profile, **{"session.intra_op_num_threads": 2,
+                                                             "session.allow_spinning": False,
+                                                             "workload.rate_hz": 100.0})]
+        p50s = [4.21, 2.63, 2.71]
+        verdicts = ["", "37.5% faster", "no real change (+3.0%, within noise)"]
+        cpu = [CpuCost(8.4, math.nan, 200.0, 98.0), CpuCost(5.3, math.nan, 199.0, 99.0),
+               CpuCost(2.9, 21.0, 29.0, 27.0)]
+        for i in range(min(n_configs, len(profiles))):
+            self._add_record(profiles[i], p50s[i], verdicts[i], cpu[i], started=i * 31.0, runs=6000 - i * 900)
+        self._mark_best()
+
+    # ---- Monitor surface ----
+    def snapshot(self) -> Snapshot:
+        cur = self.history[-1] if self.history else None
+        prof = cur.profile if cur is not None else self.start_profile
+        series = self._series()
+        return Snapshot(
+            t=T_NOW, state=self.state, state_elapsed=12.5 if self.state == "measuring" else 1.7,
+            model_path=self.model_path, model=self.info, profile=prof, pending=self.pending,
+            config_id=cur.config_id if cur else -1, runs=cur.latency.runs if cur else 0,
+            feeds=("image float32[1,16,64,64]",), notes=("free dim batch set to 1",),
+            providers_requested=tuple(prof.providers()), providers_active=self.providers_active,
+            fallback=any(p not in self.providers_active for p in prof.providers()),
+            create_ms=44.2, first_run_ms=3.9,
+            latency=cur.latency if cur else LatencyStats(),
+            window=replace(cur.latency, runs=400) if cur else LatencyStats(),
+            throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
+            series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
+            restarts=0,
+        )
+
+    def apply(self, profile: Profile) -> int:
+        profile = replace(profile, model=self.model_path)
+        profile_mod.validate(profile, host_cpus=8)
+        self.applied.append(profile)
+        p50 = round(self.rng.uniform(2.0, 4.5), 2)
+        self._add_record(profile, p50, "measuring…", CpuCost(4.0, math.nan, 150.0, 90.0),
+                         started=T_NOW, runs=0)
+        self._mark_best()
+        return self.history[-1].config_id
+
+    def pause(self) -> None:
+        self.state = "paused"
+
+    def resume(self) -> None:
+        self.state = "measuring"
+
+    def reset_stats(self) -> None:
+        self.add_event("info", "statistics reset")
+
+    def add_event(self, level: str, text: str) -> None:
+        self.events.append(Event(T_NOW, level, text))
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.state = "stopped"
+
+    def worker_pid(self) -> int | None:
+        return None if self.stopped else 4242
+
+    # ---- seeded figures ----
+    def _add_record(self, profile: Profile, p50: float, verdict: str, cpu: CpuCost, started: float, runs: int) -> None:
+        changes = profile.changes_from(self.start_profile)
+        cid = len(self.history)
+        rng = random.Random(cid)
+        self.history.append(ConfigRecord(
+            cid, "; ".join(changes) if changes else "start", profile, started, 44.0 + cid, 4.0 + cid,
+            ("CPUExecutionProvider",), _latency(rng, p50, runs), 1000.0 / p50 * 0.97 if runs else math.nan, cpu,
+            verdict))
+
+    def _mark_best(self) -> None:
+        measured = [h for h in self.history if h.latency.runs >= 20]
+        best = min(measured, key=lambda h: h.latency.p50) if measured else None
+        self.history = [replace(h, best=h is best) for h in self.history]
+
+    def _series(self) -> tuple[Bucket, ...]:
+        rng = random.Random(7)
+        out = []
+        for i in range(int(T_NOW / self.bucket_s)):
+            t = i * self.bucket_s
+            if 80.0 <= t < 81.5:
+                continue  # a rebuild: no runs for a moment
+            base = 4.2 if t < 70 else (2.6 if t < 80 else 2.7)
+            p50 = base * (1 + rng.uniform(-0.04, 0.04))
+            p99 = p50 * (1.4 + rng.uniform(0.0, 0.5)) * (1.6 if i % 37 == 0 else 1.0)
+            runs = int(self.bucket_s * 1000 / p50) if t < 80 else 50
+            out.append(Bucket(t, runs, p50, p99, marker=i in (140, 163)))
+        return tuple(out)
