@@ -307,6 +307,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_tui(args, model_path)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `ortop ... | head`: the reader left; stay quiet like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if debug:
             raise
