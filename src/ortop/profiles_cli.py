@@ -229,6 +229,8 @@ def _run(parser: _Parser, argv: Sequence[str], action) -> int:
         except SystemExit as exc:  # --help / -h
             return int(exc.code or 0)
         return action(args)
+    except BrokenPipeError:
+        raise  # the reader of stdout left (`| head`): main() ends quietly
     except (_BadInput, ProfileError, ExportError, OSError) as exc:
         print(f"ortop: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
