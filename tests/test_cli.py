@@ -111,8 +111,6 @@ def test_headless_table(matmul_model, env):
         json.loads(text)
 
 
-@pytest.mark.xfail(reason="the worker's stdout is the parent's: ORT's Python provider-fallback banner "
-                          "('EP Error ... Falling back') is printed before the JSON object", strict=True)
 def test_json_stdout_stays_clean_on_a_provider_fallback(matmul_model, env):
     r = ortop(matmul_model, "--headless", "--duration", 1, "--json", "--threads", 1,
               "--provider", "NoSuchExecutionProvider", env=env)
@@ -139,6 +137,16 @@ def test_demo_headless(tmp_path, env):
     assert Path(d["model"]).parent == cached
     assert list(cached.glob("*.onnx")) == [Path(d["model"])]
     assert d["inputs"] == ["image: float32[1x16x64x64]"]
+
+
+def test_headless_on_an_onnxruntime_example_model(env):
+    from onnxruntime.datasets import get_example
+
+    r = ortop(get_example("logreg_iris.onnx"), "--headless", "--duration", 1, "--json", "--threads", 1, env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    check_summary(d)
+    assert d["inputs"] == ["float_input: float32[3x2]"]
 
 
 def test_console_script(matmul_model, env):
@@ -223,12 +231,14 @@ def _bad_inputs(tmp_path: Path, good: str) -> dict[str, tuple[list, str]]:
         "--threads -1": ([good, "--threads", "-1", *one_s], "intra_op_num_threads"),
         "--rate -5": ([good, "--rate", "-5", *one_s], "rate_hz"),
         "missing --input file": ([good, "--input", f"x={tmp_path / 'nope.npy'}", *one_s], "nope.npy"),
+        "missing --profile file": ([good, "--profile", tmp_path / "nope.toml", *one_s], "profile not found"),
+        "--resume with nothing saved": ([good, "--resume", *one_s], "no last session saved"),
     }
 
 
 BAD_CASES = ["missing model", "directory", "not onnx", "truncated", "IR too new", "unknown profile key",
              "bad --dim name", "bad --shape text", "--duration 0", "--dim not a number", "--threads -1", "--rate -5",
-             "missing --input file"]
+             "missing --input file", "missing --profile file", "--resume with nothing saved"]
 
 
 @pytest.mark.parametrize("case", BAD_CASES)

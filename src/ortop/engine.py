@@ -337,7 +337,10 @@ class Monitor:
                 _, cid, rows, window = msg
                 self._add_samples(cid, rows, window)
             elif kind == "state":
-                self._set_state(msg[1])
+                # Failed stays failed until a build succeeds: the worker's "measuring" right after "built" (before
+                # a --strict-providers pause reaches it) and its "paused" must not hide the failure.
+                if not (self._fatal is not None and msg[1] in ("measuring", "paused")):
+                    self._set_state(msg[1])
             elif kind == "built":
                 _, cid, info = msg
                 self._built(cid, info)

@@ -39,8 +39,10 @@ def _capture_stderr(send) -> None:
     """
     r, w = os.pipe()
     os.dup2(w, 2)
+    os.dup2(w, 1)  # stdout too: onnxruntime's Python layer print()s its provider-fallback banner there
     os.close(w)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
 
     def reader() -> None:
         with os.fdopen(r, "rb", buffering=0) as fh:
@@ -281,6 +283,8 @@ def worker_main(conn, model_path: str) -> None:
             loop = _Loop(session, current_id, send, on_error)
             loop.start()
             send(("state", "measuring", current_id))
+        elif session is not None and paused:
+            send(("state", "paused", current_id))  # rebuilt while paused: still paused, not "warming"
 
     current_id = -1
     while True:
