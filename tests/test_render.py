@@ -152,7 +152,7 @@ def test_latency_panel_current_figures() -> None:
 
 
 @pytest.mark.parametrize("value,expected", [(0.1234, "0.123"), (1.234, "1.23"), (12.34, "12.3"), (123.4, "123"),
-                                            (math.nan, "—"), (None, "—")])
+                                            (0.9996, "1.00"), (9.996, "10.0"), (math.nan, "—"), (None, "—")])
 def test_fmt_ms(value, expected) -> None:
     assert render.fmt_ms(value) == expected
 
@@ -182,7 +182,7 @@ def test_history_rows_star_best_and_colour_verdicts() -> None:
     assert rows[1][2].plain == "intra_op_num_threads: 0 → 4"
     assert rows[1][4].plain == "2.00"
     assert "green" in str(rows[1][8].style)
-    assert "dim" in str(rows[2][8].style)
+    assert "dim" in str(rows[2][8].style) and rows[2][8].plain == "noise (+5.0%)"
     assert render.verdict_style("12.0% slower") == "bold red"
     assert len(rows[0]) == len(render.HISTORY_COLUMNS)
 
@@ -245,6 +245,10 @@ def test_cores_helper_spreads_one_core_per_pool_thread() -> None:
     assert form.parse_affinity("", 3) is None
     assert form.affinity_preview("cores: 0-3", 4) == 'ORT: "2;3;4" (1-based)'
     assert form.affinity_preview("cores: 0-3", 1).startswith("✗")
+    for bad in ("cores: 0-1Z", "1;x"):
+        with pytest.raises(profile_mod.ProfileError) as exc:
+            form.parse_affinity(bad, 3)
+        assert exc.value.key == "session.intra_op_thread_affinities"
 
 
 def test_cuda_options_need_the_cuda_provider() -> None:

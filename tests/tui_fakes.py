@@ -87,7 +87,7 @@ class FakeMonitor:
             t=T_NOW, state=self.state, state_elapsed=12.5 if self.state == "measuring" else 1.7,
             model_path=self.model_path, model=self.info, profile=prof, pending=self.pending,
             config_id=cur.config_id if cur else -1, runs=cur.latency.runs if cur else 0,
-            feeds=("image float32[1,16,64,64]",), notes=("free dim batch set to 1",),
+            feeds=("image: float32[1x16x64x64]",), notes=("free dim batch set to 1",),
             providers_requested=tuple(prof.providers()), providers_active=self.providers_active,
             fallback=any(p not in self.providers_active for p in prof.providers()),
             create_ms=44.2, first_run_ms=3.9,

@@ -25,7 +25,8 @@ from typing import Any
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
+from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.widgets import Footer
 
 from .. import profile as profile_mod
@@ -35,13 +36,31 @@ from .keymap import MAIN_KEYS
 from .screens import ExportScreen, HelpScreen, HistoryScreen, OpenScreen, SaveScreen, SettingsScreen, list_profiles
 from .widgets import Panel
 
-GPU_HISTORY = 240       # GPU samples kept per device for the sparklines (a minute at 4 Hz)
+GPU_HISTORY = 240       # samples kept for the GPU and worker-CPU sparklines
+METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
+SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
+HALF_S = 0.5            # latency redraws when a bucket completes (the engine's 0.5 s buckets), not every tick
 RATE_CYCLE = (0.0, 100.0, 10.0)
 BLOCK_BASE = 4
 
 
+class Column(Vertical):
+    """A layout-only column. BLANK: Textual re-renders every widget under a dirty region on each frame, and a
+    container with nothing to draw should cost a blank strip per line, not a pass through the styles cache."""
+
+    BLANK = True
+
+
+class Row(Horizontal):
+    """A layout-only row (see Column)."""
+
+    BLANK = True
+
+
 class MainScreen(Screen[None]):
     """The live view: CPU, spin, GPU on the left; latency, model / session and events on the right."""
+
+    BLANK = True  # the panels cover it; see Column
 
     BINDINGS = [
         Binding(k.keys, f"app.{k.action}", k.label, show=k.footer, key_display=k.display or None)
@@ -50,12 +69,12 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Panel(id="status")
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
+        with Row(id="body"):
+            with Column(id="left"):
                 yield Panel("CPU", id="cpu")
                 yield Panel("Spin · CPU the worker burns", id="spin")
                 yield Panel("GPU", id="gpu")
-            with Vertical(id="right"):
+            with Column(id="right"):
                 yield Panel("Latency", id="latency")
                 yield Panel("Model · session", id="model")
                 yield Panel("Events", id="events")
@@ -64,6 +83,12 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         app = self.app
         self.query_one("#cpu", Panel).on_size = lambda: app.refit() if isinstance(app, OrtopApp) else None
+
+    def on_screen_resume(self) -> None:
+        """Back from a modal or the history: catch up at once rather than at the next tick."""
+        app = self.app
+        if isinstance(app, OrtopApp) and app.ticks:
+            app.tick()
 
 
 class OrtopApp(App[int]):
@@ -90,12 +115,19 @@ class OrtopApp(App[int]):
         self.cpu_sample: Any = None
         self.gpu_sample: Any = None
         self.gpu_history: dict[int, tuple[deque[float], deque[float]]] = {}
+        self.process_history: deque[float] = deque(maxlen=GPU_HISTORY)  # worker CPU %, one value per SLOW_S
+        self._cpu_window: list[Any] = []  # CPU samples since the last slow period
+        self._meter_epoch = -1
+        self.cpu_shown: Any = None  # what the CPU meters show
+        self.threads_avg: tuple[Any, ...] = ()
+        self._slow_epoch = -1
         self.ticks = 0
         self.install_signals = False
         self.finished = False
         self.finish_errors: list[str] = []
         self._watched: int | None = None
         self._main: MainScreen | None = None
+        self._settings: SettingsScreen | None = None  # built on first use, then reopened (see SettingsScreen.load)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -156,6 +188,8 @@ class OrtopApp(App[int]):
     # ---- the refresh tick ---------------------------------------------------------------------------------
     def tick(self) -> None:
         """Read the monitor and the collectors, then redraw what changed."""
+        if self._exit or self.finished:
+            return  # shutting down: widgets are going away
         self.ticks += 1
         snap = self.monitor.snapshot()
         self.snap = snap
@@ -165,54 +199,90 @@ class OrtopApp(App[int]):
             for c in (self.cpu, self.gpu):
                 if c is not None:
                     c.watch(pid)
+        now = self.clock()
+        meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.0
+        meter_epoch = int(now / meter_s) if meter_s else self.ticks
+        if meter_epoch != self._meter_epoch:
+            # The collectors report load since their previous call, so sampling every METER_TICKS ticks *is* the
+            # average over those ticks: half the /proc reads and half the repaints of a per-tick meter, which
+            # over a quarter second is mostly noise anyway. The monitor (state, rebuilds, keys) is read every tick.
+            self._meter_epoch = meter_epoch
+            self.sample_collectors()
+        epoch = int(now / SLOW_S)
+        if epoch != self._slow_epoch:
+            # Per-thread load is averaged over SLOW_S and its rows redrawn once per period.
+            self._slow_epoch = epoch
+            if self._cpu_window:
+                self.threads_avg = render.average_threads([c.threads for c in self._cpu_window])
+                procs = [c.process_percent for c in self._cpu_window if c.process_percent is not None]
+                self.process_history.append(sum(procs) / len(procs) if procs else math.nan)
+            self._cpu_window = []
+        try:
+            with self.batch_update():
+                if self._main_visible():
+                    self.draw_main(snap)
+                top = self.screen_stack[-1] if self.screen_stack else None
+                if isinstance(top, HistoryScreen) and top.is_mounted:
+                    top.refresh_data(snap)
+        except NoMatches:
+            pass  # a screen being composed or torn down between two ticks
+
+    def sample_collectors(self) -> None:
+        """One CPU and one GPU sample (each covers the time since the previous one)."""
         if self.cpu is not None:
-            self.cpu_sample = self.cpu.sample()
+            self.cpu_sample = self.cpu_shown = self.cpu.sample()
+            self._cpu_window.append(self.cpu_sample)
         if self.gpu is not None:
             self.gpu_sample = self.gpu.sample()
             for d in self.gpu_sample.devices:
                 mem, util = self.gpu_history.setdefault(d.index, (deque(maxlen=GPU_HISTORY), deque(maxlen=GPU_HISTORY)))
                 mem.append(float(d.mem_used))
                 util.append(math.nan if d.util_percent is None else float(d.util_percent))
-        with self.batch_update():
-            if self._main_visible():
-                self.draw_main(snap)
-            top = self.screen
-            if isinstance(top, HistoryScreen):
-                top.refresh_data(snap)
 
     def _main_visible(self) -> bool:
-        for s in reversed(self.screen_stack):
-            if s is self._main:
-                return True
-            if not isinstance(s, ModalScreen):
-                return False
-        return False
+        """Only while the live view is the top screen. Under a modal it freezes: Textual repaints the modal over
+        every change beneath it, and a settings form of a hundred widgets repainted at 4 Hz costs a third of a
+        core, enough to make typing lag on a 2-core host. It catches up on the first tick after the modal closes."""
+        stack = self.screen_stack
+        return bool(stack) and stack[-1] is self._main
 
     def draw_main(self, snap: Any) -> None:
         """Hand each panel its drawing function; panels repaint only on change."""
         main = self._main
         if main is None or not main.is_mounted:
             return
-        cpu, gpu, monitor = self.cpu_sample, self.gpu_sample, self.monitor
-        threads = cpu.threads if cpu is not None else ()
-        ui = cpu.self_percent if cpu is not None else None
+        cpu, gpu, monitor = self.cpu_shown, self.gpu_sample, self.monitor
+        threads = self.threads_avg
         fatal = getattr(monitor, "fatal", None)
         q = main.query_one
         self._fit_heights(main, cpu, gpu)
-        q("#status", Panel).show(lambda w, h: render.status_line(snap, w, ui))
-        q("#cpu", Panel).show(lambda w, h: render.cpu_panel(cpu, w, h))
-        q("#spin", Panel).show(lambda w, h: render.spin_panel(snap.cpu, threads, w, h))
-        q("#gpu", Panel).show(lambda w, h: render.gpu_panel(gpu, self.gpu_history, w, h))
+        busy = snap.state in ("building", "warming", "starting")
+        elapsed = round(snap.state_elapsed, 1) if busy else int(snap.state_elapsed)
+        events = snap.events
+        q("#status", Panel).show(lambda w, h: render.status_line(snap, w),
+                                 (snap.state, elapsed, snap.config_id, len(snap.history)))
+        q("#cpu", Panel).show(lambda w, h: render.cpu_panel(cpu, w, h), cpu)
+        history = tuple(self.process_history)
+        q("#spin", Panel).show(lambda w, h: render.spin_panel(snap.cpu, threads, w, h, history),
+                               (self._slow_epoch, snap.config_id))
+        q("#gpu", Panel).show(lambda w, h: render.gpu_panel(gpu, self.gpu_history, w, h), gpu)
         q("#latency", Panel).show(lambda w, h: render.latency_panel(
             snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, monitor.bucket_s, w, h,
-            getattr(monitor, "window_s", 5.0)))
-        q("#model", Panel).show(lambda w, h: render.model_panel(snap, w, h, fatal))
-        q("#events", Panel).show(lambda w, h: render.events_panel(snap.events, w, h))
+            getattr(monitor, "window_s", 5.0)),
+            (snap.series[-1] if snap.series else None, int(self.clock() / HALF_S), snap.config_id, snap.state))
+        q("#model", Panel).show(lambda w, h: render.model_panel(snap, w, h, fatal),
+                                (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
+                                 snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms))
+        q("#events", Panel).show(lambda w, h: render.events_panel(events, w, h),
+                                 (len(events), events[-1] if events else None))
 
     def refit(self) -> None:
         """Re-fit the content-sized panels after a resize (the breakpoints change column widths too)."""
         if self._main is not None and self._main.is_mounted:
-            self._fit_heights(self._main, self.cpu_sample, self.gpu_sample)
+            try:
+                self._fit_heights(self._main, self.cpu_shown, self.gpu_sample)
+            except NoMatches:
+                pass
 
     def _fit_heights(self, main: MainScreen, cpu: Any, gpu: Any) -> None:
         """Size the CPU and GPU panels to their content (core count, GPU count), leaving the rest to the spin panel.
@@ -317,8 +387,14 @@ class OrtopApp(App[int]):
             self.push_screen(HistoryScreen())
 
     def action_settings(self) -> None:
-        if not isinstance(self.screen, SettingsScreen):
-            self.push_screen(SettingsScreen(self.current_profile()))
+        if isinstance(self.screen, SettingsScreen):
+            return
+        if self._settings is None:
+            self._settings = SettingsScreen(self.current_profile())
+            self.install_screen(self._settings, "settings")
+        else:
+            self._settings.load(self.current_profile())
+        self.push_screen("settings")
 
     def action_save_profile(self) -> None:
         self.ask_save(self.monitor.snapshot().profile)

@@ -60,19 +60,19 @@ FIELDS: tuple[Field, ...] = (
           section="Provider"),
     Field("provider.io_binding", "IO binding", "bool", BOOL, hint="inputs and outputs bound on the device",
           section="Provider"),
-    Field("provider.options.device_id", "device_id", "opt_int", section="CUDA options (provider cuda)"),
+    Field("provider.options.device_id", "device_id", "opt_int", section="CUDA (provider cuda)"),
     Field("provider.options.gpu_mem_limit", "gpu_mem_limit", "opt_int", hint="bytes; blank = no limit",
-          section="CUDA options (provider cuda)"),
+          section="CUDA (provider cuda)"),
     Field("provider.options.arena_extend_strategy", "arena_extend_strategy", "choice",
-          _choices(profile_mod.ARENA_STRATEGIES, default=True), section="CUDA options (provider cuda)"),
+          _choices(profile_mod.ARENA_STRATEGIES, default=True), section="CUDA (provider cuda)"),
     Field("provider.options.cudnn_conv_algo_search", "cudnn_conv_algo_search", "choice",
-          _choices(profile_mod.CONV_ALGO_SEARCH, default=True), section="CUDA options (provider cuda)"),
+          _choices(profile_mod.CONV_ALGO_SEARCH, default=True), section="CUDA (provider cuda)"),
     Field("provider.options.cudnn_conv_use_max_workspace", "cudnn_conv_use_max_workspace", "tri", TRI,
-          section="CUDA options (provider cuda)"),
+          section="CUDA (provider cuda)"),
     Field("provider.options.cudnn_conv1d_pad_to_nc1d", "cudnn_conv1d_pad_to_nc1d", "tri", TRI,
-          section="CUDA options (provider cuda)"),
+          section="CUDA (provider cuda)"),
     Field("provider.options.enable_cuda_graph", "enable_cuda_graph", "tri", TRI,
-          hint="needs IO binding and sequential mode", section="CUDA options (provider cuda)"),
+          hint="needs IO binding and sequential mode", section="CUDA (provider cuda)"),
     Field("env.OMP_NUM_THREADS", "OMP_NUM_THREADS", "env", hint="blank = unset", section="Environment"),
     Field("env.OMP_WAIT_POLICY", "OMP_WAIT_POLICY", "env", hint="PASSIVE or ACTIVE", section="Environment"),
     Field("env.LD_PRELOAD", "LD_PRELOAD", "env", hint="e.g. a mimalloc .so", section="Environment"),
@@ -84,6 +84,7 @@ FIELDS: tuple[Field, ...] = (
     Field("workload.batch", "batch", "int", hint="0 = the model's own", section="Workload"),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
+PLACEHOLDER = {"opt_int": "default", "env": "unset", "affinity": "e.g. cores: 0-3"}
 ENV_NOTE = "changing the environment restarts the worker process (ORT reads it at load time)"
 
 
@@ -161,7 +162,10 @@ def parse_affinity(text: str, intra_threads: int) -> tuple[tuple[int, ...], ...]
         return None
     if text.lower().startswith("cores"):
         spec = text.split(":", 1)[1] if ":" in text else text[5:]
-        cores = profile_mod.parse_core_list(spec)
+        try:
+            cores = profile_mod.parse_core_list(spec)
+        except ProfileError as exc:
+            raise FieldError(exc.message, key=key) from None
         if intra_threads < 2:
             raise FieldError("set intra-op threads to 2 or more first: the helper pins one core per pool thread "
                              "(threads − 1)", key=key)

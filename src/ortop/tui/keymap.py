@@ -46,6 +46,6 @@ HISTORY_KEYS: tuple[tuple[str, str], ...] = (
 
 SETTINGS_KEYS: tuple[tuple[str, str], ...] = (
     ("tab / shift+tab", "move between fields"),
-    ("enter", "apply (the worker rebuilds; errors show beside their field)"),
+    ("enter / ctrl+s", "apply (the worker rebuilds; errors show beside their field)"),
     ("esc", "close without applying"),
 )

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich.text import Text
@@ -48,11 +50,11 @@ def fmt_ms(x: float | None) -> str:
         return DASH
     assert x is not None
     a = abs(x)
-    if a < 1:
+    if a < 0.9995:  # thresholds where rounding would add a digit: 0.9996 shows as 1.00, not 1.000
         return f"{x:.3f}"
-    if a < 10:
+    if a < 9.995:
         return f"{x:.2f}"
-    if a < 100:
+    if a < 99.95:
         return f"{x:.1f}"
     return f"{x:.0f}"
 
@@ -149,8 +151,13 @@ def _short_key(key: str) -> str:
 
 
 def short_label(label: str) -> str:
-    """A history label without section prefixes: ``intra_op_num_threads: 0 → 4; allow_spinning: default → off``."""
-    return "; ".join(_short_key(part) for part in label.split("; "))
+    """A history label without section prefixes: ``intra_op_num_threads: 0 → 4; allow_spinning: default → off``.
+
+    A profile's description and model path are not knobs: they are left out (a shipped profile's long description
+    would push the real changes off the line).
+    """
+    parts = [p for p in label.split("; ") if not p.startswith(("description:", "model:"))]
+    return "; ".join(_short_key(part) for part in parts) or ("same settings" if label != "start" else "start")
 
 
 # ---- CPU -------------------------------------------------------------------------------------------------------
@@ -298,6 +305,22 @@ def cpu_panel(sample: Any, width: int, height: int) -> Text:
 
 
 # ---- spin ------------------------------------------------------------------------------------------------------
+def average_threads(samples: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
+    """Per-thread CPU % averaged over several samples (a thread missing from one counts as idle there), busiest
+    first; each keeps the core it ran on last. Threads that ended before the last sample are dropped."""
+    if not samples:
+        return ()
+    last = {t.tid: t for t in samples[-1]}
+    total: dict[int, float] = {}
+    for threads in samples:
+        for t in threads:
+            if t.tid in last and finite(t.cpu_percent):
+                total[t.tid] = total.get(t.tid, 0.0) + t.cpu_percent
+    out = [replace(t, cpu_percent=round(total.get(tid, 0.0) / len(samples), 1)) for tid, t in last.items()]
+    out.sort(key=lambda t: (-t.cpu_percent, t.tid))
+    return tuple(out)
+
+
 def spin_split(cost: Any) -> tuple[float, float, float]:
     """(in runs, between runs, total) CPU ms per second of wall time, from an engine.CpuCost.
 
@@ -312,11 +335,13 @@ def spin_split(cost: Any) -> tuple[float, float, float]:
     return total - between, between, total
 
 
-def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int) -> Text:
+def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
+               process_history: Sequence[float] = ()) -> Text:
     """CPU per inference, CPU burned between runs, busy duty cycle, and the pool's threads with their cores.
 
     The split bar (``█`` in runs, ``▒`` between runs) is the point of the panel: on a paced loop with spinning on,
-    most of it is ``▒``, turning spinning off shrinks it.
+    most of it is ``▒``, turning spinning off shrinks it. ``process_history`` (the worker's CPU %, one value per
+    refresh) draws the same story over time: the line drops the moment spinning goes off.
     """
     lines: list[Text] = []
     line = Text(no_wrap=True, end="")
@@ -352,6 +377,17 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int) -> Te
     else:
         lines.append(Text("in runs / between runs: waiting for runs…", style="dim", end=""))
 
+    if process_history and height - len(lines) >= 3:
+        vals = list(process_history)
+        now = vals[-1]
+        line = Text(no_wrap=True, end="")
+        line.append("worker ", style="dim")
+        sw = max(1, width - 7 - 6)
+        hi = max([100.0] + [v for v in vals[-sw:] if finite(v)])
+        line.append(spark(vals, sw, 0.0, hi).rjust(sw), style=WORKER_STYLE)
+        line.append(fmt_pct(now, 6), style="bold")
+        lines.append(line)
+
     busy = [t for t in threads if finite(t.cpu_percent)]
     room = height - len(lines)
     if room >= 2 and busy:
@@ -385,12 +421,10 @@ def gpu_panel(sample: Any, history: Mapping[int, tuple[Sequence[float], Sequence
     if sample is None:
         return Text("waiting for the first GPU sample…", style="dim", end="")
     if not sample.devices:
-        lines = [Text(sample.status or "no NVIDIA GPU", style="dim", end="")]
+        line = Text(sample.status or "no NVIDIA GPU", style="dim", end="")
         if sample.status and sample.status.startswith("NVML error"):
-            lines[0].stylize("yellow")
-        else:
-            lines.append(Text("CPU only: nothing to show here", style="dim", end=""))
-        return join_lines(lines, height)
+            line.stylize("yellow")
+        return line
     lines: list[Text] = []
     per_dev = 2 if height >= 2 * len(sample.devices) + (1 if sample.pid_note else 0) else 1
     for d in sample.devices:
@@ -436,9 +470,9 @@ def _trail_spark(line: Text, values: Sequence[float], width: int, lo: float, hi:
 
 
 def gpu_rows(sample: Any) -> int:
-    """Lines the GPU panel wants: two per device (figures and sparklines), plus the pid note; two without a GPU."""
+    """Lines the GPU panel wants: two per device (figures and sparklines), plus the pid note; one without a GPU."""
     if sample is None or not sample.devices:
-        return 2
+        return 1
     return 2 * len(sample.devices) + (1 if sample.pid_note else 0)
 
 
@@ -557,9 +591,12 @@ def _provider_short(name: str) -> str:
 
 
 def state_text(state: str, elapsed: float) -> Text:
-    """``● measuring 12.3 s``, styled by state (building and warming stand out: a rebuild is running)."""
+    """``● measuring 12 s``, styled by state. Building and warming stand out and count tenths: a rebuild is running
+    and the wait is the point; a steady state counts whole seconds (the line then changes once a second)."""
     t = Text(no_wrap=True, end="")
-    t.append(f" {STATE_ICON.get(state, '?')} {state} {fmt_secs(elapsed)} ", style=STATE_STYLE.get(state, "bold"))
+    busy = state in ("building", "warming", "starting")
+    when = fmt_secs(elapsed) if busy or not finite(elapsed) or elapsed >= 60 else f"{int(elapsed)} s"
+    t.append(f" {STATE_ICON.get(state, '?')} {state} {when} ", style=STATE_STYLE.get(state, "bold"))
     return t
 
 
@@ -567,7 +604,11 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     """Model name and shape, the fed inputs, providers requested vs active, build times, state and settings."""
     lines: list[Text] = []
     st = Text(no_wrap=True, end="")
-    st.append_text(state_text(snap.state, snap.state_elapsed))
+    busy = snap.state in ("building", "warming", "starting")
+    if busy:  # elapsed time matters while a rebuild runs; otherwise the status line has it
+        st.append_text(state_text(snap.state, snap.state_elapsed))
+    else:
+        st.append(f" {STATE_ICON.get(snap.state, '?')} {snap.state} ", style=STATE_STYLE.get(snap.state, "bold"))
     if snap.pending is not None and snap.state in ("building", "warming", "starting"):
         changes = snap.pending.changes_from(snap.profile)
         st.append(" → " + clip(short_label("; ".join(changes)) if changes else "same settings", width), style="yellow")
@@ -601,7 +642,8 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
                     style="bold red" if snap.fallback else "bold")
         if snap.fallback:
             missing = [p for p in snap.providers_requested if p not in snap.providers_active]
-            line.append(f"  {', '.join(_provider_short(p) for p in missing)} requested: FALLBACK", style="bold red")
+            line.append(f"  ({', '.join(_provider_short(p) for p in missing)} requested: silent fallback)",
+                        style="bold red")
     else:
         line.append(", ".join(_provider_short(p) for p in snap.providers_requested) + " (requested)", style="dim")
     lines.append(line)
@@ -645,8 +687,8 @@ def events_panel(events: Sequence[Any], width: int, height: int) -> Text:
 
 
 # ---- status line -----------------------------------------------------------------------------------------------
-def status_line(snap: Any, width: int, ui_percent: float | None = None) -> Text:
-    """The top line: ortop, model, state with elapsed time, the running configuration, the UI's own CPU."""
+def status_line(snap: Any, width: int) -> Text:
+    """The top line: ortop, model, state with elapsed time, and the running configuration's changes."""
     t = Text(no_wrap=True, end="")
     t.append(" ortop ", style="bold reverse")
     t.append(" " + os.path.basename(snap.model_path) + " ", style="bold")
@@ -654,16 +696,12 @@ def status_line(snap: Any, width: int, ui_percent: float | None = None) -> Text:
     if snap.config_id >= 0:
         label = next((h.label for h in snap.history if h.config_id == snap.config_id), "")
         t.append(f" #{snap.config_id} ", style="dim")
-        right = f"  ui {ui_percent:.1f}%" if finite(ui_percent) else ""
-        t.append(clip(short_label(label), max(0, width - len(t.plain) - len(right))))
-        if right:
-            t.append(" " * max(0, width - len(t.plain) - len(right)))
-            t.append(right, style="dim")
+        t.append(clip(short_label(label), max(0, width - len(t.plain))))
     return t
 
 
 # ---- history ---------------------------------------------------------------------------------------------------
-HISTORY_COLUMNS = ("", "#", "changes from start", "runs", "p50 ms", "p99 ms", "thr", "CPU ms/run", "verdict")
+HISTORY_COLUMNS = ("", "#", "changes from start", "runs", "p50 ms", "p99 ms", "thr", "CPU/run", "verdict")
 
 
 def verdict_style(verdict: str) -> str:
@@ -673,6 +711,12 @@ def verdict_style(verdict: str) -> str:
     if verdict.endswith("slower"):
         return "bold red"
     return "dim"
+
+
+def verdict_short(verdict: str) -> str:
+    """The verdict for a table cell: ``no real change (+3.0%, within noise)`` → ``noise (+3.0%)``."""
+    m = re.match(r"no real change \(([+-]?[\d.]+%)", verdict)
+    return f"noise ({m.group(1)})" if m else verdict
 
 
 def history_rows(history: Sequence[Any], label_width: int = 48, current_id: int | None = None) -> list[tuple[Text, ...]]:
@@ -691,6 +735,6 @@ def history_rows(history: Sequence[Any], label_width: int = 48, current_id: int 
             Text(fmt_ms(h.latency.p99), justify="right"),
             Text(fmt_rate(h.throughput_per_s), justify="right"),
             Text(fmt_ms(h.cpu.cpu_ms_per_run), justify="right"),
-            Text(h.verdict or DASH, style=verdict_style(h.verdict)),
+            Text(verdict_short(h.verdict) or DASH, style=verdict_style(h.verdict)),
         ))
     return rows

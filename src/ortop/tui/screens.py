@@ -16,11 +16,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Select, Static, Tab, Tabs
+from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Static, Tab, Tabs
 from textual.widgets.option_list import Option
 
 from ..profile import Profile, ProfileError
 from . import form
+from ._compat import apply_breakpoints, breakpoint_classes
+from .widgets import Choice
 from .keymap import HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS
 from .render import HISTORY_COLUMNS, history_rows, short_label
 
@@ -33,7 +35,14 @@ def fid(key: str) -> str:
     return key.replace(".", "--")
 
 
-class _AppScreen:
+class _Responsive:
+    """Screens that take the app's size classes as soon as they mount (see _compat.apply_breakpoints)."""
+
+    def on_mount(self) -> None:
+        apply_breakpoints(cast(Screen, self))  # a no-op when the classes were given at construction
+
+
+class _AppScreen(_Responsive):
     """Typed access to the ortop app from a screen."""
 
     @property
@@ -47,6 +56,10 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
 
     The screen closes only when the monitor accepted the new profile: the rebuild itself runs in the worker while
     the live view shows building / warming, and a failed build becomes an error event with the old session kept.
+
+    The form is a three-column grid (label, control, hint) of plain widgets and :class:`Choice` cycles rather than
+    Selects: every widget costs a restyle on each focus change, and on a 2-core host busy with the model a form
+    of Selects took seconds to open and lagged behind typing.
     """
 
     BINDINGS = [
@@ -55,14 +68,14 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
     ]
 
     def __init__(self, profile: Profile) -> None:
-        super().__init__()
+        super().__init__(classes=" ".join(breakpoint_classes()))
         self.base = profile
         self.initial = form.form_values(profile)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="settings-box"):
-            yield Static(Text.assemble(("Settings", "bold"), ("  enter or ctrl+s applies · esc closes · changes "
-                                                               "rebuild the session live", "dim")),
+            yield Static(Text.assemble(("Settings", "bold"), ("  enter or ctrl+s applies · esc closes · ←/→ "
+                                                               "changes a choice · the session rebuilds live", "dim")),
                          id="settings-title")
             with VerticalScroll(id="settings-form"):
                 section = ""
@@ -72,28 +85,44 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
                         yield Static(section, classes="section")
                         if section == "Environment":
                             yield Static(form.ENV_NOTE, classes="note")
-                    with Horizontal(classes="field", id=f"row-{fid(f.key)}"):
-                        yield Label(f.label, classes="flabel")
-                        value = self.initial[f.key]
-                        if f.choices:
-                            yield Select(list(f.choices), value=value, allow_blank=False, compact=True,
-                                         id=f"f-{fid(f.key)}", classes="fcontrol")
-                        else:
-                            yield Input(value, compact=True, id=f"f-{fid(f.key)}", classes="fcontrol",
-                                        select_on_focus=False)
-                        hint = f.hint
-                        if f.kind == "affinity":
-                            hint = form.affinity_preview(value, self.base.session.intra_op_num_threads)
-                        yield Static(hint, classes="fhint", id=f"hint-{fid(f.key)}")
-                    yield Static("", classes="ferror", id=f"err-{fid(f.key)}")
+                    yield Label(f.label, classes="flabel", id=f"label-{fid(f.key)}")
+                    value = self.initial[f.key]
+                    if f.choices:
+                        yield Choice(f.choices, value, id=f"f-{fid(f.key)}", classes="fcontrol")
+                    else:
+                        yield Input(value, compact=True, id=f"f-{fid(f.key)}", classes="fcontrol",
+                                    select_on_focus=False, placeholder=form.PLACEHOLDER.get(f.kind, ""))
+                    yield Static(self._hint(f.key, value), classes="fhint", id=f"hint-{fid(f.key)}")
             yield Static("", id="settings-error")
             with Horizontal(id="settings-buttons"):
                 yield Button("Apply", id="apply", variant="primary", compact=True)
                 yield Button("Close", id="cancel", compact=True)
-        yield Footer()
+        # No Footer: it recomposes on every focus change (the bindings change), a large share of a tab press here;
+        # the title line names the keys instead.
 
     def on_mount(self) -> None:
         self.query_one(f"#f-{fid('session.intra_op_num_threads')}", Input).focus()
+
+    def load(self, profile: Profile) -> None:
+        """Show ``profile`` in an already-built form: the app keeps one SettingsScreen and reopens it, because
+        building the form costs about half a second of CPU and reopening costs nothing."""
+        self.base = profile
+        self.initial = form.form_values(profile)
+        if not self.is_mounted:
+            return
+        self.clear_errors()
+        for f in form.FIELDS:
+            self.set_value(f.key, self.initial[f.key])
+            self.query_one(f"#hint-{fid(f.key)}", Static).update(self._hint(f.key, self.initial[f.key]))
+        self.query_one("#settings-form", VerticalScroll).scroll_home(animate=False)
+        self.query_one(f"#f-{fid('session.intra_op_num_threads')}", Input).focus()
+
+    def _hint(self, key: str, value: str, intra: int | None = None) -> Text:
+        f = form.FIELD_BY_KEY[key]
+        if f.kind == "affinity":
+            n = self.base.session.intra_op_num_threads if intra is None else intra
+            return Text(form.affinity_preview(value, n))
+        return Text(f.hint)
 
     # ---- values ----
     def values(self) -> dict[str, str]:
@@ -101,19 +130,14 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
         out: dict[str, str] = {}
         for f in form.FIELDS:
             w = self.query_one(f"#f-{fid(f.key)}")
-            if isinstance(w, Select):
-                out[f.key] = str(w.value)
-            else:
-                out[f.key] = cast(Input, w).value
+            out[f.key] = w.value if isinstance(w, (Choice, Input)) else ""
         return out
 
     def set_value(self, key: str, value: str) -> None:
         """Type into a field (tests and the quick-fill helpers use it)."""
         w = self.query_one(f"#f-{fid(key)}")
-        if isinstance(w, Select):
+        if isinstance(w, (Choice, Input)):
             w.value = value
-        else:
-            cast(Input, w).value = value
 
     @on(Input.Changed)
     def _changed(self, event: Input.Changed) -> None:
@@ -124,20 +148,24 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
                 intra = int(vals["session.intra_op_num_threads"].strip() or 0)
             except ValueError:
                 intra = 0
-            self.query_one(f"#hint-{fid('session.intra_op_thread_affinities')}", Static).update(
-                form.affinity_preview(vals["session.intra_op_thread_affinities"], intra))
+            aff = "session.intra_op_thread_affinities"
+            hint = self.query_one(f"#hint-{fid(aff)}", Static)
+            if not hint.has_class("-error"):
+                hint.update(self._hint(aff, vals[aff], intra))
 
     # ---- errors ----
     def clear_errors(self) -> None:
-        for f in form.FIELDS:
-            err = self.query_one(f"#err-{fid(f.key)}", Static)
-            err.update("")
-            err.remove_class("-on")
-            self.query_one(f"#row-{fid(f.key)}").remove_class("-error")
+        values = self.values()
+        for hint in self.query(".fhint.-error"):
+            key = (hint.id or "")[5:].replace("--", ".")
+            hint.remove_class("-error")
+            cast(Static, hint).update(self._hint(key, values.get(key, "")))
+        for label in self.query(".flabel.-error"):
+            label.remove_class("-error")
         self.query_one("#settings-error", Static).update("")
 
     def show_errors(self, err: BaseException) -> list[str]:
-        """Put each message beside its field (by the error's dotted key); the rest under the form."""
+        """Put each message in place of its field's hint (by the error's dotted key); the rest under the form."""
         placed: dict[str, list[str]] = {}
         loose: list[str] = []
         for key, message in form.error_keys(err):
@@ -148,18 +176,17 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
                 placed.setdefault(target, []).append(message)
         first = None
         for key, messages in placed.items():
-            err = self.query_one(f"#err-{fid(key)}", Static)
-            err.update(Text("✗ " + "; ".join(messages), style="bold red"))
-            err.add_class("-on")
-            self.query_one(f"#row-{fid(key)}").add_class("-error")
+            hint = self.query_one(f"#hint-{fid(key)}", Static)
+            hint.update(Text("✗ " + "; ".join(messages), style="bold red"))
+            hint.add_class("-error")
+            self.query_one(f"#label-{fid(key)}").add_class("-error")
             first = first or key
         if loose:
             self.query_one("#settings-error", Static).update(Text("✗ " + "; ".join(loose), style="bold red"))
         if first is not None:
             control = self.query_one(f"#f-{fid(first)}")
             control.focus()
-            self.query_one("#settings-form", VerticalScroll).scroll_to_widget(
-                self.query_one(f"#row-{fid(first)}"), animate=False)
+            self.query_one("#settings-form", VerticalScroll).scroll_to_widget(control, animate=False)
         return list(placed)
 
     # ---- actions ----
@@ -219,8 +246,8 @@ class HistoryScreen(_AppScreen, Screen[None]):
         self._filled = False
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(("History", "bold"), ("  every configuration tried this session · verdicts "
-                                                          "compare each with the one before", "dim")),
+        yield Static(Text.assemble(("History", "bold"), ("  enter re-applies a row · ctrl+s saves it · e exports it"
+                                                          " · verdicts compare each row with the one before", "dim")),
                      id="history-title")
         table: DataTable[Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
@@ -239,7 +266,8 @@ class HistoryScreen(_AppScreen, Screen[None]):
     def refresh_data(self, snap: Any) -> None:
         """Add new rows and rewrite only the cells that changed (the table is live while measuring)."""
         table = self.query_one(DataTable)
-        rows = history_rows(snap.history, current_id=snap.config_id)
+        label_width = max(10, self.size.width - 68)  # the other columns and cell padding take about 66 cells
+        rows = history_rows(snap.history, label_width=label_width, current_id=snap.config_id)
         for rec, cells in zip(snap.history, rows):
             cid = rec.config_id
             self._records[cid] = rec
@@ -316,7 +344,7 @@ class HistoryScreen(_AppScreen, Screen[None]):
 
 
 # ---- help ------------------------------------------------------------------------------------------------------
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(_Responsive, ModalScreen[None]):
     """Every key, from the same table the bindings are built from."""
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
@@ -345,7 +373,7 @@ class HelpScreen(ModalScreen[None]):
 
 
 # ---- confirm / save / open / export ----------------------------------------------------------------------------
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(_Responsive, ModalScreen[bool]):
     """A yes/no question; nothing is overwritten without one."""
 
     BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n,escape", "answer(False)", "no")]
@@ -508,9 +536,9 @@ class ExportScreen(_AppScreen, ModalScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._render()
+        self._show_export()
 
-    def _render(self) -> None:
+    def _show_export(self) -> None:
         self.text, self.ok = export_text(self.profile, self.fmt)
         self.query_one("#export-text", Static).update(Text(self.text, style="" if self.ok else "yellow"))
 
@@ -518,7 +546,7 @@ class ExportScreen(_AppScreen, ModalScreen[None]):
     def _tab(self, event: Tabs.TabActivated) -> None:
         self.fmt = (event.tab.id or "x-python")[2:]
         self.query_one("#export-message", Static).update("")
-        self._render()
+        self._show_export()
 
     def action_tab(self, step: int) -> None:
         names = [n for n, _ in EXPORT_FORMATS]
@@ -546,7 +574,9 @@ def list_profiles(profile_dir: str | os.PathLike) -> list[Path]:
     try:
         from ..profiles_cli import shipped_profiles_dir
 
-        dirs.append(Path(shipped_profiles_dir()))
+        shipped = shipped_profiles_dir()
+        if shipped is not None:
+            dirs.append(Path(shipped))
     except (ImportError, AttributeError, OSError):
         pass
     out: list[Path] = []

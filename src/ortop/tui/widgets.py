@@ -1,11 +1,19 @@
-"""The one live widget: a bordered panel that draws a Rich ``Text`` and repaints only when the text changed."""
+"""The one live widget: a bordered panel that draws Rich ``Text`` line by line and repaints only changed lines."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from collections.abc import Sequence
+
+from rich.style import Style
 from rich.text import Text
-from textual.events import Resize
+from textual.binding import Binding
+from textual.events import Click, Resize
+from textual.geometry import Region
+from textual.message import Message
+from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 
 Draw = Callable[[int, int], Text]
@@ -15,12 +23,10 @@ class Panel(Widget):
     """A thin widget over a pure drawing function.
 
     The app hands it ``draw(width, height) -> Text`` on each refresh tick; the panel calls it with its own content
-    size, compares the result with what it shows, and asks for a repaint (never a layout: its size comes from the
-    stylesheet) only when something changed. Most ticks change a few panels, so most ticks repaint little.
-    """
-
-    DEFAULT_CSS = """
-    Panel { height: auto; }
+    size, compares each line with what it shows, and marks only the changed lines dirty. Textual then renders just
+    those lines (through :meth:`render_line`, Textual's line API), not the whole panel and the containers behind it:
+    on a 2-core host that shares the CPU with the model, a repaint of two changed lines instead of forty is most of
+    the UI's budget. The panel's size comes from the stylesheet, never from its text, so no repaint needs a layout.
     """
 
     def __init__(self, title: str = "", *, id: str | None = None, classes: str | None = None) -> None:
@@ -28,8 +34,13 @@ class Panel(Widget):
         if title:
             self.border_title = title
         self._text = Text("", end="")
+        self._lines: list[Text] = []
+        self._strips: dict[int, tuple[int, Style, Strip]] = {}  # y -> (width, base style, rendered line)
         self._draw: Draw | None = None
-        self.repaints = 0
+        self._key: object = object()  # what the current text was drawn from (see show)
+        self._base: Style | None = None  # this widget's rich style, kept until the styles change
+        self.repaints = 0      # times the text changed (tests and the overhead bench read it)
+        self.lines_painted = 0
         self.on_size: Callable[[], None] | None = None  # told after a resize, e.g. to re-fit neighbours
 
     @property
@@ -37,28 +48,122 @@ class Panel(Widget):
         """What the panel shows now (tests read its ``plain``)."""
         return self._text
 
-    def show(self, draw: Draw) -> bool:
-        """Draw with the current size; repaint if the text differs. Returns whether it did."""
+    def show(self, draw: Draw, key: object = None) -> bool:
+        """Draw with the current size; repaint the lines that differ. Returns whether any did.
+
+        ``key`` names what the drawing depends on (a sample, a figure): when it equals the last one and the size
+        is unchanged, the draw is skipped altogether.
+        """
         self._draw = draw
-        size = self.content_size
+        size = self.size
         if size.width <= 0 or size.height <= 0:
             return False
+        if key is not None and key == self._key and size == getattr(self, "_key_size", None):
+            return False
+        self._key, self._key_size = key, size
         return self.set_text(draw(size.width, size.height))
 
     def set_text(self, text: Text) -> bool:
-        """Show ``text`` if it differs from the current one (Rich compares plain text and spans)."""
+        """Show ``text``, marking dirty only the lines that differ (Rich compares plain text and spans)."""
         if text == self._text:
             return False
+        new = list(text.split("\n", allow_blank=True)) if text.plain else []
+        old = self._lines
+        changed = [y for y in range(max(len(new), len(old)))
+                   if y >= len(new) or y >= len(old) or new[y] != old[y]]
         self._text = text
+        self._lines = new
+        if not changed:
+            return False
         self.repaints += 1
-        self.refresh()
+        for y in changed:
+            self._strips.pop(y, None)
+        width = max(1, self.size.width)
+        self.refresh(*[Region(0, y, width, 1) for y in changed])
         return True
 
-    def render(self) -> Text:
-        return self._text
+    def render_line(self, y: int) -> Strip:
+        """One content line, from the cache unless its text, the width or the base style changed."""
+        width = self.size.width
+        style = self._base
+        if style is None:
+            style = self._base = self.rich_style
+        hit = self._strips.get(y)
+        if hit is not None and hit[0] == width and hit[1] is style:
+            return hit[2]
+        self.lines_painted += 1
+        if y < len(self._lines):
+            line = self._lines[y]
+            strip = Strip(line.render(self.app.console), line.cell_len).crop_extend(0, width, style)
+            strip = strip.apply_style(style)
+        else:
+            strip = Strip.blank(width, style)
+        self._strips[y] = (width, style, strip)
+        return strip
+
+    def notify_style_update(self) -> None:
+        self._base = None
+        self._strips.clear()
+        super().notify_style_update()
 
     def on_resize(self, event: Resize) -> None:
+        self._strips.clear()
+        self._key = object()
         if self.on_size is not None:
             self.on_size()
         if self._draw is not None:
             self.show(self._draw)
+        self.refresh()
+
+
+class Choice(Widget, can_focus=True):
+    """One of a few values on one line (``◂ off ▸``); ←/→ or space cycle, a click steps forward.
+
+    A Select is six widgets and an overlay; a form with fifteen of them restyles all of that on every focus change.
+    This is one widget with one line of text.
+    """
+
+    BINDINGS = [
+        Binding("left", "step(-1)", "previous", show=False),
+        Binding("right,space", "step(1)", "next", show=False),
+    ]
+
+    value: reactive[str] = reactive("", layout=False)
+
+    class Changed(Message):
+        """The value changed (by a key, a click or code)."""
+
+        def __init__(self, choice: Choice, value: str) -> None:
+            super().__init__()
+            self.choice = choice
+            self.value = value
+
+        @property
+        def control(self) -> Choice:
+            return self.choice
+
+    def __init__(self, choices: Sequence[tuple[str, str]], value: str, *, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.choices = tuple(choices)
+        values = [v for _, v in self.choices]
+        self.set_reactive(Choice.value, value if value in values else values[0])
+
+    def render(self) -> Text:
+        label = next((lab for lab, v in self.choices if v == self.value), self.value)
+        t = Text(no_wrap=True, end="")
+        t.append("◂ ", style="dim")
+        t.append(label, style="bold" if self.has_focus else "")
+        t.append(" ▸", style="dim")
+        return t
+
+    def watch_value(self, value: str) -> None:
+        self.post_message(self.Changed(self, value))
+
+    def action_step(self, delta: int) -> None:
+        values = [v for _, v in self.choices]
+        i = values.index(self.value) if self.value in values else 0
+        self.value = values[(i + delta) % len(values)]
+
+    def on_click(self, event: Click) -> None:
+        self.action_step(1)

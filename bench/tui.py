@@ -1,0 +1,89 @@
+"""What does the live UI cost? The TUI in a real terminal (tmux, 120×40) against a bare loop.
+
+Each round runs, in turn, a bare ``while True: sess.run(None, feed)`` loop and ``ortop MODEL`` in tmux for the same
+time with the same session options; ortop writes its summary at quit (``--summary``), which carries the model's
+throughput and the UI process's own CPU time (``monitor.cpu_s`` / ``monitor.wall_s``).
+
+    python bench/tui.py [MODEL] [--threads N] [--duration S] [--rounds R] [--refresh HZ]
+
+Targets: throughput >= 0.98 × the bare loop on a 1–10 ms model; UI <= 3 % of one core at the default refresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import run_bare  # noqa: E402  (same bare loop as the headless benchmark)
+
+
+def run_tui(model: str, threads: int, duration: float, refresh: float, size: tuple[int, int]) -> dict:
+    ortop = shutil.which("ortop") or str(Path(sys.executable).with_name("ortop"))
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = Path(tmp) / "summary.json"
+        session = f"ortop-bench-{os.getpid()}"
+        cmd = (f"{ortop} {model} --threads {threads} --refresh {refresh} --summary {summary} "
+               f"--profile-dir {tmp}")
+        env_state = f"XDG_STATE_HOME={tmp}"
+        subprocess.run(["tmux", "new", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]),
+                        f"env {env_state} {cmd}"], check=True)
+        try:
+            time.sleep(duration)
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+            deadline = time.monotonic() + 20
+            while not summary.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        if not summary.exists():
+            raise SystemExit("ortop wrote no summary: did it start? run the command by hand to see")
+        d = json.loads(summary.read_text())
+    m = d["monitor"]
+    return {"throughput": d["throughput_per_s"], "p50": d["latency_ms"]["p50"],
+            "ui_percent": 100 * m["cpu_s"] / m["wall_s"]}
+
+
+def main() -> int:
+    from ortop import profile
+    from ortop.demo import ensure_demo
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", help="model (default: the built-in demo model)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--refresh", type=float, default=4.0)
+    ap.add_argument("--size", default="120x40")
+    a = ap.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("this benchmark needs tmux")
+    model = a.model or str(ensure_demo())
+    size = tuple(int(x) for x in a.size.split("x"))
+    prof = profile.merge(profile.Profile(model=model), **{"session.intra_op_num_threads": a.threads})
+    prof_json = json.dumps(prof.to_dict(full=True))
+    print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds, "
+          f"{a.size} terminal, refresh {a.refresh} Hz")
+    print(f"{'round':>5} {'bare runs/s':>12} {'tui runs/s':>11} {'ratio':>7} {'UI % of a core':>15}")
+    thr, ui = [], []
+    for i in range(a.rounds):
+        b = run_bare(prof_json, a.duration)
+        t = run_tui(model, a.threads, a.duration, a.refresh, size)
+        thr.append(t["throughput"] / b["throughput"])
+        ui.append(t["ui_percent"])
+        print(f"{i + 1:>5} {b['throughput']:>12.1f} {t['throughput']:>11.1f} {thr[-1]:>7.3f} {ui[-1]:>15.1f}")
+    print(f"median throughput ratio (tui/bare) {statistics.median(thr):.3f}; median UI CPU "
+          f"{statistics.median(ui):.1f}% of one core")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The UI driven as a user would (Pilot), over the real Monitor and a real worker on a small MatMul model.
+
+Only the GPU is faked (this host may have none); the CPU collector is the real one. Each test stops its monitor.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ortop import profile as profile_mod
+from ortop.collectors.cpu import PsutilCpuCollector
+from ortop.collectors.gpu import FakeGpuCollector
+from ortop.engine import Monitor
+from ortop.profile import Profile
+from ortop.tui.app import OrtopApp, make_app, sanitize_name
+from ortop.tui.screens import ConfirmScreen, HistoryScreen, SaveScreen, SettingsScreen
+from ortop.tui.widgets import Panel
+from tests.models import make_matmul_model
+
+SIZE = (120, 40)
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> str:
+    return make_matmul_model(tmp_path / "matmul.onnx", n=64)
+
+
+@pytest.fixture
+def monitor(model: str):
+    # One thread, paced at 200 Hz: the worker leaves this 2-core host's CPU to the app under test.
+    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1, "workload.rate_hz": 200.0,
+                                            "workload.warmup_runs": 3})
+    m = Monitor(model, start)
+    m.start()
+    try:
+        yield m
+    finally:
+        m.stop()
+
+
+def app_for(monitor: Monitor, tmp_path: Path, **kw) -> OrtopApp:
+    return make_app(monitor, cpu=PsutilCpuCollector(), gpu=FakeGpuCollector(seed=1), refresh_hz=10.0,
+                    profile_dir=tmp_path / "profiles", **kw)
+
+
+async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
+    """Poll ``cond`` while the app runs; fail with ``what`` after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        await pilot.pause(0.2)
+    raise AssertionError(f"timed out waiting for {what or cond}")
+
+
+def measuring(monitor: Monitor, min_runs: int = 20) -> Callable[[], bool]:
+    def ok() -> bool:
+        s = monitor.snapshot()
+        return s.state == "measuring" and s.runs >= min_runs and s.pending is None
+    return ok
+
+
+def panel_text(app: OrtopApp, pid: str) -> str:
+    return app.screen_stack[0].query_one(f"#{pid}", Panel).text.plain
+
+
+async def test_panels_fill_with_numbers_once_measuring(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor, 50), what="measuring")
+        await wait_for(pilot, lambda: "runs" in panel_text(app, "latency") and "—" not in
+                       panel_text(app, "latency").split("\n")[-2], what="latency figures")
+        latency = panel_text(app, "latency")
+        assert "p50 " in latency and " ms" in latency
+        assert "measuring" in panel_text(app, "model")
+        assert "x: float32[1x64]" in panel_text(app, "model")  # the fed input and its shape
+        assert "CPU" in panel_text(app, "model")
+        assert "worker " in panel_text(app, "cpu") and "ui " in panel_text(app, "cpu")
+        assert "CPU/run" in panel_text(app, "spin") and "ms" in panel_text(app, "spin")
+        assert "NVIDIA H100" in panel_text(app, "gpu")
+        assert "session built" in panel_text(app, "events")
+        assert "measuring" in panel_text(app, "status")
+
+
+async def test_settings_apply_threads_rebuilds_and_history_grows(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        first = monitor.snapshot().config_id
+        await pilot.press("s")
+        assert isinstance(app.screen, SettingsScreen)
+        await pilot.press("backspace", "2", "enter")  # intra-op threads is focused: 1 → 2, enter applies
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        await wait_for(pilot, lambda: monitor.snapshot().config_id != first and measuring(monitor)(),
+                       what="the rebuilt session measuring")
+        snap = monitor.snapshot()
+        assert snap.profile.session.intra_op_num_threads == 2
+        assert len(snap.history) == 2
+        assert "intra_op_num_threads: 1 → 2" in snap.history[-1].label
+        await pilot.press("h")
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.pause()
+        table = app.screen.query_one("#history-table")
+        assert table.row_count == 2
+        await pilot.press("h")
+        assert not isinstance(app.screen, HistoryScreen)
+
+
+async def test_invalid_affinity_is_refused_beside_its_field(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        before = monitor.snapshot()
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.set_value("session.intra_op_num_threads", "3")
+        screen.set_value("session.intra_op_thread_affinities", "1")  # one core list for two pool threads
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is screen  # still open, with what the user typed
+        hint = screen.query_one("#hint-session--intra_op_thread_affinities")
+        assert hint.has_class("-error") and "needs 2" in str(hint.render())
+        assert screen.values()["session.intra_op_thread_affinities"] == "1"
+        assert screen.values()["session.intra_op_num_threads"] == "3"
+        after = monitor.snapshot()
+        assert after.config_id == before.config_id and after.pending is None
+        assert after.profile == before.profile
+        await pilot.press("escape")
+        assert not isinstance(app.screen, SettingsScreen)
+        # reopened, the same form shows the running profile again, errors gone
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.screen is screen
+        assert screen.values()["session.intra_op_thread_affinities"] == ""
+        assert not screen.query(".fhint.-error")
+        await pilot.press("escape")
+
+
+async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, SaveScreen)
+        await pilot.press(*"my best", "enter")  # the default name is selected: typing replaces it
+        await pilot.pause()
+        path = tmp_path / "profiles" / "my-best.toml"
+        assert path.exists()
+        assert not isinstance(app.screen, SaveScreen)
+        assert profile_mod.load(path) == monitor.snapshot().profile
+        assert any("profile saved" in e.text for e in monitor.snapshot().events)
+        # the same name again asks first, and "n" leaves the file alone
+        mtime = path.stat().st_mtime_ns
+        await pilot.press("ctrl+s", *"my best", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.press("escape")
+        assert path.stat().st_mtime_ns == mtime
+    assert sanitize_name("../etc/pass wd.toml") == "pass-wd"
+
+
+async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    from ortop.state import last_session_path
+
+    summary = tmp_path / "summary.json"
+    app = app_for(monitor, tmp_path, summary_path=summary)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        await pilot.press("p")  # spinning off: a rebuild, so the saved profile is not just the start one
+        await wait_for(pilot, lambda: monitor.snapshot().profile.session.allow_spinning is False
+                       and measuring(monitor)(), what="spinning off")
+        app.handle_signal(signal.SIGHUP)  # what the SIGHUP handler calls
+        await pilot.pause()
+    assert app.return_code == 0
+    path = last_session_path()
+    assert path.is_relative_to(tmp_path)
+    assert profile_mod.load(path) == monitor.snapshot().profile
+    import json
+
+    data = json.loads(summary.read_text())
+    assert data["runs"] > 0 and data["monitor"]["cpu_s"] > 0 and data["profile"]["session"]["allow_spinning"] is False
+
+
+async def test_space_pauses_and_resumes(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: monitor.snapshot().state == "paused", what="paused")
+        await wait_for(pilot, lambda: "paused" in panel_text(app, "status"), what="paused shown")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: monitor.snapshot().state == "measuring", what="resumed")
+
+
+async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        await pilot.press("R", "b", "plus")  # 200 Hz is not in the cycle: closed loop; dbb 4; threads 1 → 2
+        await wait_for(pilot, lambda: monitor.snapshot().profile.session.intra_op_num_threads == 2
+                       and measuring(monitor)(), what="three changes applied")
+        prof = monitor.snapshot().profile
+        assert prof.workload.rate_hz == 0.0 and prof.session.dynamic_block_base == 4
+        await pilot.press("R")  # closed loop → 100 Hz
+        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz == 100.0 and measuring(monitor)(),
+                       what="paced at 100 Hz")
+        await wait_for(pilot, lambda: "rate 100 Hz" in panel_text(app, "model"), what="model panel")
+        assert "dbb 4" in panel_text(app, "model") and "intra 2" in panel_text(app, "model")
