@@ -191,7 +191,11 @@ async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path:
     assert data["runs"] > 0 and data["monitor"]["cpu_s"] > 0 and data["profile"]["session"]["allow_spinning"] is False
 
 
-async def test_space_pauses_and_resumes(monitor: Monitor, tmp_path: Path) -> None:
+async def test_space_pauses_and_resumes_and_q_keeps_the_session(monitor: Monitor, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    from ortop.state import last_session_path
+
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, measuring(monitor), what="first session")
@@ -200,6 +204,10 @@ async def test_space_pauses_and_resumes(monitor: Monitor, tmp_path: Path) -> Non
         await wait_for(pilot, lambda: "paused" in panel_text(app, "status"), what="paused shown")
         await pilot.press("space")
         await wait_for(pilot, lambda: monitor.snapshot().state == "measuring", what="resumed")
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.finished and app.return_code == 0
+    assert profile_mod.load(last_session_path()) == monitor.snapshot().profile
 
 
 async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_path: Path) -> None:

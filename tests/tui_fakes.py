@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import replace
-from typing import Any
 
 from ortop import profile as profile_mod
 from ortop.engine import ConfigRecord, CpuCost, Event, Snapshot

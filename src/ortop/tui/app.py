@@ -1,9 +1,11 @@
 """The ortop terminal UI: a live view over one Monitor, keys that turn the knobs the demo needs, and screens for
 everything else. Built by one factory, :func:`make_app`, shared by ``ortop``, the tests and the snapshot apps.
 
-The refresh tick reads a frozen Snapshot from the monitor and one sample from each collector (all cheap, no
-waiting), then redraws inside one ``batch_update``; each panel repaints only when its text changed. The UI shares
-the machine with the model it measures, so its own cost is shown on screen and kept to a few percent of a core.
+The refresh tick reads a frozen Snapshot from the monitor (every tick, so a rebuild or a pause shows at once) and
+the collectors (every other tick: they report load since their last call, so that is an average, not a loss), then
+redraws inside one ``batch_update``. Each panel draws only when what it shows changed, and then repaints only its
+changed lines. The UI shares the machine with the model it measures, so its own cost is on screen (the CPU panel's
+``ui``) and kept to a few percent of one core.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class OrtopApp(App[int]):
         self._watched: int | None = None
         self._main: MainScreen | None = None
         self._settings: SettingsScreen | None = None  # built on first use, then reopened (see SettingsScreen.load)
+        self._fit_key: tuple = ()
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -294,7 +297,7 @@ class OrtopApp(App[int]):
         gpu_panel = main.query_one("#gpu", Panel)
         n_cores = len(cpu.per_core) if cpu is not None else 0
         key = (n_cores, render.gpu_rows(gpu), cpu_panel.size.width, body.size.height, tuple(main.classes))
-        if key == getattr(self, "_fit_key", None) or body.size.height <= 0 or cpu_panel.size.width <= 0:
+        if key == self._fit_key or body.size.height <= 0 or cpu_panel.size.width <= 0:
             return
         self._fit_key = key
         frame = cpu_panel.outer_size.height - cpu_panel.size.height
@@ -313,7 +316,7 @@ class OrtopApp(App[int]):
         snap = self.monitor.snapshot()
         return snap.pending or snap.profile
 
-    def apply_profile(self, profile: Profile, source: str = "") -> int:
+    def apply_profile(self, profile: Profile) -> int:
         """Hand a profile to the monitor (validates synchronously; raises ProfileError / ModelError)."""
         cid = self.monitor.apply(profile)
         self.tick()
@@ -325,7 +328,7 @@ class OrtopApp(App[int]):
 
         try:
             new = profile_mod.merge(self.current_profile(), **changes)
-            self.apply_profile(new, what)
+            self.apply_profile(new)
         except (ProfileError, ModelError) as exc:
             self.monitor.add_event("error", f"{what} refused: {exc}")
             self.notify(str(exc), title=f"{what} refused", severity="error")
@@ -500,7 +503,8 @@ def run_app(model_path: str, profile: Profile, args: Any) -> int:
 
     monitor = Monitor(model_path, profile, strict_providers=getattr(args, "strict_providers", False))
     gpu = make_gpu_collector()
-    app = make_app(monitor, cpu=PsutilCpuCollector(), gpu=gpu, refresh_hz=float(getattr(args, "refresh", 4.0) or 4.0),
+    hz = float(getattr(args, "refresh", 4.0) or 4.0)
+    app = make_app(monitor, cpu=PsutilCpuCollector(), gpu=gpu, refresh_hz=min(30.0, max(0.5, hz)),
                    profile_dir=getattr(args, "profile_dir", "profiles") or "profiles",
                    summary_path=getattr(args, "summary", None))
     app.install_signals = True

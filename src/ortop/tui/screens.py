@@ -22,9 +22,9 @@ from textual.widgets.option_list import Option
 from ..profile import Profile, ProfileError
 from . import form
 from ._compat import apply_breakpoints, breakpoint_classes
-from .widgets import Choice
 from .keymap import HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS
 from .render import HISTORY_COLUMNS, history_rows, short_label
+from .widgets import Choice
 
 if TYPE_CHECKING:
     from .app import OrtopApp
@@ -203,7 +203,7 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
             self.dismiss(False)
             return
         try:
-            self.ortop.apply_profile(new, "settings")
+            self.ortop.apply_profile(new)
         except (ProfileError, ModelError) as exc:
             self.show_errors(exc)
             return
@@ -323,7 +323,7 @@ class HistoryScreen(_AppScreen, Screen[None]):
         if rec is None:
             return
         try:
-            self.ortop.apply_profile(rec.profile, f"history #{rec.config_id}")
+            self.ortop.apply_profile(rec.profile)
         except (ProfileError, ModelError) as exc:
             self._show_detail(Text(f"✗ {exc}", style="bold red"))
             return
@@ -480,7 +480,7 @@ class OpenScreen(_AppScreen, ModalScreen[None]):
         path = self.paths[int(event.option.id or 0)]
         try:
             prof = profile_mod.load(path)
-            self.ortop.apply_profile(prof, f"profile {path.name}")
+            self.ortop.apply_profile(prof)
         except (ProfileError, ModelError) as exc:
             self.query_one("#open-message", Static).update(Text(f"✗ {exc}", style="bold red"))
             return
