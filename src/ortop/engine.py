@@ -27,6 +27,8 @@ RESTART_LIMIT = 3            # worker deaths within RESTART_WINDOW_S before givi
 RESTART_WINDOW_S = 60.0
 CONFIG_RING = 50_000         # runs kept per configuration for its percentiles and verdicts
 SERIES_LEN = 600             # buckets kept for the live series
+RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
+                             # recomputed at most this often; finished configurations are computed once
 ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
 LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
 
@@ -147,7 +149,9 @@ class Monitor:
         self._state = "starting"
         self._state_since = 0.0
         self._events: list[Event] = []
-        self._buckets: OrderedDict[int, list] = OrderedDict()  # index -> [latencies list, marker]
+        self._buckets: OrderedDict[int, list] = OrderedDict()  # index -> [latency arrays]
+        self._bucket_cache: dict[int, tuple[int, stats.Bucket]] = {}  # index -> (arrays seen, bucket figures)
+        self._record_cache: dict[int, tuple[tuple, float, ConfigRecord]] = {}  # config id -> (key, when, record)
         self._marker_buckets: set[int] = set()
         self._deaths: list[float] = []
         self._restarts = 0
@@ -204,7 +208,9 @@ class Monitor:
                 c = self._current
                 c.ring.clear()
                 c.runs = c.wall_ns = c.cpu_ns = c.busy_ns = 0
+                self._record_cache.pop(c.config_id, None)
             self._buckets.clear()
+            self._bucket_cache.clear()
             self._event("info", "statistics reset")
 
     def stop(self) -> None:
@@ -428,7 +434,8 @@ class Monitor:
         for i in np.unique(idx):
             self._buckets.setdefault(int(i), []).append(lat_ms[idx == i])
         while len(self._buckets) > SERIES_LEN:
-            self._buckets.popitem(last=False)
+            old, _ = self._buckets.popitem(last=False)
+            self._bucket_cache.pop(old, None)
 
     def _set_state(self, state: str) -> None:
         if state != self._state:
@@ -478,13 +485,28 @@ class Monitor:
                             c.info.get("first_run_ms", math.nan), tuple(c.info.get("providers_active", ())), lat,
                             thr, self._cost(c, rows), verdict)
 
+    def _record_cached(self, c: _Config, prev: _Config | None, now: float) -> ConfigRecord:
+        """A configuration's record, recomputed only when its runs (or its predecessor's) changed, and for the
+        running configuration at most every RECORD_REFRESH_S once it has most of its runs: percentiles and the
+        verdict over CONFIG_RING runs cost milliseconds each, and the UI asks for a snapshot several times a
+        second."""
+        key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None)
+        hit = self._record_cache.get(c.config_id)
+        if hit is not None and (hit[0] == key or (
+                c is self._current and now - hit[1] < RECORD_REFRESH_S
+                and hit[2].latency.runs >= 0.9 * len(c.ring))):  # stale by < 1 s and < 10 % of the runs
+            return hit[2]
+        rec = self._record(c, prev)
+        self._record_cache[c.config_id] = (key, now, rec)
+        return rec
+
     def snapshot(self) -> Snapshot:
         with self._lock:
             now = self.now()
             history = []
             prev = None
             for c in self._configs.values():
-                history.append(self._record(c, prev))
+                history.append(self._record_cached(c, prev, now))
                 prev = c
             measured = [h for h in history if h.latency.runs >= 20]
             if measured:
@@ -502,10 +524,14 @@ class Monitor:
             for i, chunks in self._buckets.items():
                 if i >= last_full:
                     continue  # a bucket still filling would read as a throughput dip
-                lat = np.concatenate(chunks)
-                p50, p99 = np.percentile(lat, (50, 99)) if lat.size else (math.nan, math.nan)
-                series.append(stats.Bucket(i * self.bucket_s, int(lat.size), float(p50), float(p99),
-                                           i in self._marker_buckets))
+                hit = self._bucket_cache.get(i)
+                if hit is None or hit[0] != len(chunks):  # finished buckets are computed once, not per snapshot
+                    lat = np.concatenate(chunks)
+                    p50, p99 = np.percentile(lat, (50, 99)) if lat.size else (math.nan, math.nan)
+                    hit = (len(chunks), stats.Bucket(i * self.bucket_s, int(lat.size), float(p50), float(p99)))
+                    self._bucket_cache[i] = hit
+                b = hit[1]
+                series.append(replace(b, marker=True) if i in self._marker_buckets else b)
             info = cur.info if cur is not None else {}
             requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
             active = tuple(info.get("providers_active", ()))
