@@ -268,17 +268,23 @@ def _generic_ep_name(name: str) -> tuple[str, bool]:
     return (name[: -len("ExecutionProvider")] if name.endswith("ExecutionProvider") else name), False
 
 
+def _comment_header(profile: Profile, api: str, quote) -> list[str]:
+    """The ``//`` comment lines C++ and C# exports open with: origin, profile description, env vars to set."""
+    out = [f"// ONNX Runtime session settings exported from an ortop profile ({api})."]
+    if profile.description:
+        out.append(f"// profile: {quote(profile.description)}")
+    if profile.env:
+        out.append("// Environment variables to set before the process starts (LD_PRELOAD is read only then):")
+        out += [f"//   {k}={quote(v)}" for k, v in profile.env.items()]
+    return out
+
+
 def _render_cpp(profile: Profile, model_path: str) -> str:
     s = profile.session
     name = profile.provider_name()
     options = profile.provider_options()
     pools = _global_pools(profile)
-    out: list[str] = ["// ONNX Runtime session settings exported from an ortop profile (onnxruntime_cxx_api.h)."]
-    if profile.description:
-        out.append(f"// profile: {cpp_str(profile.description)}")
-    if profile.env:
-        out.append("// Environment variables to set before the process starts (LD_PRELOAD is read only then):")
-        out += [f"//   {k}={cpp_str(v)}" for k, v in profile.env.items()]
+    out = _comment_header(profile, "onnxruntime_cxx_api.h", cpp_str)
     out += [
         "//",
         "// Usage:  Ort::Env env = MakeEnv();  Ort::Session session = MakeSession(env);",
@@ -385,12 +391,7 @@ def _render_csharp(profile: Profile, model_path: str) -> str:
     name = profile.provider_name()
     options = profile.provider_options()
     pools = _global_pools(profile)
-    out: list[str] = ["// ONNX Runtime session settings exported from an ortop profile (Microsoft.ML.OnnxRuntime)."]
-    if profile.description:
-        out.append(f"// profile: {cs_str(profile.description)}")
-    if profile.env:
-        out.append("// Environment variables to set before the process starts (LD_PRELOAD is read only then):")
-        out += [f"//   {k}={cs_str(v)}" for k, v in profile.env.items()]
+    out = _comment_header(profile, "Microsoft.ML.OnnxRuntime", cs_str)
     out += [
         "//",
         "// Usage:  using var session = OrtopSession.Create();",
