@@ -162,6 +162,7 @@ def bucketize(start_s: np.ndarray, latency_ms: np.ndarray, width_s: float) -> di
 
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
+_BLOCK_ARRAY = np.array(list(BLOCKS))
 
 
 def spark(values: list[float] | np.ndarray, width: int, lo: float | None = None, hi: float | None = None) -> str:
@@ -179,13 +180,11 @@ def spark(values: list[float] | np.ndarray, width: int, lo: float | None = None,
     lo = float(finite.min()) if lo is None else lo
     hi = float(finite.max()) if hi is None else hi
     span = hi - lo
-    out = []
-    for v in vals:
-        if not math.isfinite(v):
-            out.append(" ")
-        elif span <= 0:
-            out.append(BLOCKS[4])
-        else:
-            level = int(round((v - lo) / span * (len(BLOCKS) - 2))) + 1
-            out.append(BLOCKS[max(1, min(len(BLOCKS) - 1, level))])
-    return "".join(out)
+    top = len(BLOCKS) - 1
+    if span > 0:
+        with np.errstate(invalid="ignore"):
+            levels = np.clip(np.round((vals - lo) / span * (top - 1)) + 1, 1, top)
+    else:
+        levels = np.full(vals.shape, 4.0)
+    levels = np.where(np.isfinite(vals), levels, 0).astype(np.int64)
+    return "".join(_BLOCK_ARRAY[levels])

@@ -41,7 +41,6 @@ from .widgets import Panel
 GPU_HISTORY = 240       # samples kept for the GPU and worker-CPU sparklines
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
 SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
-HALF_S = 0.5            # latency redraws when a bucket completes (the engine's 0.5 s buckets), not every tick
 RATE_CYCLE = (0.0, 100.0, 10.0)
 BLOCK_BASE = 4
 
@@ -113,13 +112,16 @@ class OrtopApp(App[int]):
         self.summary_path = summary_path
         self.clock = clock
         self.started = clock()
+        self.mounted: tuple[float, float] | None = None  # (process CPU s, clock) once the UI is up
+        self.last_driver: Any = None  # the terminal driver, kept for after the app ends (see run_app)
         self.snap: Any = None
         self.cpu_sample: Any = None
         self.gpu_sample: Any = None
         self.gpu_history: dict[int, tuple[deque[float], deque[float]]] = {}
         self.process_history: deque[float] = deque(maxlen=GPU_HISTORY)  # worker CPU %, one value per SLOW_S
         self._cpu_window: list[Any] = []  # CPU samples since the last slow period
-        self._meter_epoch = -1
+        self._meter_epoch = -1  # the current frame (see draw_main)
+        self._elapsed_shown: float = 0
         self.cpu_shown: Any = None  # what the CPU meters show
         self.threads_avg: tuple[Any, ...] = ()
         self._slow_epoch = -1
@@ -139,18 +141,42 @@ class OrtopApp(App[int]):
 
     def on_mount(self) -> None:
         if self.install_signals:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                try:
-                    loop.add_signal_handler(sig, self.handle_signal, sig)
-                except (NotImplementedError, RuntimeError, ValueError):
-                    pass  # not on the main thread, or a platform without the signal
+            self._install_signal_handlers()
+        self.mounted = (time.process_time(), self.clock())
+        self.last_driver = self._driver
         self.tick()
         if self.refresh_hz > 0:
             self.set_interval(1.0 / self.refresh_hz, self.tick, name="ortop-refresh")
 
+    def _install_signal_handlers(self) -> None:
+        """SIGTERM and SIGHUP end the app the way ``q`` does (settings kept, terminal restored).
+
+        A plain ``signal.signal`` handler rather than the event loop's: when a terminal hangs up, the kernel sends
+        SIGHUP and then SIGCONT, and Textual's SIGCONT handler restarts its input thread on the dead terminal,
+        where it spins at 100 % of a core and keeps the process alive after the app has ended. Python runs the
+        handlers of pending signals in signal-number order, so this one (SIGHUP is 1) drops the SIGCONT and
+        SIGTSTP handlers before SIGCONT's is looked at.
+        """
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int, frame: Any) -> None:
+            if signum == signal.SIGHUP:
+                release_job_control_signals()
+            try:
+                loop.call_soon_threadsafe(self.handle_signal, signum)
+            except RuntimeError:
+                pass  # the loop has closed: the app is already on its way out
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                signal.signal(sig, on_signal)
+            except (ValueError, OSError):
+                pass  # not on the main thread, or a platform without the signal
+
     def handle_signal(self, signum: int = signal.SIGHUP) -> None:
         """SIGTERM / SIGHUP (the SSH link dropped): keep the settings, then leave with the terminal restored."""
+        if self.finished:
+            return  # already quitting (q, then the terminal closed)
         try:
             name = signal.Signals(signum).name
         except ValueError:
@@ -180,9 +206,14 @@ class OrtopApp(App[int]):
         from ..engine import summary
         from ..fsutil import atomic_write_text
 
-        wall = self.clock() - self.started
-        data = summary(snap, duration_s=wall, gpu=gpu_summary(self.gpu_sample),
-                       extra={"monitor": {"cpu_s": round(time.process_time(), 3), "wall_s": round(wall, 3)}})
+        now, cpu = self.clock(), time.process_time()
+        wall = now - self.started
+        monitor = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
+        if self.mounted is not None:
+            # The same, from the first frame on: what the live view costs, without imports and start-up.
+            monitor["live_cpu_s"] = round(cpu - self.mounted[0], 3)
+            monitor["live_wall_s"] = round(now - self.mounted[1], 3)
+        data = summary(snap, duration_s=wall, gpu=gpu_summary(self.gpu_sample), extra={"monitor": monitor})
         try:
             atomic_write_text(str(self.summary_path), json.dumps(data, indent=2) + "\n")
         except OSError as exc:
@@ -205,7 +236,8 @@ class OrtopApp(App[int]):
         now = self.clock()
         meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.0
         meter_epoch = int(now / meter_s) if meter_s else self.ticks
-        if meter_epoch != self._meter_epoch:
+        frame = meter_epoch != self._meter_epoch
+        if frame:
             # The collectors report load since their previous call, so sampling every METER_TICKS ticks *is* the
             # average over those ticks: half the /proc reads and half the repaints of a per-tick meter, which
             # over a quarter second is mostly noise anyway. The monitor (state, rebuilds, keys) is read every tick.
@@ -223,7 +255,7 @@ class OrtopApp(App[int]):
         try:
             with self.batch_update():
                 if self._main_visible():
-                    self.draw_main(snap)
+                    self.draw_main(snap, frame)
                 top = self.screen_stack[-1] if self.screen_stack else None
                 if isinstance(top, HistoryScreen) and top.is_mounted:
                     top.refresh_data(snap)
@@ -249,8 +281,14 @@ class OrtopApp(App[int]):
         stack = self.screen_stack
         return bool(stack) and stack[-1] is self._main
 
-    def draw_main(self, snap: Any) -> None:
-        """Hand each panel its drawing function; panels repaint only on change."""
+    def draw_main(self, snap: Any, frame: bool = True) -> None:
+        """Hand each panel its drawing function; panels repaint only on change.
+
+        Everything that moves by itself (meters, sparklines, figures, the elapsed seconds) is redrawn on frame
+        ticks only, so that it all lands in one screen update; a tick between two frames repaints only what an
+        event changed (a rebuild starting, a new event line). Each screen update has a fixed cost in Textual's
+        compositor and in the terminal, so two updates a second instead of four is most of the UI's CPU.
+        """
         main = self._main
         if main is None or not main.is_mounted:
             return
@@ -261,9 +299,11 @@ class OrtopApp(App[int]):
         self._fit_heights(main, cpu, gpu)
         busy = snap.state in ("building", "warming", "starting")
         elapsed = round(snap.state_elapsed, 1) if busy else int(snap.state_elapsed)
+        if frame or busy:
+            self._elapsed_shown = elapsed
         events = snap.events
         q("#status", Panel).show(lambda w, h: render.status_line(snap, w),
-                                 (snap.state, elapsed, snap.config_id, len(snap.history)))
+                                 (snap.state, self._elapsed_shown, snap.config_id, len(snap.history)))
         q("#cpu", Panel).show(lambda w, h: render.cpu_panel(cpu, w, h), cpu)
         history = tuple(self.process_history)
         q("#spin", Panel).show(lambda w, h: render.spin_panel(snap.cpu, threads, w, h, history),
@@ -272,7 +312,7 @@ class OrtopApp(App[int]):
         q("#latency", Panel).show(lambda w, h: render.latency_panel(
             snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, monitor.bucket_s, w, h,
             getattr(monitor, "window_s", 5.0)),
-            (snap.series[-1] if snap.series else None, int(self.clock() / HALF_S), snap.config_id, snap.state))
+            (self._meter_epoch, snap.config_id, snap.state))
         q("#model", Panel).show(lambda w, h: render.model_panel(snap, w, h, fatal),
                                 (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
                                  snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms))
@@ -495,6 +535,24 @@ def make_app(monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: floa
                     summary_path=summary_path, clock=clock)
 
 
+def release_job_control_signals() -> None:
+    """Back to the default SIGCONT / SIGTSTP handling, which Textual's driver takes over for ctrl+z and never gives
+    back; a SIGCONT after the app has stopped must not start its input thread again."""
+    for sig in ("SIGCONT", "SIGTSTP"):
+        if hasattr(signal, sig):
+            try:
+                signal.signal(getattr(signal, sig), signal.SIG_DFL)
+            except (ValueError, OSError):
+                pass  # not the main thread
+
+
+def stop_input_thread(driver: Any) -> None:
+    """Make sure no input thread of ``driver`` outlives the app (it would keep the process alive)."""
+    event = getattr(driver, "exit_event", None)
+    if event is not None:
+        event.set()
+
+
 def run_app(model_path: str, profile: Profile, args: Any) -> int:
     """Run the UI on a real Monitor until q, SIGTERM or SIGHUP; returns the exit code (1 if the model failed)."""
     from ..collectors.cpu import PsutilCpuCollector
@@ -512,6 +570,8 @@ def run_app(model_path: str, profile: Profile, args: Any) -> int:
     try:
         app.run()
     finally:
+        release_job_control_signals()
+        stop_input_thread(app.last_driver)
         try:
             app.finish()
         finally:
