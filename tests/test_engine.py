@@ -167,6 +167,26 @@ def test_rebuild_changes_intra_threads(monitors, matmul_model):
              f"one more worker thread than {threads_before}")
 
 
+def test_generation_moves_with_changes_but_not_with_runs(monitors, matmul_model):
+    """The UI skips its snapshot between frames while the generation stands still: it must stand still while runs
+    arrive, and move with a rebuild, a state change and an event."""
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    g = mon.generation
+    runs_grow(mon, by=100, what="100 more runs")
+    assert mon.generation == g, "new runs alone moved the generation"
+    mon.add_event("info", "a view saved something")
+    assert mon.generation > g
+    g = mon.generation
+    cid = mon.apply(prof(mon.snapshot().profile, session__intra_op_num_threads=2))
+    assert mon.generation > g  # at once, before the worker answers
+    wait_for(lambda: mon.snapshot().config_id == cid, 15, "the rebuilt session")
+    g = mon.generation
+    mon.pause()
+    wait_for(lambda: mon.snapshot().state == "paused", 5, "paused")
+    assert mon.generation > g
+
+
 def test_session_options_mapping(matmul_model):
     from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession
 

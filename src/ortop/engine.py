@@ -160,6 +160,15 @@ class Monitor:
         self._worker_has_session = False
         self._ready = threading.Event()
         self._changed = threading.Condition(self._lock)
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """A counter that moves with every change except new runs: state, a rebuild asked for or done, an event.
+
+        A view polls it to skip a snapshot when nothing but the figures could have changed.
+        """
+        return self._generation
 
     # ---- public API ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -188,6 +197,7 @@ class Monitor:
         profile = replace(profile, model=self.model_path)
         self._check(profile)
         with self._lock:
+            self._generation += 1
             current = self._good or self.start_profile
             if profile.restart_key() != current.restart_key():
                 self._event("info", "environment or global thread pool changed: restarting the worker")
@@ -218,6 +228,7 @@ class Monitor:
         with self._lock:
             self._stopping = True
             self._state = "stopped"
+            self._generation += 1
         self._kill_worker(graceful=True)
 
     def add_event(self, level: str, text: str) -> None:
@@ -339,6 +350,8 @@ class Monitor:
     def _handle(self, msg: tuple) -> None:
         kind = msg[0]
         with self._lock:
+            if kind != "samples":
+                self._generation += 1
             if kind == "samples":
                 _, cid, rows, window = msg
                 self._add_samples(cid, rows, window)
@@ -441,6 +454,7 @@ class Monitor:
         if state != self._state:
             self._state = state
             self._state_since = self.now()
+            self._generation += 1
 
     def _log(self, line: str) -> None:
         m = ORT_LOG.match(line)
@@ -451,6 +465,7 @@ class Monitor:
 
     def _event(self, level: str, text: str) -> None:
         # Group repeats (ORT logs one warning per initializer listed as input, say) into one counted event.
+        self._generation += 1
         for i in range(len(self._events) - 1, max(-1, len(self._events) - 50), -1):
             e = self._events[i]
             if e.text == text and e.level == level:

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-FLUSH_NS = 50_000_000  # samples reach the parent in batches every ~50 ms
+FLUSH_NS = 100_000_000  # samples reach the parent in batches every ~100 ms (the UI draws at 2 Hz)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

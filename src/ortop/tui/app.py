@@ -40,6 +40,7 @@ from .widgets import Panel
 
 GPU_HISTORY = 240       # samples kept for the GPU and worker-CPU sparklines
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
+BUSY_STATES = ("building", "warming", "starting")  # a rebuild under way: its elapsed time counts every tick
 SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
 RATE_CYCLE = (0.0, 100.0, 10.0)
 BLOCK_BASE = 4
@@ -122,6 +123,7 @@ class OrtopApp(App[int]):
         self._cpu_window: list[Any] = []  # CPU samples since the last slow period
         self._meter_epoch = -1  # the current frame (see draw_main)
         self._elapsed_shown: float = 0
+        self._generation: int | None = None  # the monitor's generation the last drawing saw
         self.cpu_shown: Any = None  # what the CPU meters show
         self.threads_avg: tuple[Any, ...] = ()
         self._slow_epoch = -1
@@ -225,6 +227,15 @@ class OrtopApp(App[int]):
         if self._exit or self.finished:
             return  # shutting down: widgets are going away
         self.ticks += 1
+        now = self.clock()
+        meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.0
+        meter_epoch = int(now / meter_s) if meter_s else self.ticks
+        frame = meter_epoch != self._meter_epoch
+        generation = getattr(self.monitor, "generation", None)
+        if (not frame and generation is not None and generation == self._generation and self.snap is not None
+                and self.snap.state not in BUSY_STATES and self._main_visible()):
+            return  # between two frames nothing happened: no snapshot, no drawing
+        self._generation = generation
         snap = self.monitor.snapshot()
         self.snap = snap
         pid = snap.worker_pid
@@ -233,10 +244,6 @@ class OrtopApp(App[int]):
             for c in (self.cpu, self.gpu):
                 if c is not None:
                     c.watch(pid)
-        now = self.clock()
-        meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.0
-        meter_epoch = int(now / meter_s) if meter_s else self.ticks
-        frame = meter_epoch != self._meter_epoch
         if frame:
             # The collectors report load since their previous call, so sampling every METER_TICKS ticks *is* the
             # average over those ticks: half the /proc reads and half the repaints of a per-tick meter, which
@@ -297,7 +304,7 @@ class OrtopApp(App[int]):
         fatal = getattr(monitor, "fatal", None)
         q = main.query_one
         self._fit_heights(main, cpu, gpu)
-        busy = snap.state in ("building", "warming", "starting")
+        busy = snap.state in BUSY_STATES
         elapsed = round(snap.state_elapsed, 1) if busy else int(snap.state_elapsed)
         if frame or busy:
             self._elapsed_shown = elapsed
