@@ -227,8 +227,7 @@ class Monitor:
         """Stop the worker and wait for it (idempotent)."""
         with self._lock:
             self._stopping = True
-            self._state = "stopped"
-            self._generation += 1
+            self._set_state("stopped")
         self._kill_worker(graceful=True)
 
     def add_event(self, level: str, text: str) -> None:

@@ -1,8 +1,9 @@
 """The ortop terminal UI: a live view over one Monitor, keys that turn the knobs the demo needs, and screens for
 everything else. Built by one factory, :func:`make_app`, shared by ``ortop``, the tests and the snapshot apps.
 
-The refresh tick reads a frozen Snapshot from the monitor (every tick, so a rebuild or a pause shows at once) and
-the collectors (every other tick: they report load since their last call, so that is an average, not a loss), then
+The refresh tick reads a frozen Snapshot from the monitor (on every frame, and on any tick where the monitor's
+generation moved, so a rebuild or a pause shows at once) and the collectors (on frames, every other tick: they
+report load since their last call, so that is an average, not a loss), then
 redraws inside one ``batch_update``. Each panel draws only when what it shows changed, and then repaints only its
 changed lines. The UI shares the machine with the model it measures, so its own cost is on screen (the CPU panel's
 ``ui``) and kept to a few percent of one core.
@@ -122,7 +123,6 @@ class OrtopApp(App[int]):
         self.process_history: deque[float] = deque(maxlen=GPU_HISTORY)  # worker CPU %, one value per SLOW_S
         self._cpu_window: list[Any] = []  # CPU samples since the last slow period
         self._meter_epoch = -1  # the current frame (see draw_main)
-        self._elapsed_shown: float = 0
         self._generation: int | None = None  # the monitor's generation the last drawing saw
         self.cpu_shown: Any = None  # what the CPU meters show
         self.threads_avg: tuple[Any, ...] = ()
@@ -247,7 +247,7 @@ class OrtopApp(App[int]):
         if frame:
             # The collectors report load since their previous call, so sampling every METER_TICKS ticks *is* the
             # average over those ticks: half the /proc reads and half the repaints of a per-tick meter, which
-            # over a quarter second is mostly noise anyway. The monitor (state, rebuilds, keys) is read every tick.
+            # over a quarter second is mostly noise anyway. Between frames only a change of state is drawn.
             self._meter_epoch = meter_epoch
             self.sample_collectors()
         epoch = int(now / SLOW_S)
@@ -306,11 +306,10 @@ class OrtopApp(App[int]):
         self._fit_heights(main, cpu, gpu)
         busy = snap.state in BUSY_STATES
         elapsed = round(snap.state_elapsed, 1) if busy else int(snap.state_elapsed)
-        if frame or busy:
-            self._elapsed_shown = elapsed
         events = snap.events
         q("#status", Panel).show(lambda w, h: render.status_line(snap, w),
-                                 (snap.state, self._elapsed_shown, snap.config_id, len(snap.history)))
+                                 (snap.state, elapsed if busy else self._meter_epoch, snap.config_id,
+                                  len(snap.history)))
         q("#cpu", Panel).show(lambda w, h: render.cpu_panel(cpu, w, h), cpu)
         history = tuple(self.process_history)
         q("#spin", Panel).show(lambda w, h: render.spin_panel(snap.cpu, threads, w, h, history),
