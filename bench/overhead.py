@@ -21,7 +21,9 @@ BARE = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     import onnxruntime as ort
-    from ortop import model, ortopts, profile
+    from ortop import model
+    from ortop.config import profile
+    from ortop.runtime import options as ortopts
     prof = profile.from_dict(json.loads(sys.argv[1]))
     info = model.load_model(prof.model)
     w = prof.workload
@@ -59,8 +61,8 @@ def run_ortop(model: str, threads: int, duration: float) -> dict:
 
 
 def main() -> int:
-    from ortop import profile
-    from ortop.demo import ensure_demo
+    from ortop.config import profile
+    from ortop.model.demo import ensure_demo
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", help="model (default: the built-in demo model)")

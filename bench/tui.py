@@ -76,8 +76,8 @@ def ui_process(session: str) -> psutil.Process:
 
 
 def main() -> int:
-    from ortop import profile
-    from ortop.demo import ensure_demo
+    from ortop.config import profile
+    from ortop.model.demo import ensure_demo
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", help="model (default: the built-in demo model)")

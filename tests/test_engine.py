@@ -17,10 +17,10 @@ import psutil
 import pytest
 from onnx import helper, numpy_helper
 
-from ortop import profile as P
-from ortop.engine import Monitor
+from ortop.config import profile as P
+from ortop.engine.monitor import Monitor
 from ortop.model import ModelError
-from ortop.profile import Profile, ProfileError
+from ortop.config.profile import Profile, ProfileError
 from tests.models import _vi, model_of, save
 
 READY_S = 30.0
@@ -190,7 +190,7 @@ def test_generation_moves_with_changes_but_not_with_runs(monitors, matmul_model)
 def test_session_options_mapping(matmul_model):
     from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession
 
-    from ortop import ortopts
+    from ortop.runtime import options as ortopts
 
     last_core = (os.cpu_count() or 1) - 1
     p = prof(
@@ -498,7 +498,7 @@ def test_failed_build_in_a_fresh_worker_brings_back_the_last_good(monitors, matm
 
 
 def test_a_worker_that_keeps_dying_is_given_up(monitors, matmul_model):
-    from ortop.engine import RESTART_LIMIT
+    from ortop.engine.monitor import RESTART_LIMIT
 
     mon = monitors(matmul_model)
     for _ in range(RESTART_LIMIT + 1):

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ortop import export, ortopts
-from ortop import profile as pm
+from ortop import export
+from ortop.runtime import options as ortopts
+from ortop.config import profile as pm
 from ortop.export import FORMATS, PERF_TEST_FLAGS, ExportError, render
-from ortop.profile import Profile, ProviderSettings, SessionSettings, Workload
+from ortop.config.profile import Profile, ProviderSettings, SessionSettings, Workload
 from tests.models import make_matmul_model
 from tests.test_profile import check_session
 

@@ -14,11 +14,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from ortop.model.inspect import _probe_max_ir
 from ortop.model import (
     ModelError,
     ModelInfo,
     TensorInfo,
-    _probe_max_ir,
     check_ir_supported,
     describe_feeds,
     format_info,
@@ -419,7 +419,7 @@ def test_ir_too_new(tmp_path):
 
 def test_measured_ir_table_matches_onnxruntime():
     """The hard-coded IR limit for this onnxruntime is what onnxruntime itself reports."""
-    from ortop.model import _MEASURED_MAX_IR, _ort_version, _version_tuple
+    from ortop.model.inspect import _MEASURED_MAX_IR, _ort_version, _version_tuple
 
     version = _ort_version()
     assert version == ort.__version__

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ortop import ortopts
-from ortop import profile as pm
-from ortop.profile import Profile, ProfileError, ProfileErrors, SessionSettings, ProviderSettings, Workload
+from ortop.runtime import options as ortopts
+from ortop.config import profile as pm
+from ortop.config.profile import Profile, ProfileError, ProfileErrors, SessionSettings, ProviderSettings, Workload
 from tests.models import make_matmul_model
 
 
@@ -415,7 +415,7 @@ def test_name_tables_match_onnxruntime() -> None:
 
 
 def test_ortopts_import_does_not_load_onnxruntime() -> None:
-    code = "import sys, ortop.ortopts, ortop.export, ortop.profiles_cli; print('onnxruntime' in sys.modules)"
+    code = "import sys, ortop.runtime.options, ortop.export, ortop.cli.profiles; print('onnxruntime' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -423,7 +423,8 @@ def test_ortopts_import_does_not_load_onnxruntime() -> None:
 GLOBAL_POOLS = textwrap.dedent("""
     import sys
     import onnxruntime as ort
-    from ortop import ortopts, profile as pm
+    from ortop.runtime import options as ortopts
+    from ortop.config import profile as pm
     model = sys.argv[1]
     p = pm.from_dict({"session": {"use_per_session_threads": False, "global_intra_op_num_threads": 2,
                                   "global_inter_op_num_threads": 1}})

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ortop import profile as pm
-from ortop.profiles_cli import export_main, profiles_main, resolve_profile, shipped_profiles_dir
+from ortop.config import profile as pm
+from ortop.cli.profiles import export_main, profiles_main, resolve_profile, shipped_profiles_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -220,7 +220,7 @@ def test_export_unwritable_output(workdir: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_cli_main_dispatches(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from ortop.cli import main
+    from ortop.cli.main import main
 
     assert main(["profiles", "validate", str(REPO / "profiles" / "cpu-latency.toml")]) == 0
     assert main(["export", "cpu-latency", "--to", "env"]) == 0

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from ortop import profile as profile_mod
+from ortop.config import profile as profile_mod
 from ortop.collectors.cpu import CpuSample, ThreadSample
 from ortop.collectors.gpu import NO_GPU, GpuDevice, GpuSample
-from ortop.engine import ConfigRecord, CpuCost, Event
-from ortop.profile import Profile
-from ortop.stats import Bucket, LatencyStats
+from ortop.engine.monitor import ConfigRecord, CpuCost, Event
+from ortop.config.profile import Profile
+from ortop.measure.stats import Bucket, LatencyStats
 from ortop.tui import form, render
 
 

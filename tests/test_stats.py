@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ortop import stats
-from ortop.stats import BLOCKS, Ring, bucketize, latency_stats, median_ci, spark, verdict
+from ortop.measure import stats
+from ortop.measure.stats import BLOCKS, Ring, bucketize, latency_stats, median_ci, spark, verdict
 
 # -- Ring -------------------------------------------------------------------------------------------------
 

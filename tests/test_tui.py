@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ortop import profile as profile_mod
+from ortop.config import profile as profile_mod
 from ortop.collectors.cpu import PsutilCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
-from ortop.engine import Monitor
-from ortop.profile import Profile
+from ortop.engine.monitor import Monitor
+from ortop.config.profile import Profile
 from ortop.tui.app import OrtopApp, make_app, sanitize_name
 from ortop.tui.screens import ConfirmScreen, HistoryScreen, SaveScreen, SettingsScreen
 from ortop.tui.widgets import Panel
@@ -170,7 +170,7 @@ async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tm
 
 async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    from ortop.state import last_session_path
+    from ortop.config.store import last_session_path
 
     summary = tmp_path / "summary.json"
     app = app_for(monitor, tmp_path, summary_path=summary)
@@ -196,7 +196,7 @@ async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path:
 async def test_space_pauses_and_resumes_and_q_keeps_the_session(monitor: Monitor, tmp_path: Path,
                                                                  monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    from ortop.state import last_session_path
+    from ortop.config.store import last_session_path
 
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:

@@ -57,7 +57,7 @@ def test_main_screen_256_cores_building(snap_compare) -> None:
     app = fake_app(cores=256, no_gpu=True)
     monitor = app.monitor
     monitor.state = "building"
-    from ortop import profile as profile_mod
+    from ortop.config import profile as profile_mod
 
     monitor.pending = profile_mod.merge(monitor.snapshot().profile, **{"session.intra_op_num_threads": 8})
     assert snap_compare(app, terminal_size=(120, 40), run_before=settle)
@@ -94,7 +94,7 @@ def test_help_screen(snap_compare) -> None:
 def test_fallback_and_failed_state(snap_compare) -> None:
     app = fake_app(state="failed", fatal="cannot build a session: CUDA failure 100: no CUDA-capable device",
                    providers_active=("CPUExecutionProvider",))
-    from ortop import profile as profile_mod
+    from ortop.config import profile as profile_mod
 
     monitor = app.monitor
     monitor.start_profile = profile_mod.merge(monitor.start_profile, **{"provider.name": "cuda"})

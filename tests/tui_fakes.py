@@ -11,11 +11,11 @@ import math
 import random
 from dataclasses import replace
 
-from ortop import profile as profile_mod
-from ortop.engine import ConfigRecord, CpuCost, Event, Snapshot
+from ortop.config import profile as profile_mod
+from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
 from ortop.model import ModelInfo, TensorInfo
-from ortop.profile import Profile
-from ortop.stats import Bucket, LatencyStats
+from ortop.config.profile import Profile
+from ortop.measure.stats import Bucket, LatencyStats
 
 T_NOW = 95.0  # the fake clock: seconds since the monitor started
 

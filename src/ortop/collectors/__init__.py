@@ -6,7 +6,7 @@ so the screens can be tested and snapshotted with fixed data on any host, GPU or
 
 from __future__ import annotations
 
-from .cpu import (
+from ortop.collectors.cpu import (
     CpuCollector,
     CpuSample,
     FakeCpuCollector,
@@ -15,7 +15,7 @@ from .cpu import (
     numa_nodes,
     physical_cores,
 )
-from .gpu import (
+from ortop.collectors.gpu import (
     FakeGpuCollector,
     GpuCollector,
     GpuDevice,

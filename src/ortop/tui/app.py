@@ -32,12 +32,12 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from .. import profile as profile_mod
-from ..profile import Profile, ProfileError
-from . import render
-from .keymap import MAIN_KEYS
-from .screens import ExportScreen, HelpScreen, HistoryScreen, OpenScreen, SaveScreen, SettingsScreen, list_profiles
-from .widgets import Panel
+from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile, ProfileError
+from ortop.tui import render
+from ortop.tui.keymap import MAIN_KEYS
+from ortop.tui.screens import ExportScreen, HelpScreen, HistoryScreen, OpenScreen, SaveScreen, SettingsScreen, list_profiles
+from ortop.tui.widgets import Panel
 
 GPU_HISTORY = 240       # samples kept for the GPU and worker-CPU sparklines
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
@@ -192,7 +192,7 @@ class OrtopApp(App[int]):
         if self.finished:
             return
         self.finished = True
-        from ..state import save_last_session
+        from ortop.config.store import save_last_session
 
         snap = self.monitor.snapshot()
         if snap.history:
@@ -205,8 +205,8 @@ class OrtopApp(App[int]):
 
     def write_summary(self, snap: Any) -> None:
         """The same JSON summary as headless mode, plus what this UI process itself cost."""
-        from ..engine import summary
-        from ..fsutil import atomic_write_text
+        from ortop.engine.monitor import summary
+        from ortop.fsutil import atomic_write_text
 
         now, cpu = self.clock(), time.process_time()
         wall = now - self.started
@@ -370,7 +370,7 @@ class OrtopApp(App[int]):
 
     def apply_changes(self, what: str, **changes: Any) -> bool:
         """Merge dotted-key changes into the current profile and apply; a refusal is shown, not raised."""
-        from ..model import ModelError
+        from ortop.model import ModelError
 
         try:
             new = profile_mod.merge(self.current_profile(), **changes)
@@ -387,7 +387,7 @@ class OrtopApp(App[int]):
         n = prof.session.intra_op_num_threads
         if n:
             return n
-        from ..collectors.cpu import physical_cores
+        from ortop.collectors.cpu import physical_cores
 
         return physical_cores()
 
@@ -496,7 +496,7 @@ class OrtopApp(App[int]):
 
     def write_export(self, text: str, ext: str) -> Path:
         """Write exported text next to the profiles under a name not taken yet (never overwrites)."""
-        from ..fsutil import atomic_write_text
+        from ortop.fsutil import atomic_write_text
 
         stem = sanitize_name(Path(self.monitor.model_path).stem) or "ortop"
         path = self.profile_dir / f"{stem}-export{ext}"
@@ -561,9 +561,9 @@ def stop_input_thread(driver: Any) -> None:
 
 def run_app(model_path: str, profile: Profile, args: Any) -> int:
     """Run the UI on a real Monitor until q, SIGTERM or SIGHUP; returns the exit code (1 if the model failed)."""
-    from ..collectors.cpu import PsutilCpuCollector
-    from ..collectors.gpu import make_gpu_collector
-    from ..engine import Monitor
+    from ortop.collectors.cpu import PsutilCpuCollector
+    from ortop.collectors.gpu import make_gpu_collector
+    from ortop.engine.monitor import Monitor
 
     monitor = Monitor(model_path, profile, strict_providers=getattr(args, "strict_providers", False))
     gpu = make_gpu_collector()

@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .. import profile as profile_mod
-from ..profile import Profile, ProfileError
+from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile, ProfileError
 
 TRI = (("default", "default"), ("on", "on"), ("off", "off"))
 BOOL = (("on", "on"), ("off", "off"))

@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ..stats import Bucket, LatencyStats, spark
+from ortop.measure.stats import Bucket, LatencyStats, spark
 
 # ---- numbers ---------------------------------------------------------------------------------------------------
 DASH = "—"

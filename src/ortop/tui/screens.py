@@ -19,15 +19,15 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Static, Tab, Tabs
 from textual.widgets.option_list import Option
 
-from ..profile import Profile, ProfileError
-from . import form
-from ._compat import apply_breakpoints, breakpoint_classes
-from .keymap import HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS
-from .render import HISTORY_COLUMNS, history_rows, short_label
-from .widgets import Choice
+from ortop.config.profile import Profile, ProfileError
+from ortop.tui import form
+from ortop.tui._compat import apply_breakpoints, breakpoint_classes
+from ortop.tui.keymap import HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS
+from ortop.tui.render import HISTORY_COLUMNS, history_rows, short_label
+from ortop.tui.widgets import Choice
 
 if TYPE_CHECKING:
-    from .app import OrtopApp
+    from ortop.tui.app import OrtopApp
 
 
 def fid(key: str) -> str:
@@ -191,7 +191,7 @@ class SettingsScreen(_AppScreen, ModalScreen[bool]):
 
     # ---- actions ----
     def action_apply(self) -> None:
-        from ..model import ModelError
+        from ortop.model import ModelError
 
         self.clear_errors()
         try:
@@ -317,7 +317,7 @@ class HistoryScreen(_AppScreen, Screen[None]):
         self.action_apply_row()
 
     def action_apply_row(self) -> None:
-        from ..model import ModelError
+        from ortop.model import ModelError
 
         rec = self.selected()
         if rec is None:
@@ -474,8 +474,8 @@ class OpenScreen(_AppScreen, ModalScreen[None]):
 
     @on(OptionList.OptionSelected)
     def _selected(self, event: OptionList.OptionSelected) -> None:
-        from .. import profile as profile_mod
-        from ..model import ModelError
+        from ortop.config import profile as profile_mod
+        from ortop.model import ModelError
 
         path = self.paths[int(event.option.id or 0)]
         try:
@@ -499,7 +499,7 @@ EXPORT_FORMATS: tuple[tuple[str, str], ...] = (
 def export_text(profile: Profile, fmt: str) -> tuple[str, bool]:
     """(text, ok): the export module's rendering, or why there is none."""
     try:
-        from .. import export
+        from ortop import export
     except ImportError:
         return "export is not available in this build of ortop", False
     try:
@@ -572,7 +572,7 @@ def list_profiles(profile_dir: str | os.PathLike) -> list[Path]:
     """``*.toml`` in the user's profile folder, then the shipped profiles (when this build ships any)."""
     dirs = [Path(profile_dir)]
     try:
-        from ..profiles_cli import shipped_profiles_dir
+        from ortop.cli.profiles import shipped_profiles_dir
 
         shipped = shipped_profiles_dir()
         if shipped is not None:

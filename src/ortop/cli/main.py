@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any, Sequence
 
-from . import __version__
+from ortop import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_RUNTIME = 1
@@ -99,9 +99,9 @@ def _number(text: str, flag: str, kind=float) -> Any:
 
 def effective_profile(args: argparse.Namespace, model_path: str):
     """The start profile: last session or --profile, then each flag on top (flags win)."""
-    from . import profile as P
-    from .model import parse_shape
-    from .state import last_session_path
+    from ortop.config import profile as P
+    from ortop.model import parse_shape
+    from ortop.config.store import last_session_path
 
     if args.resume:
         path = last_session_path()
@@ -151,7 +151,7 @@ def effective_profile(args: argparse.Namespace, model_path: str):
 
 def _resolve_model(args: argparse.Namespace) -> str:
     if args.demo or not args.model:
-        from .demo import ensure_demo
+        from ortop.model.demo import ensure_demo
 
         return str(ensure_demo())
     return args.model
@@ -169,8 +169,8 @@ def _gpu_summary(collector) -> Any:
 
 
 def run_headless(args: argparse.Namespace, model_path: str) -> int:
-    from .collectors.gpu import make_gpu_collector
-    from .engine import Monitor, summary
+    from ortop.collectors.gpu import make_gpu_collector
+    from ortop.engine.monitor import Monitor, summary
 
     prof = effective_profile(args, model_path)
     if not (args.duration > 0 and math.isfinite(args.duration)):
@@ -222,13 +222,13 @@ def run_headless(args: argparse.Namespace, model_path: str) -> int:
 def _write_summary(args, monitor, gpu, duration) -> None:
     if not args.summary:
         return
-    from .engine import summary
+    from ortop.engine.monitor import summary
 
     _write_json(args.summary, summary(monitor.snapshot(), duration_s=duration, gpu=_gpu_summary(gpu)))
 
 
 def _write_json(path: str, data: dict) -> None:
-    from .fsutil import atomic_write_text
+    from ortop.fsutil import atomic_write_text
 
     try:
         atomic_write_text(path, json.dumps(data, indent=2) + "\n")
@@ -264,7 +264,7 @@ def format_summary(d: dict) -> str:
 
 
 def run_info(argv: Sequence[str]) -> int:
-    from .model import load_model
+    from ortop.model import load_model
 
     p = argparse.ArgumentParser(prog="ortop info", description="Inspect a model: inputs, outputs, ops.")
     p.add_argument("model")
@@ -276,14 +276,14 @@ def run_info(argv: Sequence[str]) -> int:
 
         print(json.dumps(asdict(info), default=str, indent=2))
         return 0
-    from .model import format_info
+    from ortop.model import format_info
 
     print(format_info(info))
     return 0
 
 
 def run_tui(args: argparse.Namespace, model_path: str) -> int:
-    from .tui.app import run_app
+    from ortop.tui.app import run_app
 
     prof = effective_profile(args, model_path)
     return run_app(model_path, prof, args)
@@ -296,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "info":
             return run_info(argv[1:])
         if argv and argv[0] in ("profiles", "export"):
-            from . import profiles_cli
+            from ortop.cli import profiles as profiles_cli
 
             fn = profiles_cli.profiles_main if argv[0] == "profiles" else profiles_cli.export_main
             return fn(argv[1:])
@@ -314,8 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
-        from .model import ModelError
-        from .profile import ProfileError
+        from ortop.model import ModelError
+        from ortop.config.profile import ProfileError
 
         if isinstance(exc, (UsageError, ModelError, ProfileError)):
             print(f"ortop: error: {exc}", file=sys.stderr)

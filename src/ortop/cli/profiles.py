@@ -15,9 +15,9 @@ from typing import NoReturn, Sequence
 
 import tomli_w
 
-from . import profile as profile_mod
-from .export import FORMATS, ExportError, render
-from .profile import Profile, ProfileError, ProfileErrors
+from ortop.config import profile as profile_mod
+from ortop.export import FORMATS, ExportError, render
+from ortop.config.profile import Profile, ProfileError, ProfileErrors
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -36,20 +36,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def shipped_profiles_dir() -> Path | None:
-    """The profiles that come with ortop: ``<repo>/profiles`` in a source or editable install, else the package
-    data folder ``ortop/profiles`` of an installed wheel; None when neither exists."""
-    repo = Path(__file__).resolve().parents[2] / "profiles"
-    if repo.is_dir():
-        return repo
-    try:
-        from importlib.resources import files
-
-        data = files("ortop") / "profiles"
-        if data.is_dir():
-            return Path(str(data))
-    except (ModuleNotFoundError, OSError, TypeError):  # pragma: no cover - unusual installs
-        pass
-    return None
+    """The profiles that come with ortop: the data package ``ortop/profiles`` (in a source checkout a link to the
+    repository's ``profiles/``); None when it is missing."""
+    data = (Path(__file__).resolve().parents[1] / "profiles").resolve()
+    return data if data.is_dir() else None
 
 
 def _candidates(name: str) -> list[Path]:
@@ -245,7 +235,7 @@ def _do_export(args: argparse.Namespace) -> int:
     _, prof = load_profile(args.profile)
     text = render(prof, args.fmt, model_path=args.model)
     if args.output:
-        from .fsutil import atomic_write_text
+        from ortop.fsutil import atomic_write_text
 
         atomic_write_text(args.output, text)
         print(f"wrote {args.output} ({args.fmt})")

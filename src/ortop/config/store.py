@@ -19,7 +19,7 @@ def last_session_path() -> Path:
 
 def save_last_session(profile) -> Path:
     """Write the current settings for ``ortop MODEL --resume`` (atomically: a crash never leaves half a file)."""
-    from .profile import save
+    from ortop.config.profile import save
 
     return save(profile, last_session_path(),
                 header="The settings of the last ortop session; `ortop MODEL --resume` starts from them.")

@@ -34,8 +34,8 @@ import json
 import shlex
 from typing import Any, Callable
 
-from .ortopts import EXEC_MODE_NAMES, EXEC_MODE_VALUES, OPT_LEVEL_NAMES, OPT_LEVEL_VALUES, provider_list
-from .profile import EXECUTION_MODES, Profile
+from ortop.runtime.options import EXEC_MODE_NAMES, EXEC_MODE_VALUES, OPT_LEVEL_NAMES, OPT_LEVEL_VALUES, provider_list
+from ortop.config.profile import EXECUTION_MODES, Profile
 
 FORMATS = ("python", "cpp", "csharp", "perf-test", "olive", "env", "json")
 

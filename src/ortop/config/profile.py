@@ -660,7 +660,7 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def save(profile: Profile, path: str | os.PathLike, header: str = "") -> Path:
     """Write the profile atomically, so a crash mid-write never leaves a half-written profile where a good one was."""
-    from .fsutil import atomic_write_text
+    from ortop.fsutil import atomic_write_text
 
     return atomic_write_text(path, profile.to_toml(header))
 

@@ -99,8 +99,8 @@ class _Session:
         import numpy as np  # noqa: F401  (imported here so the module stays cheap for the parent)
         import onnxruntime as ort
 
-        from . import model as model_mod
-        from . import ortopts
+        from ortop import model as model_mod
+        from ortop.runtime import options as ortopts
 
         self.profile = profile
         w = profile.workload
@@ -265,8 +265,8 @@ def worker_main(conn, model_path: str) -> None:
     _capture_stderr(send)
     _die_with_parent()
 
-    from . import model as model_mod
-    from . import profile as profile_mod
+    from ortop import model as model_mod
+    from ortop.config import profile as profile_mod
 
     info = model_mod.load_model(model_path)
     session: _Session | None = None

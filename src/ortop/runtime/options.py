@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .profile import Profile, ProfileError
+from ortop.config.profile import Profile, ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import onnxruntime

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import model as model_mod
-from . import profile as profile_mod
-from . import stats
-from .profile import Profile, ProfileError
+from ortop import model as model_mod
+from ortop.config import profile as profile_mod
+from ortop.measure import stats
+from ortop.config.profile import Profile, ProfileError
 
 RESTART_LIMIT = 3            # worker deaths within RESTART_WINDOW_S before giving up on automatic restarts
 RESTART_WINDOW_S = 60.0
@@ -253,7 +253,7 @@ class Monitor:
                              batch=w.batch, seed=w.seed)
 
     def _spawn(self, profile: Profile) -> int:
-        from .worker import worker_main
+        from ortop.runtime.worker import worker_main
 
         parent, child = self._ctx.Pipe()
         env_backup = {k: os.environ.get(k) for k in profile.env}

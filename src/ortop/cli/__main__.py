@@ -1,0 +1,5 @@
+import sys
+
+from ortop.cli.main import main
+
+sys.exit(main())
