@@ -1,0 +1,111 @@
+"""Does `ortop compare` tell the truth on a drifting host? An A/A check of the method, then two real effects.
+
+    python bench/compare.py [MODEL] [--budget 20] [--aa 10] [--tries 5]
+
+1. A/A: the same profile against itself, ``--aa`` times. Nothing changed, so every "significant" verdict on p50 or
+   throughput is a false positive. Target: at most one run of ten claims one.
+2. Real effects, ``--tries`` times each: intra-op threads 1 vs 2 (judged on p50), and spinning on vs off at a paced
+   100 Hz (judged on CPU per run). Target: the right sign, decided, every time.
+
+Prints each run's verdicts and, at the end, the false-positive count, the detection counts, the median interval
+widths and the median time to a decision. Runs are sequential (one comparison at a time: each is a measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _profile(directory: Path, name: str, body: str) -> str:
+    path = directory / f"{name}.toml"
+    path.write_text(body)
+    return str(path)
+
+
+def _compare(model: str, a: str, b: str, budget: float, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "ortop.cli", "compare", model, a, b, "--budget", str(budget), "--json", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=budget * 4 + 120)
+    if out.returncode != 0:
+        raise SystemExit(f"ortop compare failed ({out.returncode}): {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def _by_metric(result: dict) -> dict[str, dict]:
+    return {c["metric"]: c for c in result["comparisons"] if c["other"] == 1}
+
+
+def _fmt(c: dict) -> str:
+    return (f"{c['metric']:<10} {c['change_pct']:+6.1f} % [{c['ci_low_pct']:+6.1f}, {c['ci_high_pct']:+6.1f}]  "
+            f"{c['verdict']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", nargs="?", help="the model (default: ortop's demo model)")
+    ap.add_argument("--budget", type=float, default=20.0)
+    ap.add_argument("--aa", type=int, default=10, help="A/A runs")
+    ap.add_argument("--tries", type=int, default=5, help="runs of each real effect")
+    args = ap.parse_args()
+    model = args.model
+    if model is None:
+        from ortop.model.demo import ensure_demo
+
+        model = str(ensure_demo())
+
+    widths: dict[str, list[float]] = {}
+    decided_after: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        one = _profile(d, "one", "[session]\nintra_op_num_threads = 1\n")
+        one_again = _profile(d, "one-again", "[session]\nintra_op_num_threads = 1\n")
+        two = _profile(d, "two", "[session]\nintra_op_num_threads = 2\n")
+        spin = _profile(d, "spin", "[session]\nintra_op_num_threads = 2\nallow_spinning = true\n")
+        nospin = _profile(d, "nospin", "[session]\nintra_op_num_threads = 2\nallow_spinning = false\n")
+
+        false_pos = 0
+        print(f"A/A: 1 thread against itself, {args.aa} × {args.budget:g} s")
+        for i in range(args.aa):
+            cmp = _by_metric(_compare(model, one, one_again, args.budget, []))
+            claimed = [m for m in ("p50", "throughput") if cmp[m]["significant"]]
+            false_pos += bool(claimed)
+            for m in ("p50", "throughput"):
+                widths.setdefault(f"A/A {m}", []).append(cmp[m]["ci_high_pct"] - cmp[m]["ci_low_pct"])
+            print(f"  {i + 1:>2}  {_fmt(cmp['p50'])}   {_fmt(cmp['throughput'])}"
+                  + ("   <- false positive" if claimed else ""))
+
+        effects = [
+            ("threads 1 → 2 (p50)", one, two, [], "p50", "faster"),
+            ("spinning on → off at 100 Hz (cpu)", spin, nospin, ["--rate", "100"], "cpu", "faster"),
+        ]
+        found: dict[str, int] = {}
+        for label, a, b, extra, metric, want in effects:
+            print(f"{label}: {args.tries} × {args.budget:g} s")
+            found[label] = 0
+            for i in range(args.tries):
+                c = _by_metric(_compare(model, a, b, args.budget, extra))[metric]
+                ok = c["verdict"] == want and c["significant"]
+                found[label] += ok
+                widths.setdefault(label, []).append(c["ci_high_pct"] - c["ci_low_pct"])
+                if c.get("decided_after_s") is not None:
+                    decided_after.append(c["decided_after_s"])
+                print(f"  {i + 1:>2}  {_fmt(c)}" + ("" if ok else "   <- missed"))
+
+    print()
+    print(f"A/A false positives (p50 or throughput significant): {false_pos} of {args.aa}")
+    for label, n in found.items():
+        print(f"{label}: detected with the right sign {n} of {args.tries}")
+    for label, ws in widths.items():
+        print(f"median 95 % CI width, {label}: {statistics.median(ws):.1f} points")
+    if decided_after:
+        print(f"median time to a decision (real effects): {statistics.median(decided_after):.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
