@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ortop.measure import stats
-from ortop.measure.stats import BLOCKS, Ring, bucketize, latency_stats, median_ci, spark, verdict
+from ortop.measure.stats import BLOCKS, Ring, latency_stats, median_ci, spark, verdict
 
 # -- Ring -------------------------------------------------------------------------------------------------
 
@@ -174,33 +174,6 @@ def test_verdict_change_sign() -> None:
 def test_verdict_zero_median_before() -> None:
     v = verdict(np.zeros(30), np.ones(30))
     assert v is not None and "nan" not in v.text
-
-
-# -- bucketize --------------------------------------------------------------------------------------------
-
-
-def test_bucketize_groups_by_width() -> None:
-    start = np.array([0.1, 0.5, 1.2, 3.9, 0.9, -0.5, 3.0])
-    lat = np.array([1.0, 2.0, 3.0, 4.0, 6.0, 5.0, 8.0])
-    out = bucketize(start, lat, 1.0)
-    assert list(out) == [-1, 0, 1, 3]
-    runs, p50, p99 = out[0]
-    assert runs == 3 and p50 == pytest.approx(2.0) and p99 == pytest.approx(np.percentile([1.0, 2.0, 6.0], 99))
-    assert out[3] == (2, pytest.approx(6.0), pytest.approx(np.percentile([4.0, 8.0], 99)))
-    assert out[-1] == (1, 5.0, 5.0)
-    assert bucketize(np.array([]), np.array([]), 1.0) == {}
-
-
-def test_bucketize_against_reference() -> None:
-    rng = np.random.default_rng(2)
-    start = rng.uniform(0, 10, 2000)
-    lat = rng.lognormal(0, 0.5, 2000)
-    out = bucketize(start, lat, 0.25)
-    assert sum(r for r, _, _ in out.values()) == 2000
-    for i, (runs, p50, p99) in out.items():
-        sel = lat[np.floor(start / 0.25).astype(int) == i]
-        assert runs == sel.size
-        assert p50 == pytest.approx(np.percentile(sel, 50)) and p99 == pytest.approx(np.percentile(sel, 99))
 
 
 # -- spark ------------------------------------------------------------------------------------------------

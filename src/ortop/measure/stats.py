@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ortop.measure.series import Bucket
+
+__all__ = ["Bucket", "LatencyStats", "Ring", "Verdict", "latency_stats", "median_ci", "spark", "verdict"]
+
 PERCENTILES = (50, 90, 95, 99, 99.9)
 
 
@@ -133,32 +137,6 @@ def verdict(before_ms: np.ndarray, after_ms: np.ndarray, min_runs: int = 20) -> 
                        else "no real change (within noise)")
     word = "faster" if a50 < b50 else "slower"
     return Verdict(change, True, f"{abs(change):.1f}% {word}" if known else word)
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """One time bucket of the live series."""
-
-    t: float            # bucket start, seconds since the monitor started
-    runs: int
-    p50: float
-    p99: float
-    marker: bool = False  # a rebuild happened in this bucket
-
-
-def bucketize(start_s: np.ndarray, latency_ms: np.ndarray, width_s: float) -> dict[int, tuple[int, float, float]]:
-    """Group runs by ``floor(start / width)``: {bucket index: (runs, p50, p99)}."""
-    out: dict[int, tuple[int, float, float]] = {}
-    if len(start_s) == 0:
-        return out
-    idx = np.floor(np.asarray(start_s) / width_s).astype(np.int64)
-    order = np.argsort(idx, kind="stable")
-    idx, lat = idx[order], np.asarray(latency_ms)[order]
-    bounds = np.flatnonzero(np.diff(idx)) + 1
-    for chunk_idx, chunk_lat in zip(np.split(idx, bounds), np.split(lat, bounds)):
-        p50, p99 = np.percentile(chunk_lat, (50, 99))
-        out[int(chunk_idx[0])] = (int(chunk_lat.size), float(p50), float(p99))
-    return out
 
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
