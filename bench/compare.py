@@ -40,9 +40,13 @@ def _by_metric(result: dict) -> dict[str, dict]:
     return {c["metric"]: c for c in result["comparisons"] if c["other"] == 1}
 
 
+def _pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{x:+6.1f}"
+
+
 def _fmt(c: dict) -> str:
-    return (f"{c['metric']:<10} {c['change_pct']:+6.1f} % [{c['ci_low_pct']:+6.1f}, {c['ci_high_pct']:+6.1f}]  "
-            f"{c['verdict']}")
+    interval = f"[{_pct(c['ci_low_pct'])}, {_pct(c['ci_high_pct'])}]"
+    return f"{c['metric']:<10} {_pct(c['change_pct'])} % {interval}  {c['verdict']}"
 
 
 def main() -> int:
@@ -75,7 +79,8 @@ def main() -> int:
             claimed = [m for m in ("p50", "throughput") if cmp[m]["significant"]]
             false_pos += bool(claimed)
             for m in ("p50", "throughput"):
-                widths.setdefault(f"A/A {m}", []).append(cmp[m]["ci_high_pct"] - cmp[m]["ci_low_pct"])
+                if cmp[m]["ci_low_pct"] is not None:
+                    widths.setdefault(f"A/A {m}", []).append(cmp[m]["ci_high_pct"] - cmp[m]["ci_low_pct"])
             print(f"  {i + 1:>2}  {_fmt(cmp['p50'])}   {_fmt(cmp['throughput'])}"
                   + ("   <- false positive" if claimed else ""))
 
@@ -91,7 +96,8 @@ def main() -> int:
                 c = _by_metric(_compare(model, a, b, args.budget, extra))[metric]
                 ok = c["verdict"] == want and c["significant"]
                 found[label] += ok
-                widths.setdefault(label, []).append(c["ci_high_pct"] - c["ci_low_pct"])
+                if c["ci_low_pct"] is not None:
+                    widths.setdefault(label, []).append(c["ci_high_pct"] - c["ci_low_pct"])
                 if c.get("decided_after_s") is not None:
                     decided_after.append(c["decided_after_s"])
                 print(f"  {i + 1:>2}  {_fmt(c)}" + ("" if ok else "   <- missed"))

@@ -1,0 +1,426 @@
+"""Honest A-versus-B verdicts from interleaved blocks of runs: pure functions over numbers, numpy only.
+
+Why blocks, and why pairs
+    A shared host drifts 10–20 % over tens of seconds, and two back-to-back runs of the same session differ by
+    ±10 %. Measuring A for ten seconds and then B for ten seconds (``sequential``) reports that drift as an
+    effect, with a narrow interval, because it treats thousands of runs as independent when they all share one
+    host state. So configurations run alternately in short blocks (``schedule``), and each block is compared only
+    with its neighbour of the other configuration (``pairs``): the per-pair log ratio ``log(other / baseline)``
+    cancels any multiplicative host slowdown the two neighbouring blocks share, and the spread of those ratios
+    across pairs is an honest measure of what remains. The unit of evidence is the pair, never the run.
+
+Why ABBA (``schedule``)
+    Within a pair one block runs first. If the first block always belonged to A, a steady drift would add the
+    same bias to every pair and never cancel. A B B A A B B A … alternates who goes first, so a linear drift adds
+    +d to one pair and −d to the next: it cancels in the centre and only widens the interval. The order also
+    gives each configuration as many blocks that follow itself as blocks that follow the other (warm caches, a
+    thread pool still spinning from the previous block), so carry-over effects are balanced too. For more than
+    two configurations each round visits every configuration once; rounds come in mirrored pairs (0 1 2, 2 1 0)
+    so every configuration's mean position in time is the same, and the starting configuration rotates from one
+    pair of rounds to the next (0 1 2 2 1 0, 1 2 0 0 2 1, 2 0 1 1 0 2, …) so none always goes first or last and
+    every configuration is, about equally often, just before and just after every other one.
+
+The interval: Hodges–Lehmann estimate with the exact Wilcoxon signed-rank interval
+    The point estimate of the change is the Hodges–Lehmann estimate (the median of the Walsh averages
+    ``(d_i + d_j) / 2``, i ≤ j) of the per-pair log ratios ``d``; the confidence interval is the matching
+    distribution-free signed-rank interval, with critical values from the exact null distribution up to
+    ``_EXACT_MAX`` pairs (a normal approximation with continuity correction above). Why this one:
+
+    * It is exact at small n. The interval is never narrower than the data allow: below 6 pairs no 95 %
+      signed-rank interval exists at all (the smallest two-sided p-value is 2 / 2^n), so a 5-pair comparison
+      simply stays undecided. A bootstrap over 5 pairs would report a narrow, over-confident interval.
+    * It is robust. Block values carry hiccups (a page fault storm, a noisy neighbour's burst, a GC in the host
+      process) that make one pair's ratio wild. A t-interval widens and shifts with every such pair; the rank
+      interval barely moves, and it keeps about 95 % of the t-interval's efficiency when the ratios are normal.
+    * Its one assumption, ratios symmetric about the effect, is what the ABBA order provides: drift enters pairs
+      with alternating signs, and host noise hits either block of a pair alike.
+
+    Discreteness makes the exact interval slightly conservative (coverage at or just above nominal); on the
+    simulated drifting host of the tests (+20 % linear drift, AR(1) wander, hiccup blocks, 33 pairs) it covers
+    the true change in about 95 % of seeds, and covers zero in about 95 % of A/A seeds. Above
+    ``_WALSH_MAX`` pairs (20 minutes of 0.3 s blocks) the Walsh averages would be too many,
+    and the interval falls back to the mean ± z · s / √n, where the normal approximation is excellent.
+
+The margin: 2 % (``MARGIN_PCT``)
+    "Faster"/"slower" needs the whole interval beyond ±margin on one side; "no difference" needs it wholly inside
+    ±margin; anything else is "undecided". A margin of zero would make the verdict purely statistical, and the
+    A/A target (the same configuration against itself, ten 20 s runs, at most one claims a difference in p50 or
+    throughput) would then be missed: two metrics at 5 % each already use most of one-in-ten by chance alone,
+    and two sessions of one configuration are not identical — separate memory placement, thread pools and code
+    alignment can differ systematically by a percent or two, which no interleaving removes and no amount of
+    measuring makes go away. 2 % covers that, and makes a chance claim need the interval to miss zero by 2 % as well. It
+    also leaves "no difference" within reach of a normal run: with ±10 % run-to-run noise and ~100 runs a block,
+    block medians carry a couple of percent of noise, and the ~30 pairs of a 20 s comparison bring the interval's
+    half-width to the order of 1–2 %. And it sits far below the effects ortop exists to show (thread counts,
+    spinning, execution providers: tens of percent, or several-fold on CPU per run). On a shared VM a difference
+    under 2 % is not one to act on. Callers wanting the purely statistical verdict pass ``margin_pct=0``.
+
+How long until it decides (``seconds_more``)
+    An undecided comparison estimates how long it needs: the interval's width shrinks as 1/√n, so the pairs
+    needed to bring its side facing the margin (length h) down to the distance h* between the estimate and the
+    margin are ``n · (h / h*)²``, and pairs arrive at ``elapsed / n`` seconds each. It assumes the estimate stays
+    where it is, so it is an "about": on simulated data the estimated time decides roughly three times in four.
+    When the estimate sits on the margin no amount of time decides it, so the answer is capped at
+    ``SECONDS_MORE_CAP``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from ortop.measure.stats import latency_stats, median_ci
+
+METRICS = ("p50", "p99", "throughput", "cpu")  # cpu = CPU ms per run; lower is better for all but throughput
+HIGHER_IS_BETTER = frozenset({"throughput"})
+MARGIN_PCT = 2.0          # see the module docstring
+MIN_PAIRS = 6             # fewer pairs are undecided: no 95 % signed-rank interval exists below 6
+SECONDS_MORE_CAP = 300.0  # an estimate sitting on the margin would need forever; say "about 5 minutes" at most
+
+_EXACT_MAX = 300   # exact signed-rank null distribution up to this many pairs, normal approximation above
+_WALSH_MAX = 2000  # above this many pairs, a z-interval on the mean instead of the n(n+1)/2 Walsh averages
+
+_FIELD = {"p50": "p50_ms", "p99": "p99_ms", "throughput": "throughput_per_s", "cpu": "cpu_ms_per_run"}
+_LABEL = {"p50": ("p50", " ms"), "p99": ("p99", " ms"), "throughput": ("runs/s", ""), "cpu": ("CPU/run", " ms")}
+_MINUS = "\u2212"
+
+
+def _check_metric(metric: str) -> None:
+    if metric not in _FIELD:
+        raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of consecutive runs of one configuration."""
+
+    config: int              # index of the configuration in the comparison (0 = baseline)
+    seq: int                 # position of the block in the schedule (0, 1, 2, …)
+    t_start: float           # seconds (any monotonic origin)
+    t_end: float
+    runs: int
+    p50_ms: float
+    p99_ms: float
+    throughput_per_s: float  # runs / block wall time
+    cpu_ms_per_run: float    # process CPU during the block / runs (nan when unknown)
+    cpu_ms_between_per_s: float = math.nan  # CPU burned between runs per second (spin), nan when n/a
+
+    def value(self, metric: str) -> float:
+        """The block's figure for one of ``METRICS``."""
+        _check_metric(metric)
+        return float(getattr(self, _FIELD[metric]))
+
+
+def block_from_runs(config: int, seq: int, latency_ms: np.ndarray, *, t_start: float, t_end: float,
+                    cpu_ms: float, cpu_between_ms: float = math.nan) -> Block:
+    """Summarise one block's runs. ``cpu_ms`` is the process CPU over the whole block (ms); throughput is runs
+    over the block's wall time; ``cpu_between_ms`` (CPU spent between runs, e.g. spinning) becomes ms per s."""
+    lat = np.asarray(latency_ms, dtype=np.float64)
+    st = latency_stats(lat)
+    runs = int(lat.size)
+    wall = float(t_end) - float(t_start)
+    throughput = runs / wall if wall > 0 else math.nan
+    cpu_per_run = float(cpu_ms) / runs if runs > 0 else math.nan
+    between = float(cpu_between_ms) / wall if wall > 0 else math.nan
+    return Block(config, seq, float(t_start), float(t_end), runs, st.p50, st.p99, throughput, cpu_per_run, between)
+
+
+def schedule(n_configs: int, n_rounds: int) -> list[int]:
+    """The order of blocks: ``n_rounds`` rounds, each visiting every configuration once.
+
+    Two configurations: A B, B A, A B, B A, … (A B B A A B B A). More: mirrored pairs of rounds whose starting
+    configuration rotates, e.g. 0 1 2 2 1 0 1 2 0 0 2 1 … — see the module docstring for why.
+    """
+    if n_configs < 1 or n_rounds < 0:
+        raise ValueError("schedule needs at least one configuration and a non-negative number of rounds")
+    out: list[int] = []
+    for r in range(n_rounds):
+        shift = (r // 2) % n_configs if n_configs > 2 else 0
+        order = [(shift + k) % n_configs for k in range(n_configs)]
+        out.extend(reversed(order) if r % 2 else order)
+    return out
+
+
+def pairs(blocks: Sequence[Block], baseline: int, other: int) -> list[tuple[Block, Block]]:
+    """Neighbouring blocks of the two configurations, as (baseline block, other block), in schedule order.
+
+    Blocks of the two are walked in ``seq`` order (others' blocks in between are skipped); two successive ones of
+    different configurations form a pair and are both used up, a block followed by one of its own configuration
+    is left unpaired. With ABBA this pairs (A B) (B A) (A B) …, each pair as close in time as the schedule allows.
+    """
+    if baseline == other:
+        raise ValueError("a configuration cannot be paired with itself")
+    seq = sorted((b for b in blocks if b.config in (baseline, other)), key=lambda b: b.seq)
+    out: list[tuple[Block, Block]] = []
+    i = 0
+    while i + 1 < len(seq):
+        x, y = seq[i], seq[i + 1]
+        if x.config != y.config:
+            out.append((x, y) if x.config == baseline else (y, x))
+            i += 2
+        else:
+            i += 1
+    return out
+
+
+# -- the interval ---------------------------------------------------------------------------------------------
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+@lru_cache(maxsize=512)
+def _signed_rank_k(n: int, confidence: float) -> int:
+    """The largest k with P(T+ ≤ k − 1) ≤ α/2 under the signed-rank null, for n pairs; 0 when none exists.
+
+    The interval is then the k-th smallest to the k-th largest Walsh average (1-based), with coverage
+    1 − 2·P(T+ ≤ k − 1) ≥ confidence.
+    """
+    alpha_half = (1 - confidence) / 2
+    m = n * (n + 1) // 2
+    if n <= _EXACT_MAX:
+        p = np.zeros(m + 1)
+        p[0] = 1.0
+        for r in range(1, n + 1):  # T+ = sum of the ranks whose sign is +, each in with probability 1/2
+            shifted = np.zeros_like(p)
+            shifted[r:] = p[: m + 1 - r]
+            p = 0.5 * (p + shifted)
+        cdf = np.cumsum(p)
+        # P(T+ ≤ k − 1) ≤ α/2  ⇔  k − 1 ≤ the last index where the cdf is within α/2 (small tolerance for rounding)
+        ok = np.flatnonzero(cdf <= alpha_half * (1 + 1e-9))
+        return int(ok[-1]) + 1 if ok.size else 0
+    mu = n * (n + 1) / 4
+    sigma = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return max(0, int(math.floor(mu - _z(confidence) * sigma + 0.5)))
+
+
+def _interval(d: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """(estimate, low, high) of the centre of the log ratios ``d``; low/high are ∓inf when no interval exists."""
+    n = d.size
+    if n > _WALSH_MAX:
+        mean, half = float(d.mean()), _z(confidence) * float(d.std(ddof=1)) / math.sqrt(n)
+        return mean, mean - half, mean + half
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    est = float(np.median(walsh))
+    k = _signed_rank_k(n, confidence)
+    if k <= 0:
+        return est, -math.inf, math.inf
+    return est, float(walsh[k - 1]), float(walsh[walsh.size - k])
+
+
+# -- the comparison -------------------------------------------------------------------------------------------
+
+
+def _pct(log_ratio: float) -> float:
+    if math.isnan(log_ratio):
+        return math.nan
+    return math.expm1(log_ratio) * 100 if math.isfinite(log_ratio) else (math.inf if log_ratio > 0 else -100.0)
+
+
+def _num(x: float, digits: int) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def _fmt_values(*vs: float) -> list[str]:
+    """Values side by side with one number of decimals: three significant digits of the largest."""
+    finite = [abs(v) for v in vs if math.isfinite(v)]
+    a = max(finite) if finite else 0.0
+    decimals = 0 if a >= 100 else 1 if a >= 10 else 2 if a >= 1 else 3 if a >= 0.1 or a == 0 else 4
+    return [f"{v:.{decimals}f}" if math.isfinite(v) else "?" for v in vs]
+
+
+def _fmt_pct(x: float, decimals: int, sign: bool = True) -> str:
+    s = f"{x:+.{decimals}f}" if sign else f"{abs(x):.{decimals}f}"
+    return s.replace("-", _MINUS)
+
+
+def _pct_decimals(*xs: float) -> int:
+    finite = [abs(x) for x in xs if math.isfinite(x)]
+    return 0 if finite and max(finite) >= 10 else 1
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How configuration ``other`` compares with ``baseline`` on one metric."""
+
+    baseline: int
+    other: int
+    metric: str
+    before: float        # the baseline's typical value: median over its paired blocks
+    after: float         # the other's typical value
+    change_pct: float    # Hodges–Lehmann estimate of the relative change other vs baseline, %
+    ci_low_pct: float    # confidence interval of the change, % (nan when too few pairs)
+    ci_high_pct: float
+    significant: bool    # the interval excludes 0 by more than the margin
+    verdict: str         # "faster" | "slower" | "no difference" | "undecided"
+    pairs: int
+    seconds_more: float | None  # when undecided: about how much more measuring would decide it; else None
+    confidence: float = 0.95
+    margin_pct: float = MARGIN_PCT
+
+    def _ci_text(self) -> str:
+        conf = f"{self.confidence * 100:.0f}"
+        if not (math.isfinite(self.ci_low_pct) and math.isfinite(self.ci_high_pct)):
+            return f"{self.pairs} pair{'s' if self.pairs != 1 else ''} so far"
+        dec = _pct_decimals(self.ci_low_pct, self.ci_high_pct)
+        return f"{conf} % CI {_fmt_pct(self.ci_low_pct, dec)}\u2026{_fmt_pct(self.ci_high_pct, dec)} %"
+
+    def text(self) -> str:
+        """E.g. ``p50 2.10 → 1.70 ms, −19 % (95 % CI −22…−16 %)``; ``runs/s 480 → 610, +27 % (…)``;
+        ``CPU/run 36.6 → 5.2 ms, −86 % (…)``; ``p50 2.10 → 2.09 ms, no detectable difference (95 % CI −1.2…+0.9 %)``;
+        ``p50 2.10 → 2.14 ms, undecided (95 % CI −3.1…+4.0 %): about 20 s more would decide``."""
+        label, unit = _LABEL[self.metric]
+        before, after = _fmt_values(self.before, self.after)
+        head = f"{label} {before} \u2192 {after}{unit}"
+        if self.verdict == "no difference":
+            return f"{head}, no detectable difference ({self._ci_text()})"
+        if self.verdict == "undecided":
+            more = ""
+            if self.seconds_more is not None and self.seconds_more >= SECONDS_MORE_CAP:
+                more = f": more than {SECONDS_MORE_CAP:.0f} s more would be needed to decide"
+            elif self.seconds_more is not None:
+                more = f": about {self.seconds_more:.0f} s more would decide"
+            return f"{head}, undecided ({self._ci_text()}){more}"
+        change = _fmt_pct(self.change_pct, _pct_decimals(self.change_pct, self.ci_low_pct, self.ci_high_pct))
+        return f"{head}, {change} % ({self._ci_text()})"
+
+    def as_dict(self) -> dict:
+        """JSON-ready: numbers rounded, nan and inf as None."""
+        return {
+            "baseline": self.baseline,
+            "other": self.other,
+            "metric": self.metric,
+            "before": _num(self.before, 4),
+            "after": _num(self.after, 4),
+            "change_pct": _num(self.change_pct, 2),
+            "ci_low_pct": _num(self.ci_low_pct, 2),
+            "ci_high_pct": _num(self.ci_high_pct, 2),
+            "significant": self.significant,
+            "verdict": self.verdict,
+            "pairs": self.pairs,
+            "seconds_more": _num(self.seconds_more, 1) if self.seconds_more is not None else None,
+            "text": self.text(),
+        }
+
+
+def _decide(lo_pct: float, hi_pct: float, margin_pct: float, higher_is_better: bool) -> tuple[bool, str]:
+    if not (math.isfinite(lo_pct) and math.isfinite(hi_pct)):
+        return False, "undecided"
+    if lo_pct > margin_pct or hi_pct < -margin_pct:
+        up = lo_pct > margin_pct
+        return True, "faster" if up == higher_is_better else "slower"
+    if -margin_pct <= lo_pct and hi_pct <= margin_pct:
+        return False, "no difference"
+    return False, "undecided"
+
+
+def _seconds_more(d: np.ndarray, est: float, lo: float, hi: float, margin_pct: float, confidence: float,
+                  seconds_per_pair: float | None) -> float | None:
+    """About how many seconds more until the interval clears the margin (one way or the other), capped.
+
+    The side of the interval that must move is the one facing the margin: below it for an estimate beyond the
+    margin (to become "slower"/"faster"), both for one inside (to become "no difference"). Its length shrinks as
+    1/√n; without an interval yet (too few pairs) it is z·s/√n from the pairs so far.
+    """
+    n = d.size
+    if seconds_per_pair is None or not math.isfinite(seconds_per_pair) or seconds_per_pair <= 0 or n == 0:
+        return None
+    if n < 2:
+        return min(SECONDS_MORE_CAP, (MIN_PAIRS - n) * seconds_per_pair)
+    margin = math.log1p(margin_pct / 100)
+    if n >= MIN_PAIRS and math.isfinite(lo) and math.isfinite(hi):
+        if abs(est) > margin:
+            side = est - lo if est > 0 else hi - est
+        else:
+            side = max(hi - est, est - lo)
+    else:
+        side = _z(confidence) * float(d.std(ddof=1)) / math.sqrt(n)
+    target = abs(abs(est) - margin)
+    if target <= 0:
+        return SECONDS_MORE_CAP
+    needed = n * (side / target) ** 2
+    more_pairs = max(needed - n, MIN_PAIRS - n, 1.0)
+    return float(min(SECONDS_MORE_CAP, more_pairs * seconds_per_pair))
+
+
+def _median(xs: list[float]) -> float:
+    return float(np.median(xs)) if xs else math.nan
+
+
+def compare(blocks: Sequence[Block], baseline: int, other: int, metric: str, *, confidence: float = 0.95,
+            margin_pct: float = MARGIN_PCT, seed: int = 0, elapsed_s: float | None = None) -> Comparison:
+    """Compare ``other`` with ``baseline`` on ``metric`` over neighbouring block pairs (see the module docstring).
+
+    Pairs where either block lacks a positive, finite value for the metric are left out. ``elapsed_s`` is the
+    measuring time so far (all configurations together), for ``seconds_more``; by default the span of the blocks.
+    ``seed`` is accepted for interface stability: the rank interval is exact, so nothing is random.
+    """
+    del seed
+    _check_metric(metric)
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+    used = [(a, b) for a, b in pairs(blocks, baseline, other)
+            if all(math.isfinite(v) and v > 0 for v in (a.value(metric), b.value(metric)))]
+    base_vals = [a.value(metric) for a, _ in used]
+    other_vals = [b.value(metric) for _, b in used]
+    d = np.log(np.asarray(other_vals, dtype=np.float64) / np.asarray(base_vals, dtype=np.float64))
+    n = int(d.size)
+    if n:
+        est, lo, hi = _interval(d, confidence)
+    else:
+        est, lo, hi = math.nan, -math.inf, math.inf
+    change, lo_pct, hi_pct = _pct(est), _pct(lo), _pct(hi)
+    if n < MIN_PAIRS or not (math.isfinite(lo) and math.isfinite(hi)):
+        significant, verdict = False, "undecided"
+        lo_pct = hi_pct = math.nan
+    else:
+        significant, verdict = _decide(lo_pct, hi_pct, margin_pct, metric in HIGHER_IS_BETTER)
+    seconds_more = None
+    if verdict == "undecided":
+        if elapsed_s is None and blocks:  # all configurations' time counts: they take turns
+            elapsed_s = max(b.t_end for b in blocks) - min(b.t_start for b in blocks)
+        per_pair = elapsed_s / n if elapsed_s is not None and n else None
+        seconds_more = _seconds_more(d, est, lo, hi, margin_pct, confidence, per_pair)
+    return Comparison(baseline, other, metric, _median(base_vals), _median(other_vals), change, lo_pct, hi_pct,
+                      significant, verdict, n, seconds_more, confidence, margin_pct)
+
+
+def compare_all(blocks: Sequence[Block], n_configs: int, metrics: Sequence[str] = METRICS,
+                **kw: Any) -> list[Comparison]:
+    """Every other configuration against configuration 0, on every metric (configuration-major order)."""
+    return [compare(blocks, 0, other, metric, **kw)
+            for other in range(1, n_configs) for metric in metrics]
+
+
+def sequential(before_ms: np.ndarray, after_ms: np.ndarray, *, confidence: float = 0.95,
+               margin_pct: float = MARGIN_PCT) -> Comparison:
+    """The naive before/after p50 comparison, for contrast: all ``before`` runs, then all ``after`` runs, every
+    run treated as independent. The interval combines the two medians' standard errors (from their
+    distribution-free order-statistic intervals), so it narrows as 1/√runs — and any drift between the two
+    stretches of time is reported as an effect with a confident, narrow interval. ``pairs`` is 0."""
+    a = np.asarray(before_ms, dtype=np.float64)
+    b = np.asarray(after_ms, dtype=np.float64)
+    if a.size < 2 or b.size < 2:
+        return Comparison(0, 1, "p50", math.nan, math.nan, math.nan, math.nan, math.nan, False, "undecided", 0,
+                          None, confidence, margin_pct)
+    z = _z(confidence)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+
+    def rel_se(x: np.ndarray, med: float) -> float:
+        lo, hi = median_ci(x, z)  # order statistics n/2 ± z·√n/2: their spread / 2z is the median's error
+        return (hi - lo) / (2 * z) / med
+
+    est = math.log(med_b / med_a)
+    half = z * math.hypot(rel_se(a, med_a), rel_se(b, med_b))
+    change, lo_pct, hi_pct = _pct(est), _pct(est - half), _pct(est + half)
+    significant, verdict = _decide(lo_pct, hi_pct, margin_pct, False)
+    return Comparison(0, 1, "p50", med_a, med_b, change, lo_pct, hi_pct, significant, verdict, 0, None,
+                      confidence, margin_pct)
