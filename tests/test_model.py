@@ -195,7 +195,7 @@ def test_npy_input_errors(tmp_path):
     with pytest.raises(ModelError, match="--input x: file not found"):
         make_feeds(info, inputs={"x": str(tmp_path / "nope.npy")})
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
-    with pytest.raises(ModelError, match="--input x: cannot read .*junk.npy as .npy") as exc:
+    with pytest.raises(ModelError, match="--input x: .*junk.npy is not a .npy file") as exc:
         make_feeds(info, inputs={"x": str(tmp_path / "junk.npy")})
     one_line(exc)
     np.save(tmp_path / "wrong.npy", np.zeros((2, 4), np.float32))
@@ -467,3 +467,59 @@ def test_parse_shape_rejects_junk(text):
     with pytest.raises(ModelError, match="bad shape") as exc:
         parse_shape(text)
     one_line(exc)
+
+
+# ---- hostile files -------------------------------------------------------------------------------------------------
+def test_fifo_device_and_symlink_loop_as_model_are_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "f.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelError, match="not a regular file"):
+        load_model(fifo)  # open() on a FIFO would block forever
+    with pytest.raises(ModelError, match="not a regular file"):
+        load_model("/dev/zero")
+    loop = tmp_path / "loop.onnx"
+    loop.symlink_to(loop)
+    with pytest.raises(ModelError, match="cannot read the model"):
+        load_model(loop)
+
+
+def test_opset_newer_than_onnxruntime_is_bad_input_with_a_fix(tmp_path):
+    from ortop.model.inspect import _MEASURED_MAX_OPSET, _ort_version, _version_tuple
+
+    max_opset = _MEASURED_MAX_OPSET.get(_version_tuple(_ort_version() or "0"))
+    if max_opset is None:
+        pytest.fail("no measured opset limit for this onnxruntime: measure it and add it to _MEASURED_MAX_OPSET")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    for opset, ok in ((max_opset, True), (max_opset + 1, False)):
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+        path = str(tmp_path / f"op{opset}.onnx")
+        onnx.save(m, path)
+        if ok:
+            load_model(path)
+            run(path, {"x": np.ones(1, np.float32)})  # the limit is onnxruntime's own
+        else:
+            with pytest.raises(ModelError, match=f"opset {opset} .* up to opset {max_opset}"):
+                load_model(path)
+            with pytest.raises(Exception, match=f"till opset {max_opset}"):
+                run(path, {"x": np.ones(1, np.float32)})
+
+
+def test_huge_synthetic_feed_is_refused_before_allocating(tmp_path):
+    info = load_model(make_matmul_model(tmp_path / "m.onnx", n=4))
+    with pytest.raises(ModelError, match=r"input 'x' would be 1000000000x4 float32 = 14.90 GiB"):
+        make_feeds(info, dims={"batch": 1_000_000_000})
+
+
+def test_input_files_that_are_not_npy_are_named(tmp_path):
+    info = load_model(make_matmul_model(tmp_path / "m.onnx", n=4))
+    text = tmp_path / "x.txt"
+    text.write_text("1 2 3 4")
+    fifo = tmp_path / "x.fifo"
+    os.mkfifo(fifo)
+    cases = {str(tmp_path): "is a directory", str(text): "is not a .npy file", str(fifo): "not a regular file",
+             str(tmp_path / "none.npy"): "file not found"}
+    for path, message in cases.items():
+        with pytest.raises(ModelError, match=message):
+            make_feeds(info, inputs={"x": path})

@@ -93,6 +93,7 @@ def make_feeds(
             feeds[t.name] = _load_npy(t, inputs[t.name], shapes.get(t.name), notes)
             continue
         shape = _resolve_shape(t, shapes.get(t.name), dims, symbols, batch, notes)
+        _check_size(t, shape, sum(a.nbytes for a in feeds.values()))
         if t.name in values:
             feeds[t.name] = _constant(t, shape, values[t.name])
         elif t.dtype in _INT_NAMES and _MASK_RE.search(t.name):
@@ -171,9 +172,48 @@ def _check_shape(t: TensorInfo, shape: tuple[int, ...], flag: str) -> None:
                              f"({format_shape(t.shape)})")
 
 
+# Synthetic feeds above this size are refused before allocating: a typo in --dim (1000000000 for 1000) would
+# otherwise end in a MemoryError deep inside numpy, or in swapping. Real inputs above 4 GiB are rare enough to
+# ask for a file (--input) instead.
+MAX_FEED_BYTES = 4 * 2**30
+
+
+def _check_size(t: TensorInfo, shape: tuple[int, ...], so_far: int) -> None:
+    itemsize = 8 if t.dtype == "string" else numpy_dtype(t.dtype).itemsize
+    n = 1
+    for d in shape:
+        n *= int(d)
+    size = n * itemsize
+    if size + so_far > MAX_FEED_BYTES:
+        raise ModelError(f"input '{t.name}' would be {format_shape(shape)} {t.dtype} = {_gib(size)}, over the "
+                         f"{_gib(MAX_FEED_BYTES)} ortop synthesises; check --dim/--shape/--batch, or feed a file "
+                         "with --input")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n < 2**40 else f"{n / 2**40:.2f} TiB"
+
+
 def _load_npy(t: TensorInfo, path: str, explicit: Sequence[int] | None, notes: list[str]) -> np.ndarray:
-    if not os.path.isfile(path):
-        raise ModelError(f"--input {t.name}: file not found: {path}")
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ModelError(f"--input {t.name}: file not found: {path}") from None
+    except OSError as exc:
+        raise ModelError(f"--input {t.name}: cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelError(f"--input {t.name}: {path} is a directory, not a .npy file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"--input {t.name}: {path} is not a regular file (a pipe or a device?); save the array "
+                         "with np.save")
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic.startswith(b"PK"):
+        raise ModelError(f"--input {t.name}: {path} holds several arrays (.npz); save one array with np.save")
+    if magic != b"\x93NUMPY":
+        raise ModelError(f"--input {t.name}: {path} is not a .npy file (save the array with np.save)")
     try:
         arr = np.load(path, allow_pickle=False)
     except Exception as exc:

@@ -51,6 +51,10 @@ _MASK_RE = re.compile(r"mask", re.IGNORECASE)
 # version (onnxruntime-gpu 1.31.1 loads IR 13 and refuses 14 with "max supported IR version: 13"). Versions not
 # listed are asked at run time (:func:`_probe_max_ir`); a newer onnxruntime reads at least what an older one does.
 _MEASURED_MAX_IR: dict[tuple[int, int], int] = {(1, 31): 13}
+# onnxruntime (major, minor) -> the highest ai.onnx opset it builds a session for, measured the same way (1.31.1
+# runs opset 26 and refuses 27 "Current official support for domain ai.onnx is till opset 26"). Versions not
+# listed are not checked here: their build error reaches the user from the worker.
+_MEASURED_MAX_OPSET: dict[tuple[int, int], int] = {(1, 31): 26}
 _ORT_DISTRIBUTIONS = ("onnxruntime-gpu", "onnxruntime", "onnxruntime-directml", "onnxruntime-openvino",
                       "onnxruntime-qnn", "onnxruntime-training", "ort-nightly-gpu", "ort-nightly")
 
@@ -103,11 +107,19 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
     import onnx
     from google.protobuf.message import DecodeError
 
+    import stat
+
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise ModelError(f"model file not found: {path}")
-    if os.path.isdir(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ModelError(f"model file not found: {path}") from None
+    except OSError as exc:  # a symlink loop, a name too long, no permission on a folder
+        raise ModelError(f"cannot read the model {path}: {exc.strerror or _first_line(exc)}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise ModelError(f"{path} is a directory, not an .onnx file")
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block open() forever; a device never ends
+        raise ModelError(f"{path} is not a regular file (a pipe or a device?); give ortop an .onnx file")
     try:
         size = os.path.getsize(path)
         proto = onnx.load(path, format="protobuf", load_external_data=False)
@@ -402,10 +414,18 @@ def check_ir_supported(info: ModelInfo) -> None:
     version = _ort_version()
     if version is None:
         return
+    name = os.path.basename(info.path) or info.path
+    opset = info.opsets.get("ai.onnx")
+    max_opset = _MEASURED_MAX_OPSET.get(_version_tuple(version))
+    if opset is not None and max_opset is not None and opset > max_opset:
+        raise ModelError(
+            f"{name} uses opset {opset} of ai.onnx but the installed onnxruntime {version} runs up to opset "
+            f"{max_opset}: upgrade onnxruntime, or convert the model to opset {max_opset} "
+            f"(onnx.version_converter.convert_version(model, {max_opset}))"
+        )
     max_ir = _max_ir(version, info.ir_version)
     if max_ir is None or info.ir_version <= max_ir:
         return
-    name = os.path.basename(info.path) or info.path
     raise ModelError(
         f"{name} has IR version {info.ir_version} but the installed onnxruntime {version} reads up to IR {max_ir}: "
         f"upgrade onnxruntime, or re-save the model with an older IR version "
