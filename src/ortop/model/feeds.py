@@ -16,7 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from ortop.model.inspect import _INT_NAMES, _MASK_RE, _NON_TENSOR, ModelError, ModelInfo, TensorInfo, _first_line, format_shape
+from ortop.model.inspect import (
+    _INT_NAMES,
+    _MASK_RE,
+    _NON_TENSOR,
+    ModelError,
+    ModelInfo,
+    TensorInfo,
+    _first_line,
+    format_shape,
+)
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

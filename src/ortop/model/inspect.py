@@ -21,8 +21,6 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-
-
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 # ONNX TensorProto element type -> the numpy-style name ortop shows and accepts. Types outside this table (new
@@ -104,10 +102,10 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
     External data is not loaded (only checked to exist), and onnx.checker is not run: it is slow on big models and
     stricter than onnxruntime, so it would refuse models that run fine.
     """
+    import stat
+
     import onnx
     from google.protobuf.message import DecodeError
-
-    import stat
 
     path = os.fspath(path)
     try:
