@@ -25,11 +25,11 @@ async def _wait(pilot, cond, timeout: float, what: str) -> None:
 
 
 async def shoot(model: str, out: Path, size: tuple[int, int]) -> list[Path]:
-    from ortop.config import profile as profile_mod
     from ortop.collectors.cpu import PsutilCpuCollector, physical_cores
     from ortop.collectors.gpu import make_gpu_collector
-    from ortop.engine.monitor import Monitor
+    from ortop.config import profile as profile_mod
     from ortop.config.profile import Profile
+    from ortop.engine.monitor import Monitor
     from ortop.tui.app import make_app
 
     monitor = Monitor(model, profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1}))

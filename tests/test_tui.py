@@ -8,18 +8,22 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ortop.config import profile as profile_mod
 from ortop.collectors.cpu import PsutilCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
-from ortop.engine.monitor import Monitor
+from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.tui.app import OrtopApp, make_app, sanitize_name
-from ortop.tui.screens import ConfirmScreen, HistoryScreen, SaveScreen, SettingsScreen
+from ortop.engine.monitor import Monitor
+from ortop.tui import actions
+from ortop.tui.actions import sanitize_name
+from ortop.tui.app import OrtopApp, make_app
+from ortop.tui.screens import ConfirmScreen, ExportScreen, HistoryScreen, OpenScreen, SaveAs, SaveScreen, SettingsScreen
 from ortop.tui.widgets import Panel
+from tests.fakes import FakeMonitor, StepClock
 from tests.models import make_matmul_model
 
 SIZE = (120, 40)
@@ -226,3 +230,122 @@ async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_pat
                        what="paced at 100 Hz")
         await wait_for(pilot, lambda: "rate 100 Hz" in panel_text(app, "model"), what="model panel")
         assert "dbb 4" in panel_text(app, "model") and "intra 2" in panel_text(app, "model")
+
+
+# ---- over the fake monitor: what the screens hand back and what the app does with it --------------------------
+def fake_app(tmp_path: Path) -> OrtopApp:
+    from ortop.collectors.cpu import FakeCpuCollector
+
+    return make_app(FakeMonitor(), cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3), refresh_hz=0,
+                    profile_dir=tmp_path / "profiles", clock=StepClock())
+
+
+async def test_settings_dismiss_with_the_profile_and_a_refusal_reopens_with_the_error(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.set_value("session.intra_op_num_threads", "3")
+        screen.set_value("session.intra_op_thread_affinities", "cores: 8-9")  # the fake host has cores 0-7
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is screen  # the monitor refused: the same form again, with what was typed
+        shown = " ".join(str(w.render()) for w in screen.query(".-error, #settings-error"))
+        assert "does not exist on this host" in shown
+        assert screen.values()["session.intra_op_thread_affinities"] == "cores: 8-9"
+        assert app.monitor.applied == []
+        screen.set_value("session.intra_op_thread_affinities", "")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        assert app.monitor.applied[-1].session.intra_op_num_threads == 3
+
+
+async def test_save_screen_answers_with_a_path_and_the_app_writes_it(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    results: list = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(SaveScreen(tmp_path / "elsewhere", "a b"), results.append)
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert results == [SaveAs("a b", tmp_path / "elsewhere" / "a-b.toml")]
+        assert not (tmp_path / "elsewhere").exists()  # the screen only names the file
+        # through the app: the file is written, and a write that fails asks again with the reason
+        await pilot.press("ctrl+s", *"mine", "enter")
+        await pilot.pause()
+        assert (tmp_path / "profiles" / "mine.toml").exists()
+        app.profile_dir = tmp_path / "profiles" / "mine.toml" / "sub"  # a folder under a file: the write fails
+        await pilot.press("ctrl+s", *"again", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, SaveScreen)
+        assert "cannot write" in str(app.screen.query_one("#save-message").render())
+        await pilot.press("escape")
+
+
+async def test_history_rows_are_applied_saved_and_exported_by_the_app(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("h")
+        await pilot.pause()
+        history = app.screen
+        assert isinstance(history, HistoryScreen)
+        await pilot.press("up", "enter")  # row #1
+        await pilot.pause()
+        assert app.monitor.applied[-1].session.intra_op_num_threads == 2
+        assert "re-applying #1" in str(history.query_one("#history-detail").render())
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, SaveScreen) and app.screen.default_name.startswith("config-")
+        await pilot.press("escape", "e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)
+        await pilot.press("w")
+        await pilot.pause()
+        written = sorted((tmp_path / "profiles").glob("resnet-ish-export*.py"))
+        assert len(written) == 1 and "written to" in str(app.screen.query_one("#export-message").render())
+        await pilot.press("w")
+        await pilot.pause()
+        assert len(sorted((tmp_path / "profiles").glob("resnet-ish-export*.py"))) == 2  # never overwrites
+
+
+async def test_open_applies_the_chosen_profile_and_a_bad_one_asks_again(tmp_path: Path) -> None:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    profile_mod.save(profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 3}), folder / "a-three.toml")
+    (folder / "b-broken.toml").write_text("[session]\nintra_op_num_threads = 'x'\n")
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen)
+        await pilot.press("down", "enter")  # b-broken
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen) and app.screen.highlight == folder / "b-broken.toml"
+        assert "✗" in str(app.screen.query_one("#open-message").render())
+        await pilot.press("up", "enter")  # a-three
+        await pilot.pause()
+        assert not isinstance(app.screen, OpenScreen)
+        assert app.monitor.applied[-1].session.intra_op_num_threads == 3
+
+
+def test_actions_name_and_write_files(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    from ortop.config.store import last_session_path
+
+    assert actions.profile_path(tmp_path, " x/../my best.toml ") == tmp_path / "my-best.toml"
+    assert actions.profile_path(tmp_path, "../..") is None
+    out = actions.save_profile(replace(Profile(), model="rel/m.onnx"), tmp_path / "p.toml")
+    assert str(Path("rel/m.onnx").resolve()) in out.read_text()  # works from any folder
+    snap = FakeMonitor().snapshot()
+    summary = tmp_path / "summary.json"
+    assert actions.finish_session(snap, summary_path=summary, duration_s=1.0, gpu_sample=None,
+                                  ui_cost={"cpu_s": 0.1}) == []
+    assert profile_mod.load(last_session_path()) == snap.profile
+    import json
+
+    assert json.loads(summary.read_text())["monitor"] == {"cpu_s": 0.1}
+    errors = actions.finish_session(snap, summary_path=summary / "under-a-file.json", duration_s=1.0,
+                                    gpu_sample=None, ui_cost={})
+    assert len(errors) == 1 and errors[0].startswith("cannot write summary")

@@ -12,19 +12,9 @@ import pytest
 from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.tui.app import OrtopApp, make_app
-from tests.tui_fakes import FakeMonitor
+from tests.fakes import FakeMonitor, StepClock
 
 pytest.importorskip("pytest_textual_snapshot")
-
-
-class StepClock:
-    """A clock that moves only when the test says so: per-second averages and redraws happen at fixed ticks."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def fake_app(*, cores: int = 8, no_gpu: bool = False, state: str = "measuring", **kw) -> OrtopApp:

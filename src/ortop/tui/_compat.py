@@ -3,6 +3,11 @@ Textual no longer needs them."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from collections.abc import Callable
+from typing import Any
+
 from textual.screen import Screen
 
 
@@ -43,3 +48,47 @@ def apply_breakpoints(screen: Screen) -> None:
                 break
     for name, on in wanted.items():
         screen.set_class(on, name)
+
+
+def install_hangup_handlers(handle: Callable[[int], None]) -> None:
+    """Call ``handle(signum)`` on the running event loop for SIGTERM and SIGHUP.
+
+    A plain ``signal.signal`` handler rather than the event loop's: when a terminal hangs up, the kernel sends
+    SIGHUP and then SIGCONT, and Textual's SIGCONT handler restarts its input thread on the dead terminal, where it
+    spins at 100 % of a core and keeps the process alive after the app has ended. Python runs the handlers of
+    pending signals in signal-number order, so this one (SIGHUP is 1) drops the SIGCONT and SIGTSTP handlers
+    before SIGCONT's is looked at.
+    """
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if signum == signal.SIGHUP:
+            release_job_control_signals()
+        try:
+            loop.call_soon_threadsafe(handle, signum)
+        except RuntimeError:
+            pass  # the loop has closed: the app is already on its way out
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, on_signal)
+        except (ValueError, OSError):
+            pass  # not on the main thread, or a platform without the signal
+
+
+def release_job_control_signals() -> None:
+    """Back to the default SIGCONT / SIGTSTP handling, which Textual's driver takes over for ctrl+z and never gives
+    back; a SIGCONT after the app has stopped must not start its input thread again."""
+    for sig in ("SIGCONT", "SIGTSTP"):
+        if hasattr(signal, sig):
+            try:
+                signal.signal(getattr(signal, sig), signal.SIG_DFL)
+            except (ValueError, OSError):
+                pass  # not the main thread
+
+
+def stop_input_thread(driver: Any) -> None:
+    """Make sure no input thread of ``driver`` outlives the app (it would keep the process alive)."""
+    event = getattr(driver, "exit_event", None)
+    if event is not None:
+        event.set()

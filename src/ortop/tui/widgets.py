@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.style import Style
 from rich.text import Text

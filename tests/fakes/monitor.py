@@ -12,23 +12,12 @@ import random
 from dataclasses import replace
 
 from ortop.config import profile as profile_mod
-from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
-from ortop.model import ModelInfo, TensorInfo
 from ortop.config.profile import Profile
+from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
 from ortop.measure.stats import Bucket, LatencyStats
+from tests.fakes.model import fake_model_info
 
 T_NOW = 95.0  # the fake clock: seconds since the monitor started
-
-
-def fake_model_info(path: str = "/models/resnet-ish.onnx") -> ModelInfo:
-    return ModelInfo(
-        path=path, ir_version=10, opsets={"": 17}, producer="ortop-tests",
-        inputs=(TensorInfo("image", "float32", ("batch", 16, 64, 64)),),
-        outputs=(TensorInfo("logits", "float32", ("batch", 10)),),
-        initializer_inputs=(), op_histogram={"Conv": 2, "Relu": 4, "MatMul": 3, "MaxPool": 2, "Flatten": 1},
-        control_flow=(), num_nodes=12, num_initializers=7, param_bytes=9_600_000, free_dims=("batch",),
-        gather_bounds={},
-    )
 
 
 def _latency(rng: random.Random, p50: float, runs: int) -> LatencyStats:

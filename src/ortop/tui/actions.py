@@ -1,0 +1,143 @@
+"""Every file the UI writes, in one place: saved profiles, exports, last-session.toml and the --summary JSON.
+
+The app calls these with what a screen returned; screens only compute names (:func:`profile_path`). Nothing here
+imports Textual: each function is plain I/O over :mod:`ortop.config`, :mod:`ortop.engine` and
+:mod:`ortop.fsutil`, and raises one of :data:`WRITE_ERRORS` for the caller to show (:func:`why_not`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile
+from ortop.errors import UsageError
+
+WRITE_ERRORS = (OSError, UsageError)  # the system's refusals, and fsutil's own (a missing folder, the model itself)
+SAVE_HEADER = "Saved by ortop from the live session."
+
+
+def sanitize_name(name: str) -> str:
+    """A file-name-safe profile name: letters, digits, ``.``, ``-`` and ``_``; a ``.toml`` suffix is dropped."""
+    name = name.strip()
+    if name.lower().endswith(".toml"):
+        name = name[:-5]
+    name = os.path.basename(name)
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
+    return clean[:80]
+
+
+def reason(exc: Exception) -> str:
+    """Why a write failed, in a few words: an OSError's message, or fsutil's refusal (which names the file)."""
+    if isinstance(exc, OSError):
+        return str(exc.strerror or exc)
+    return str(exc)
+
+
+def why_not(exc: Exception, path: str | os.PathLike) -> str:
+    """``cannot write PATH: reason``; fsutil's refusals already read that way and are passed on as they are."""
+    return f"cannot write {path}: {reason(exc)}" if isinstance(exc, OSError) else str(exc)
+
+
+def profile_path(profile_dir: str | os.PathLike, name: str) -> Path | None:
+    """Where a profile called ``name`` goes: the profile folder, a safe file name, ``.toml`` added."""
+    clean = sanitize_name(name)
+    return Path(profile_dir) / f"{clean}.toml" if clean else None
+
+
+def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
+    """Write a profile (atomically, via profile.save); the model path is made absolute so the file works from any
+    folder."""
+    if profile.model and not os.path.isabs(profile.model):
+        profile = replace(profile, model=os.path.abspath(profile.model))
+    return profile_mod.save(profile, path, header=SAVE_HEADER)
+
+
+def write_export(profile_dir: str | os.PathLike, model_path: str, text: str, ext: str) -> Path:
+    """Write exported text next to the profiles as ``MODEL-export{ext}``, under a name not taken yet (never
+    overwrites)."""
+    from ortop.fsutil import atomic_write_text
+
+    folder = Path(profile_dir)
+    stem = sanitize_name(Path(model_path).stem) or "ortop"
+    path = folder / f"{stem}-export{ext}"
+    n = 2
+    while path.exists():
+        path = folder / f"{stem}-export-{n}{ext}"
+        n += 1
+    return atomic_write_text(path, text if text.endswith("\n") else text + "\n")
+
+
+def shipped_profiles_dir() -> Path | None:
+    """The profiles that come with ortop: the data package ``ortop/profiles`` (the same folder ``ortop profiles``
+    lists; looked up here because the UI does not import the CLI); None when this build ships none."""
+    import ortop
+
+    try:
+        data = (Path(ortop.__file__).resolve().parent / "profiles").resolve()
+    except OSError:
+        return None
+    return data if data.is_dir() else None
+
+
+def list_profiles(profile_dir: str | os.PathLike) -> list[Path]:
+    """``*.toml`` in the user's profile folder, then the shipped profiles (when this build ships any)."""
+    dirs = [Path(profile_dir)]
+    shipped = shipped_profiles_dir()
+    if shipped is not None:
+        dirs.append(shipped)
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for d in dirs:
+        try:
+            files = sorted(d.glob("*.toml"))
+        except OSError:
+            continue
+        for p in files:
+            rp = p.resolve()
+            if rp not in seen:
+                seen.add(rp)
+                out.append(p)
+    return out
+
+
+def gpu_summary(sample: Any) -> Any:
+    """GPU figures for the JSON summary, in the shape headless mode writes; None without a GPU."""
+    if sample is None or not sample.devices:
+        return None
+    return [
+        {"index": d.index, "name": d.name, "mem_used": d.mem_used, "mem_total": d.mem_total,
+         "util_percent": d.util_percent, "worker_mem": d.process_mem}
+        for d in sample.devices
+    ]
+
+
+def finish_session(snap: Any, *, summary_path: str | os.PathLike | None, duration_s: float, gpu_sample: Any,
+                   ui_cost: dict[str, float]) -> list[str]:
+    """What ending the app writes: last-session.toml (once anything ran) and, when asked for, the same JSON summary
+    as headless mode plus what the UI process itself cost. Returns one message per file that could not be written.
+    """
+    from ortop.config.store import save_last_session
+
+    errors: list[str] = []
+    if snap.history:
+        try:
+            save_last_session(snap.profile)
+        except WRITE_ERRORS as exc:
+            errors.append(f"cannot save the last session: {reason(exc)}")
+    if summary_path:
+        from ortop.engine.monitor import summary
+        from ortop.fsutil import atomic_write_text
+
+        data = summary(snap, duration_s=duration_s, gpu=gpu_summary(gpu_sample), extra={"monitor": ui_cost})
+        try:
+            atomic_write_text(str(summary_path), json.dumps(data, indent=2) + "\n")
+        except WRITE_ERRORS as exc:
+            errors.append(f"cannot write summary {summary_path}: {exc.strerror or exc}" if isinstance(exc, OSError)
+                          else str(exc))
+    return errors

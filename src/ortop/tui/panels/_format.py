@@ -1,0 +1,157 @@
+"""What every panel shares: number formats, bars, clipping, line stacking, history labels and the state badge."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+
+DASH = "—"
+EIGHTHS = " ▏▎▍▌▋▊▉█"
+LEVELS = "▁▂▃▄▅▆▇█"
+IDLE = "·"
+WORKER_STYLE = "bold cyan"
+BUSY_STATES = ("building", "warming", "starting")  # a rebuild under way: the wait is the point
+STATE_STYLE = {
+    "starting": "bold yellow",
+    "building": "bold black on yellow",
+    "warming": "bold black on yellow",
+    "measuring": "bold green",
+    "paused": "bold black on white",
+    "failed": "bold white on red",
+    "stopped": "dim",
+}
+STATE_ICON = {"starting": "…", "building": "⟳", "warming": "⟳", "measuring": "●", "paused": "‖", "failed": "✗",
+              "stopped": "■"}
+
+
+def finite(x: float | None) -> bool:
+    """True for a real number (not None, NaN or ±inf)."""
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def fmt_ms(x: float | None) -> str:
+    """Milliseconds with three significant figures: 0.123, 1.23, 12.3, 123."""
+    if not finite(x):
+        return DASH
+    assert x is not None
+    a = abs(x)
+    if a < 0.9995:  # thresholds where rounding would add a digit: 0.9996 shows as 1.00, not 1.000
+        return f"{x:.3f}"
+    if a < 9.995:
+        return f"{x:.2f}"
+    if a < 99.95:
+        return f"{x:.1f}"
+    return f"{x:.0f}"
+
+
+def fmt_pct(x: float | None, width: int = 0) -> str:
+    """A percentage without decimals (``45%``), right-aligned to ``width``."""
+    s = DASH if not finite(x) else f"{x:.0f}%"
+    return s.rjust(width)
+
+
+def fmt_rate(x: float | None) -> str:
+    """Runs per second: 812/s, 12.3k/s."""
+    if not finite(x):
+        return DASH
+    assert x is not None
+    if x >= 10_000:
+        return f"{x / 1000:.0f}k/s"
+    if x >= 1000:
+        return f"{x / 1000:.1f}k/s"
+    if x >= 10:
+        return f"{x:.0f}/s"
+    return f"{x:.1f}/s"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes as GiB above 1 GiB, else MiB."""
+    if not finite(n):
+        return DASH
+    assert n is not None
+    if n >= 2 ** 30:
+        return f"{n / 2 ** 30:.1f} GiB"
+    return f"{n / 2 ** 20:.0f} MiB"
+
+
+def fmt_secs(x: float | None) -> str:
+    """Elapsed seconds: 0.4 s, 12.3 s, 3m05s."""
+    if not finite(x):
+        return DASH
+    assert x is not None
+    if x < 60:
+        return f"{x:.1f} s"
+    m, s = divmod(int(x), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def load_style(pct: float) -> str:
+    """htop's three bands: green below 50 %, yellow below 80 %, red above."""
+    if pct < 50:
+        return "green"
+    if pct < 80:
+        return "yellow"
+    return "red"
+
+
+def bar(fraction: float, width: int) -> str:
+    """A left-to-right bar in eighth-cell steps, exactly ``width`` cells."""
+    if width <= 0:
+        return ""
+    f = 0.0 if not finite(fraction) else min(1.0, max(0.0, fraction))
+    eighths = int(round(f * width * 8))
+    full, part = divmod(eighths, 8)
+    s = "█" * full + (EIGHTHS[part] if part and full < width else "")
+    return s.ljust(width)
+
+
+def clip(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` cells with an ellipsis."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def join_lines(lines: Sequence[Text], height: int | None = None) -> Text:
+    """Stack lines into one Text; with ``height``, cut to it (a panel never grows its own box)."""
+    if height is not None:
+        lines = list(lines)[: max(0, height)]
+    out = Text(no_wrap=True, overflow="crop", end="")
+    for i, line in enumerate(lines):
+        if i:
+            out.append("\n")
+        out.append_text(line)
+    return out
+
+
+def _short_key(key: str) -> str:
+    """``session.intra_op_num_threads`` → ``intra_op_num_threads``: the section is obvious in a label."""
+    for prefix in ("session.", "workload.", "provider.options.", "provider."):
+        if key.startswith(prefix):
+            return key[len(prefix):]
+    return key
+
+
+def short_label(label: str) -> str:
+    """A history label without section prefixes: ``intra_op_num_threads: 0 → 4; allow_spinning: default → off``.
+
+    A profile's description and model path are not knobs: they are left out (a shipped profile's long description
+    would push the real changes off the line).
+    """
+    parts = [p for p in label.split("; ") if not p.startswith(("description:", "model:"))]
+    return "; ".join(_short_key(part) for part in parts) or ("same settings" if label != "start" else "start")
+
+
+def state_text(state: str, elapsed: float) -> Text:
+    """``● measuring 12 s``, styled by state. Building and warming stand out and count tenths: a rebuild is running
+    and the wait is the point; a steady state counts whole seconds (the line then changes once a second)."""
+    t = Text(no_wrap=True, end="")
+    busy = state in BUSY_STATES
+    when = fmt_secs(elapsed) if busy or not finite(elapsed) or elapsed >= 60 else f"{int(elapsed)} s"
+    t.append(f" {STATE_ICON.get(state, '?')} {state} {when} ", style=STATE_STYLE.get(state, "bold"))
+    return t

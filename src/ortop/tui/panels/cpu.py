@@ -1,0 +1,153 @@
+"""The CPU panel: one meter per core (a heat grid when there are too many), then worker / system / UI load."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from ortop.tui.panels._format import DASH, IDLE, LEVELS, WORKER_STYLE, bar, finite, fmt_pct, join_lines, load_style
+
+MIN_BAR = 4
+GOOD_BAR = 10
+
+
+def _meter_layout(n: int, width: int, height: int) -> tuple[int, int, int] | None:
+    """(columns, rows, bar width) for ``n`` meters in ``width``×``height``; None when even 4-cell bars do not fit.
+
+    Takes as many columns as keep bars at least ``GOOD_BAR`` cells (fewer rows leave room for the other panels),
+    else the fewest columns that fit the height at all.
+    """
+    label = len(str(max(0, n - 1)))
+    best = None
+    for cols in range(1, n + 1):
+        rows = math.ceil(n / cols)
+        cell = (width - (cols - 1)) // cols
+        bw = cell - label - 5  # label, "▕", bar, "▏", "nnn"
+        if bw < MIN_BAR:
+            break
+        if rows > height:
+            continue
+        if bw >= GOOD_BAR:
+            best = (cols, rows, bw)
+            continue
+        return best or (cols, rows, bw)
+    return best
+
+
+def core_meters(per_core: Sequence[float], worker_cores: Iterable[int], width: int, height: int = 8) -> Text:
+    """One meter per logical core (``3▕████▌   ▏ 57``), in columns, cores numbered from 0 as htop does.
+
+    The worker's cores have their number drawn in reverse cyan, so where the pool runs (and spins) is visible at a
+    glance. When the meters cannot fit ``width``×``height`` (many cores), the heat grid is drawn instead.
+    """
+    n = len(per_core)
+    if n == 0:
+        return Text("no per-core figures", style="dim", end="")
+    layout = _meter_layout(n, width, height)
+    if layout is None:
+        return heat_grid(per_core, worker_cores, width, height)
+    cols, rows, bw = layout
+    label_w = len(str(n - 1))
+    mine = set(worker_cores)
+    lines = []
+    for r in range(rows):
+        line = Text(no_wrap=True, end="")
+        for c in range(cols):
+            i = c * rows + r
+            if i >= n:
+                break
+            if c:
+                line.append(" ")
+            pct = float(per_core[i]) if finite(per_core[i]) else 0.0
+            line.append(str(i).rjust(label_w), style="reverse " + WORKER_STYLE if i in mine else "dim")
+            line.append("▕", style="dim")
+            line.append(bar(pct / 100.0, bw), style=load_style(pct))
+            line.append("▏", style="dim")
+            line.append(f"{pct:3.0f}", style=WORKER_STYLE if i in mine else "")
+        lines.append(line)
+    return join_lines(lines)
+
+
+def level_glyph(pct: float) -> str:
+    """One cell for one core's load: ``·`` idle, then ▁ … █."""
+    if not finite(pct) or pct < 3:
+        return IDLE
+    return LEVELS[min(len(LEVELS) - 1, int(pct / 100.0 * len(LEVELS)))]
+
+
+def heat_grid(per_core: Sequence[float], worker_cores: Iterable[int], width: int, height: int | None = None) -> Text:
+    """One cell per core (block height = load, colour = band; the worker's cores cyan), rows labelled by first core.
+
+    Fits 64 cores in a quarter of an 80×24 screen and 256 in a 40-column panel: groups of 8 cells are spaced
+    apart when there is room, then the spacing goes, then the row labels.
+    """
+    n = len(per_core)
+    if n == 0 or width <= 0:
+        return Text("", end="")
+    mine = set(worker_cores)
+    label_w = len(str(n - 1))
+    limit = height if height is not None and height > 0 else None
+
+    def plan() -> tuple[int, bool, bool]:
+        # (cells per row, gaps between groups of 8, row labels), most readable that fits the height
+        options = []
+        avail = width - label_w - 1
+        groups = (avail + 1) // 9
+        if groups >= 1:
+            options.append((groups * 8, True, True))
+        if avail >= 1:
+            options.append((avail, False, True))
+        options.append((width, False, False))
+        for per, gaps, labels in options:
+            if limit is None or math.ceil(n / per) <= limit:
+                return per, gaps, labels
+        return options[-1]
+
+    per, gaps, labels = plan()
+    lines: list[Text] = []
+    for start in range(0, n, per):
+        line = Text(no_wrap=True, end="")
+        if labels:
+            line.append(str(start).rjust(label_w) + " ", style="dim")
+        for i in range(start, min(n, start + per)):
+            if gaps and i > start and (i - start) % 8 == 0:
+                line.append(" ")
+            pct = float(per_core[i]) if finite(per_core[i]) else 0.0
+            line.append(level_glyph(pct), style=WORKER_STYLE if i in mine else load_style(pct))
+        lines.append(line)
+    if limit is not None and len(lines) > limit:
+        lines = lines[:limit]
+        last = lines[-1]
+        lines[-1] = Text(no_wrap=True, end="").append_text(last[: max(0, len(last) - 1)]).append("…", style="dim")
+    return join_lines(lines)
+
+
+def cpu_panel(sample: Any, width: int, height: int) -> Text:
+    """The CPU panel: core meters (or the heat grid), then worker / system / UI load on the last line.
+
+    ``sample`` is a collectors.cpu.CpuSample, or None before the first one.
+    """
+    if sample is None:
+        return Text("waiting for the first CPU sample…", style="dim", end="")
+    n = len(sample.per_core)
+    cores_h = max(1, height - 1)
+    grid = _meter_layout(n, width, cores_h) is None
+    body = core_meters(sample.per_core, sample.worker_cores, width, cores_h - (1 if grid and height > 3 else 0))
+    summary = Text(no_wrap=True, end="")
+    summary.append("worker ", style="dim")
+    proc = sample.process_percent
+    summary.append(fmt_pct(proc), style=WORKER_STYLE)
+    summary.append(" · system ", style="dim")
+    summary.append(fmt_pct(sample.system_percent), style=load_style(sample.system_percent))
+    summary.append(" · ui ", style="dim")
+    summary.append(f"{sample.self_percent:.1f}%" if finite(sample.self_percent) else DASH)
+    lines = body.split("\n") if body.plain else [body]
+    if grid and height > 3:
+        legend = Text("▁…█ load  ", style="dim", end="")
+        legend.append("cyan", style=WORKER_STYLE)
+        legend.append(" = the worker's cores", style="dim")
+        lines = list(lines)[: cores_h - 1] + [legend]
+    return join_lines(list(lines)[: max(0, height - 1)] + [summary], height)

@@ -1,0 +1,117 @@
+"""The model / session panel: the model, its fed inputs, providers requested vs active, build times, settings."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.text import Text
+
+from ortop.tui.panels._format import (
+    BUSY_STATES,
+    DASH,
+    STATE_ICON,
+    STATE_STYLE,
+    clip,
+    fmt_ms,
+    join_lines,
+    short_label,
+    state_text,
+)
+
+
+def settings_line(profile: Any) -> str:
+    """The knobs the demo turns, in one line: what is running now."""
+    s, w = profile.session, profile.workload
+
+    def tri(v: bool | None) -> str:
+        return "default" if v is None else ("on" if v else "off")
+
+    parts = [f"intra {s.intra_op_num_threads or 'default'}"]
+    if s.inter_op_num_threads:
+        parts.append(f"inter {s.inter_op_num_threads}")
+    if s.execution_mode != "sequential":
+        parts.append(s.execution_mode)
+    parts.append(f"spin {tri(s.allow_spinning)}")
+    if s.dynamic_block_base is not None:
+        parts.append(f"dbb {s.dynamic_block_base}")
+    if s.intra_op_thread_affinities:
+        parts.append("pinned " + ";".join(",".join(str(c) for c in t) for t in s.intra_op_thread_affinities))
+    parts.append(f"rate {w.rate_hz:g} Hz" if w.rate_hz else "closed loop")
+    if w.concurrency > 1:
+        parts.append(f"×{w.concurrency} callers")
+    if profile.provider.name.lower() != "cpu":
+        parts.append(profile.provider.name + (" iobinding" if profile.provider.io_binding else ""))
+    if profile.env:
+        parts.append("env " + " ".join(f"{k}={v}" for k, v in sorted(profile.env.items())))
+    return " · ".join(parts)
+
+
+def _provider_short(name: str) -> str:
+    return name.replace("ExecutionProvider", "")
+
+
+def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) -> Text:
+    """Model name and shape, the fed inputs, providers requested vs active, build times, state and settings."""
+    lines: list[Text] = []
+    st = Text(no_wrap=True, end="")
+    busy = snap.state in BUSY_STATES
+    if busy:  # elapsed time matters while a rebuild runs; otherwise the status line has it
+        st.append_text(state_text(snap.state, snap.state_elapsed))
+    else:
+        st.append(f" {STATE_ICON.get(snap.state, '?')} {snap.state} ", style=STATE_STYLE.get(snap.state, "bold"))
+    if snap.pending is not None and snap.state in BUSY_STATES:
+        changes = snap.pending.changes_from(snap.profile)
+        st.append(" → " + clip(short_label("; ".join(changes)) if changes else "same settings", width), style="yellow")
+    elif snap.config_id >= 0:
+        st.append(f" config #{snap.config_id}", style="dim")
+    lines.append(st)
+    if fatal:
+        lines.append(Text(clip(fatal, width * 2), style="bold red", end=""))
+
+    info = snap.model
+    line = Text(no_wrap=True, end="")
+    line.append("model ", style="dim")
+    line.append(os.path.basename(snap.model_path), style="bold")
+    if info is not None:
+        ops = sorted(info.op_histogram.items(), key=lambda kv: -kv[1])[:4]
+        line.append(f"  IR {info.ir_version} · {info.num_nodes} nodes · " +
+                    " ".join(f"{k}×{v}" for k, v in ops), style="dim")
+    lines.append(line)
+
+    feeds = snap.feeds or tuple(f"{t.name} {t.dtype}[{','.join(str(d) for d in (t.shape or ()))}]"
+                                for t in (info.inputs if info is not None else ()))
+    line = Text(no_wrap=True, end="")
+    line.append("inputs ", style="dim")
+    line.append("; ".join(feeds) if feeds else DASH)
+    lines.append(line)
+
+    line = Text(no_wrap=True, end="")
+    line.append("providers ", style="dim")
+    if snap.providers_active:
+        line.append(", ".join(_provider_short(p) for p in snap.providers_active),
+                    style="bold red" if snap.fallback else "bold")
+        if snap.fallback:
+            missing = [p for p in snap.providers_requested if p not in snap.providers_active]
+            line.append(f"  ({', '.join(_provider_short(p) for p in missing)} requested: silent fallback)",
+                        style="bold red")
+    else:
+        line.append(", ".join(_provider_short(p) for p in snap.providers_requested) + " (requested)", style="dim")
+    lines.append(line)
+
+    line = Text(no_wrap=True, end="")
+    line.append("session ", style="dim")
+    line.append(f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms")
+    if snap.restarts:
+        line.append(f" · {snap.restarts} restart{'s' if snap.restarts > 1 else ''}", style="yellow")
+    if snap.worker_pid:
+        line.append(f" · pid {snap.worker_pid}", style="dim")
+    lines.append(line)
+
+    line = Text(no_wrap=True, end="")
+    line.append("settings ", style="dim")
+    line.append(settings_line(snap.profile), style="bold")
+    lines.append(line)
+    for note in snap.notes:
+        lines.append(Text("note " + note, style="dim", end=""))
+    return join_lines(lines, height)

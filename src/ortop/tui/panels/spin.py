@@ -1,0 +1,118 @@
+"""The spin panel: CPU per inference, CPU the worker burns between runs, and its busiest threads."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from rich.text import Text
+
+from ortop.measure.stats import spark
+from ortop.tui.panels._format import DASH, WORKER_STYLE, bar, clip, finite, fmt_ms, fmt_pct, join_lines, load_style
+
+
+def average_threads(samples: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
+    """Per-thread CPU % averaged over several samples (a thread missing from one counts as idle there), busiest
+    first; each keeps the core it ran on last. Threads that ended before the last sample are dropped."""
+    if not samples:
+        return ()
+    last = {t.tid: t for t in samples[-1]}
+    total: dict[int, float] = {}
+    for threads in samples:
+        for t in threads:
+            if t.tid in last and finite(t.cpu_percent):
+                total[t.tid] = total.get(t.tid, 0.0) + t.cpu_percent
+    out = [replace(t, cpu_percent=round(total.get(tid, 0.0) / len(samples), 1)) for tid, t in last.items()]
+    out.sort(key=lambda t: (-t.cpu_percent, t.tid))
+    return tuple(out)
+
+
+def spin_split(cost: Any) -> tuple[float, float, float]:
+    """(in runs, between runs, total) CPU ms per second of wall time, from an engine.CpuCost.
+
+    ``process_cpu_percent`` × 10 is the worker's total CPU ms/s; what it burned while no Run() was in flight is
+    ``cpu_ms_between_runs_per_s`` (the pool spinning, on a paced loop); the rest is inference.
+    """
+    total = cost.process_cpu_percent * 10.0 if finite(cost.process_cpu_percent) else math.nan
+    between = cost.cpu_ms_between_runs_per_s
+    if not (finite(total) and finite(between)):
+        return math.nan, between if finite(between) else math.nan, total
+    between = min(between, total)
+    return total - between, between, total
+
+
+def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
+               process_history: Sequence[float] = ()) -> Text:
+    """CPU per inference, CPU burned between runs, busy duty cycle, and the pool's threads with their cores.
+
+    The split bar (``█`` in runs, ``▒`` between runs) is the point of the panel: on a paced loop with spinning on,
+    most of it is ``▒``, turning spinning off shrinks it. ``process_history`` (the worker's CPU %, one value per
+    refresh) draws the same story over time: the line drops the moment spinning goes off.
+    """
+    lines: list[Text] = []
+    line = Text(no_wrap=True, end="")
+    line.append("CPU/run ", style="dim")
+    line.append(f"{fmt_ms(cost.cpu_ms_per_run)} ms", style="bold")
+    line.append(" · busy ", style="dim")
+    line.append(fmt_pct(cost.busy_percent))
+    line.append(" · process " if width >= 42 else " · proc ", style="dim")
+    line.append(fmt_pct(cost.process_cpu_percent), style=WORKER_STYLE)
+    lines.append(line)
+
+    inside, between, total = spin_split(cost)
+    line = Text(no_wrap=True, end="")
+    line.append("between runs ", style="dim")
+    if finite(between):
+        share = between / total if finite(total) and total > 0 else math.nan
+        line.append(f"{between:.0f} ms/s", style="bold magenta" if finite(share) and share > 0.3 else "bold")
+        if finite(share):
+            line.append(f" = {share * 100:.0f}% of its CPU", style="dim")
+    else:
+        line.append(f"{DASH} (n/a with concurrent callers)" if finite(total) else DASH, style="dim")
+    lines.append(line)
+
+    if finite(total) and total > 0 and finite(inside):
+        bw = max(4, width - 11)
+        n_in = int(round(inside / total * bw))
+        line = Text(no_wrap=True, end="")
+        line.append("in ", style="dim")
+        line.append("█" * n_in, style="green")
+        line.append("▒" * (bw - n_in), style="magenta")
+        line.append(" between", style="dim")
+        lines.append(line)
+    else:
+        lines.append(Text("in runs / between runs: waiting for runs…", style="dim", end=""))
+
+    if process_history and height - len(lines) >= 3:
+        vals = list(process_history)
+        now = vals[-1]
+        line = Text(no_wrap=True, end="")
+        line.append("worker ", style="dim")
+        sw = max(1, width - 7 - 6)
+        hi = max([100.0] + [v for v in vals[-sw:] if finite(v)])
+        line.append(spark(vals, sw, 0.0, hi).rjust(sw), style=WORKER_STYLE)
+        line.append(fmt_pct(now, 6), style="bold")
+        lines.append(line)
+
+    busy = [t for t in threads if finite(t.cpu_percent)]
+    room = height - len(lines)
+    if room >= 2 and busy:
+        lines.append(Text("thread      core   CPU", style="dim", end=""))
+        room -= 1
+        tid_w = max(len(str(t.tid)) for t in busy)
+        bw = max(3, min(12, width - tid_w - 22))
+        shown = busy[:room] if len(busy) <= room else busy[: room - 1]
+        for t in shown:
+            line = Text(no_wrap=True, end="")
+            line.append(str(t.tid).rjust(tid_w) + " ", style="dim")
+            line.append(f"{'?' if t.core is None else t.core:>4} ", style=WORKER_STYLE)
+            line.append(bar(t.cpu_percent / 100.0, bw), style=load_style(t.cpu_percent))
+            line.append(f"{t.cpu_percent:5.0f}% ")
+            line.append(clip(t.name, max(0, width - tid_w - bw - 13)), style="dim")
+            lines.append(line)
+        if len(shown) < len(busy):
+            idle = sum(1 for t in busy[len(shown):] if t.cpu_percent < 1)
+            lines.append(Text(f"+{len(busy) - len(shown)} more ({idle} idle)", style="dim", end=""))
+    return join_lines(lines, height)

@@ -1,0 +1,124 @@
+"""The history screen: one row per configuration tried, updated live while it is open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ortop.tui.messages import ApplyRow, ExportRow, SaveRow
+from ortop.tui.panels.history import HISTORY_COLUMNS, history_detail, history_rows
+from ortop.tui.screens._base import Responsive
+
+
+class HistoryScreen(Responsive, Screen[None]):
+    """One row per configuration tried, updated live; the best p50 is starred and each row has a verdict.
+
+    Enter re-applies a row's profile, ctrl+s saves it, e exports it: the table is where a tuning session ends. Each
+    of those is a message to the app (:mod:`ortop.tui.messages`); the app feeds the table with
+    :meth:`refresh_data` on its tick and answers a re-apply with :meth:`show_message`.
+    """
+
+    BINDINGS = [
+        Binding("h,escape", "close", "back"),
+        Binding("enter", "apply_row", "re-apply"),
+        Binding("ctrl+s", "save_row", "save row"),
+        Binding("e", "export_row", "export row"),
+    ]
+
+    def __init__(self, snap: Any = None) -> None:
+        super().__init__()
+        self._first = snap
+        self._cells: dict[int, tuple[Text, ...]] = {}
+        self._records: dict[int, Any] = {}
+        self._filled = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text.assemble(("History", "bold"), ("  enter re-applies a row · ctrl+s saves it · e exports it"
+                                                          " · verdicts compare each row with the one before", "dim")),
+                     id="history-title")
+        table: DataTable[Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("", id="history-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for i, name in enumerate(HISTORY_COLUMNS):
+            table.add_column(name, key=f"c{i}")
+        if self._first is not None:
+            self.refresh_data(self._first)
+            self._first = None
+        table.focus()
+
+    def refresh_data(self, snap: Any) -> None:
+        """Add new rows and rewrite only the cells that changed (the table is live while measuring)."""
+        table = self.query_one(DataTable)
+        label_width = max(10, self.size.width - 68)  # the other columns and cell padding take about 66 cells
+        rows = history_rows(snap.history, label_width=label_width, current_id=snap.config_id)
+        for rec, cells in zip(snap.history, rows):
+            cid = rec.config_id
+            self._records[cid] = rec
+            old = self._cells.get(cid)
+            if old is None:
+                table.add_row(*cells, key=str(cid))
+            else:
+                for i, (a, b) in enumerate(zip(old, cells)):
+                    if a != b:
+                        table.update_cell(str(cid), f"c{i}", b)
+            self._cells[cid] = cells
+        if not self._filled and rows:
+            self._filled = True
+            table.move_cursor(row=len(rows) - 1)
+        self.show_message()
+
+    def selected(self) -> Any:
+        """The ConfigRecord under the cursor, or None."""
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self._records.get(int(key)) if key is not None else None
+
+    def show_message(self, message: Text | None = None) -> None:
+        """The selected row's detail, then ``message`` (the outcome of a re-apply) under it."""
+        rec = self.selected()
+        detail = history_detail(rec) if rec is not None else Text(no_wrap=False)
+        if message is not None:
+            detail.append("\n")
+            detail.append_text(message)
+        self.query_one("#history-detail", Static).update(detail)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self.show_message()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_apply_row()
+
+    def action_apply_row(self) -> None:
+        rec = self.selected()
+        if rec is not None:
+            self.post_message(ApplyRow(self, rec))
+
+    def action_save_row(self) -> None:
+        rec = self.selected()
+        if rec is not None:
+            self.post_message(SaveRow(self, rec))
+
+    def action_export_row(self) -> None:
+        rec = self.selected()
+        if rec is not None:
+            self.post_message(ExportRow(self, rec))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

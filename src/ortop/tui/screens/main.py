@@ -1,0 +1,132 @@
+"""The live view: CPU, spin, GPU on the left; latency, model / session and events on the right.
+
+The app reads the monitor and the collectors on its tick and hands the screen what it read (:meth:`MainScreen.draw`);
+the screen gives each panel its drawing function from :mod:`ortop.tui.panels`, and the panels repaint only what
+changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from ortop.tui.keymap import MAIN_KEYS
+from ortop.tui.messages import CatchUp
+from ortop.tui.meters import Meters
+from ortop.tui.panels import cpu, events, gpu, latency, model, spin, status
+from ortop.tui.panels._format import BUSY_STATES
+from ortop.tui.widgets import Panel
+
+
+class Column(Vertical):
+    """A layout-only column. BLANK: Textual re-renders every widget under a dirty region on each frame, and a
+    container with nothing to draw should cost a blank strip per line, not a pass through the styles cache."""
+
+    BLANK = True
+
+
+class Row(Horizontal):
+    """A layout-only row (see Column)."""
+
+    BLANK = True
+
+
+class MainScreen(Screen[None]):
+    """The live view: CPU, spin, GPU on the left; latency, model / session and events on the right."""
+
+    BLANK = True  # the panels cover it; see Column
+
+    BINDINGS = [
+        Binding(k.keys, f"app.{k.action}", k.label, show=k.footer, key_display=k.display or None)
+        for k in MAIN_KEYS
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._meters = Meters()
+        self._fit_key: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        yield Panel(id="status")
+        with Row(id="body"):
+            with Column(id="left"):
+                yield Panel("CPU", id="cpu")
+                yield Panel("Spin · CPU the worker burns", id="spin")
+                yield Panel("GPU", id="gpu")
+            with Column(id="right"):
+                yield Panel("Latency", id="latency")
+                yield Panel("Model · session", id="model")
+                yield Panel("Events", id="events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#cpu", Panel).on_size = self.refit
+
+    def on_screen_resume(self) -> None:
+        """Back from a modal or the history: ask the app to catch up at once rather than at the next tick."""
+        self.post_message(CatchUp())
+
+    def draw(self, snap: Any, meters: Meters, *, bucket_s: float, window_s: float, fatal: str | None) -> None:
+        """Hand each panel its drawing function; panels repaint only on change.
+
+        Everything that moves by itself (meters, sparklines, figures, the elapsed seconds) is redrawn on frame
+        ticks only, so that it all lands in one screen update; a tick between two frames repaints only what an
+        event changed (a rebuild starting, a new event line). Each screen update has a fixed cost in Textual's
+        compositor and in the terminal, so two updates a second instead of four is most of the UI's CPU.
+        """
+        self._meters = m = meters  # kept for a refit on resize, even before the first drawing
+        if not self.is_mounted:
+            return
+        q = self.query_one
+        self._fit_heights(m.cpu, m.gpu)
+        busy = snap.state in BUSY_STATES
+        elapsed = round(snap.state_elapsed, 1) if busy else int(snap.state_elapsed)
+        evs = snap.events
+        q("#status", Panel).show(lambda w, h: status.status_line(snap, w),
+                                 (snap.state, elapsed if busy else m.frame, snap.config_id, len(snap.history)))
+        q("#cpu", Panel).show(lambda w, h: cpu.cpu_panel(m.cpu, w, h), m.cpu)
+        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history),
+                               (m.slow, snap.config_id))
+        q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
+        q("#latency", Panel).show(lambda w, h: latency.latency_panel(
+            snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s),
+            (m.frame, snap.config_id, snap.state))
+        q("#model", Panel).show(lambda w, h: model.model_panel(snap, w, h, fatal),
+                                (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
+                                 snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms))
+        q("#events", Panel).show(lambda w, h: events.events_panel(evs, w, h),
+                                 (len(evs), evs[-1] if evs else None))
+
+    def refit(self) -> None:
+        """Re-fit the content-sized panels after a resize (the breakpoints change column widths too)."""
+        if self.is_mounted:
+            try:
+                self._fit_heights(self._meters.cpu, self._meters.gpu)
+            except NoMatches:
+                pass
+
+    def _fit_heights(self, cpu_sample: Any, gpu_sample: Any) -> None:
+        """Size the CPU and GPU panels to their content (core count, GPU count), leaving the rest to the spin panel.
+
+        Only runs a layout when the inputs change (a resize, the first sample), not on every tick.
+        """
+        body = self.query_one("#body")
+        cpu_panel = self.query_one("#cpu", Panel)
+        gpu_panel = self.query_one("#gpu", Panel)
+        n_cores = len(cpu_sample.per_core) if cpu_sample is not None else 0
+        key = (n_cores, gpu.gpu_rows(gpu_sample), cpu_panel.size.width, body.size.height, tuple(self.classes))
+        if key == self._fit_key or body.size.height <= 0 or cpu_panel.size.width <= 0:
+            return
+        self._fit_key = key
+        frame = cpu_panel.outer_size.height - cpu_panel.size.height
+        gpu_h = gpu.gpu_rows(gpu_sample) + frame
+        max_cpu = max(3, (body.size.height - gpu_h) * 55 // 100 - frame)
+        lines = cpu.cpu_panel(cpu_sample, cpu_panel.size.width, max_cpu).plain.count("\n") + 1
+        cpu_panel.styles.height = lines + frame
+        gpu_panel.styles.height = gpu_h

@@ -1,0 +1,69 @@
+"""The history table's cells and the verdict cell, for verdicts as text and as objects."""
+
+from __future__ import annotations
+
+import math
+
+from ortop.config.profile import Profile
+from ortop.engine.monitor import ConfigRecord, CpuCost
+from ortop.measure.stats import LatencyStats
+from ortop.tui.panels import history
+from tests.fakes import FakeVerdict
+
+
+def _record(cid: int, p50: float, verdict: str = "", best: bool = False, label: str = "start") -> ConfigRecord:
+    lat = LatencyStats(500, p50, p50, p50, p50, p50 * 2, p50 * 3, p50, p50 * 4)
+    return ConfigRecord(cid, label, Profile(), 0.0, 40.0, 3.0, ("CPUExecutionProvider",), lat, 1000 / p50,
+                        CpuCost(2.5, math.nan, 100.0, 90.0), verdict, best)
+
+
+def test_history_rows_star_best_and_colour_verdicts() -> None:
+    rows = history.history_rows([
+        _record(0, 4.0),
+        _record(1, 2.0, "50.0% faster", best=True, label="session.intra_op_num_threads: 0 → 4"),
+        _record(2, 2.1, "no real change (+5.0%, within noise)", label="session.allow_spinning: default → off"),
+    ], current_id=2)
+    assert [r[0].plain for r in rows] == ["", "★", "▶"]
+    assert rows[1][2].plain == "intra_op_num_threads: 0 → 4"
+    assert rows[1][4].plain == "2.00"
+    assert "green" in str(rows[1][8].style)
+    assert "dim" in str(rows[2][8].style) and rows[2][8].plain == "noise (+5.0%)"
+    assert history.verdict_style("12.0% slower") == "bold red"
+    assert len(rows[0]) == len(history.HISTORY_COLUMNS)
+
+
+def test_history_rows_take_verdict_objects() -> None:
+    v = FakeVerdict("faster", "−12% p50", "12.0% faster at p50 (interleaved, 8 blocks)")
+    rows = history.history_rows([_record(0, 4.0), _record(1, 3.5, v)])
+    assert rows[1][8].plain == "−12% p50" and "green" in str(rows[1][8].style)
+    assert rows[0][8].plain == "—"
+
+
+def test_verdict_cell_styles_by_kind() -> None:
+    styles = {kind: str(history.verdict_cell(FakeVerdict(kind, kind, kind)).style) for kind in history.VERDICT_KINDS}
+    assert styles["faster"] == "bold green" and styles["slower"] == "bold red"
+    assert styles["no difference"] == ""
+    for kind in ("unverified", "undecided", "not comparable", "measuring", "verifying"):
+        assert styles[kind] in ("dim", "yellow"), kind
+    assert history.verdict_cell(FakeVerdict("undecided", "", "")).plain == "—"
+
+
+def test_verdict_cell_reads_the_text_form_the_same_way() -> None:
+    assert history.verdict_parts("37.5% faster") == ("faster", "37.5% faster", "37.5% faster")
+    assert history.verdict_parts("4.0% slower")[0] == "slower"
+    assert history.verdict_parts("measuring…")[:2] == ("measuring", "measuring…")
+    kind, short, text = history.verdict_parts("no real change (+3.0%, within noise)")
+    assert (kind, short, text) == ("undecided", "noise (+3.0%)", "no real change (+3.0%, within noise)")
+    assert history.verdict_cell("").plain == "—" and history.verdict_style("") == "dim"
+    assert history.verdict_cell(None).plain == "—"
+
+
+def test_detail_line_shows_the_full_verdict() -> None:
+    rec = _record(3, 2.0, FakeVerdict("unverified", "−8%?", "8% faster, measured one after the other: not verified"),
+                  label="session.allow_spinning: default → off")
+    detail = history.history_detail(rec).plain.split("\n")
+    assert detail[0] == "#3 allow_spinning: default → off"
+    assert detail[1] == ("verdict: 8% faster, measured one after the other: not verified · providers "
+                         "CPUExecutionProvider")
+    assert history.history_detail(_record(0, 4.0)).plain.split("\n") == [
+        "#0 the start profile", "verdict: — · providers CPUExecutionProvider"]
