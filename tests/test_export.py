@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from ortop import export
-from ortop.runtime import options as ortopts
+from ortop.config import knobs
 from ortop.config import profile as pm
-from ortop.export import FORMATS, PERF_TEST_FLAGS, ExportError, render
 from ortop.config.profile import Profile, ProviderSettings, SessionSettings, Workload
+from ortop.export import FORMATS, PERF_TEST_FLAGS, ExportError, perf_test, render
+from ortop.runtime import options as ortopts
 from tests.models import make_matmul_model
-from tests.test_profile import check_session
+from tests.test_profile import FULL_TOML, check_session
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "profiles").glob("*.toml"))
@@ -497,8 +498,45 @@ def test_perf_test_maps_every_knob() -> None:
     assert flags["-c"] == ["3"] and flags["-S"] == ["5"]
     assert flags["-f"] == ["batch:4", "seq:8"]
     assert flags["-m"] == ["duration"] and flags["-t"] == ["10"]
-    for note in ("enable_mem_reuse", "use_per_session_threads", "log_severity_level", "rate_hz", "batch = 2"):
+    for note in ("rate_hz", "batch = 2"):  # workload settings perf_test cannot carry
         assert any(line.startswith("# note:") and note in line for line in text.splitlines()), note
+    assert_every_knob_carried(profile, text)
+
+
+def assert_every_knob_carried(profile: Profile, text: str) -> None:
+    """Every ORT knob of the registry the profile sets away from its default is carried: by its perf_test flag,
+    in -C (config entries) or -i (provider options), or named in a '# note:' line."""
+    flags, _ = perf_flags(perf_command(text))
+    notes = [line for line in text.splitlines() if line.startswith("# note:")]
+    config = dict(pair.split("|", 1) for pair in flags.get("-C", [""])[0].split())
+    options = dict(pair.split("|", 1) for pair in flags.get("-i", [""])[0].split())
+    s = profile.session
+    for knob in knobs.settings(knobs.SESSION_OPTION, knobs.CONFIG_ENTRY, knobs.GLOBAL_POOL):
+        value = knob.read(profile)
+        if value is None or value == knob.default or (knob.target == knobs.GLOBAL_POOL and s.use_per_session_threads):
+            continue
+        flag = perf_test.KNOB_FLAGS.get(knob.key)
+        carried = flag(value) if flag else None
+        if carried:
+            assert carried[0] in flags, knob.key
+            if len(carried) > 1:
+                assert carried[1] in flags[carried[0]], knob.key
+        elif carried is None and knob.target == knobs.CONFIG_ENTRY:
+            assert config[knob.ort_name] == knob.ort_value(value), knob.key
+        elif carried is None:
+            assert any(f"{knob.name} = " in n for n in notes), f"{knob.key} is neither a flag nor a note"
+    for name, value in profile.provider_options().items():
+        flag = perf_test.KNOB_FLAGS.get(f"provider.options.{name}")
+        carried = flag(profile.provider.options[name]) if flag else None
+        if carried is None:
+            assert options[name] == value, name
+        elif carried:
+            assert carried[0] in flags, name
+
+
+def test_perf_test_carries_every_knob_of_a_full_profile() -> None:
+    profile = pm.loads(FULL_TOML)
+    assert_every_knob_carried(profile, render(profile, "perf-test"))
 
 
 def test_perf_test_spinning_on_goes_through_c() -> None:

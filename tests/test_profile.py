@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ortop.runtime import options as ortopts
+from ortop.config import knobs
 from ortop.config import profile as pm
-from ortop.config.profile import Profile, ProfileError, ProfileErrors, SessionSettings, ProviderSettings, Workload
+from ortop.config.profile import Profile, ProfileError, ProfileErrors, ProviderSettings, SessionSettings, Workload
+from ortop.runtime import options as ortopts
 from tests.models import make_matmul_model
-
 
 FULL_TOML = """\
 description = "every field set"
@@ -37,6 +37,8 @@ allow_spinning = false
 inter_op_allow_spinning = false
 spin_duration_us = 100
 spin_backoff_max = 4
+inter_op_spin_duration_us = 20
+inter_op_spin_backoff_max = 2
 dynamic_block_base = 4
 intra_op_thread_affinities = [[0, 1], [2]]
 disable_cpu_ep_fallback = true
@@ -96,6 +98,10 @@ def test_full_profile_reads_every_field(tmp_path: Path) -> None:
     for key, value in flat_default.items():
         if key in flat:
             assert flat[key] != value, key
+    # ... and every declared knob (maps included) is set, so a new knob needs a line in FULL_TOML.
+    for knob in knobs.registry():
+        if knob.key != "model" and not knobs.is_entry(knob):
+            assert knob.read(p) not in (None, knob.default), f"FULL_TOML leaves {knob.key} out"
 
 
 def test_toml_round_trip(tmp_path: Path) -> None:
@@ -130,14 +136,36 @@ def test_save_failure_keeps_the_old_file(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["p.toml"]
 
 
-def test_save_failure_in_the_final_rename_removes_the_temp_file(tmp_path: Path) -> None:
+def test_save_over_a_directory_is_refused_before_writing(tmp_path: Path) -> None:
+    from ortop.errors import UsageError
+
     target = tmp_path / "p.toml"
-    target.mkdir()  # a directory where the file should go: os.replace fails after the temp file is written
+    target.mkdir()  # a directory where the file should go: refused up front, nothing written
     (target / "keep").write_text("x")
-    with pytest.raises(OSError):
+    with pytest.raises(UsageError, match="it is a directory"):
         pm.save(Profile(description="x"), target)
     assert sorted(os.listdir(tmp_path)) == ["p.toml"]
     assert (target / "keep").read_text() == "x"
+
+
+def test_save_failure_in_the_final_rename_removes_the_temp_file(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortop import fsutil
+    from ortop.errors import UsageError
+
+    path = tmp_path / "p.toml"
+    pm.save(Profile(description="good"), path)
+    before = path.read_text()
+
+    def failing_replace(src: str, dst: str) -> None:
+        assert os.path.exists(src)  # the temp file was written before the rename
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsutil.os, "replace", failing_replace)
+    with pytest.raises(UsageError, match="No space left on device"):
+        pm.save(Profile(description="new"), path)
+    assert sorted(os.listdir(tmp_path)) == ["p.toml"]
+    assert path.read_text() == before
 
 
 # ---- validation ---------------------------------------------------------------------------------------------
@@ -346,21 +374,21 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def check_session(sess, profile: Profile) -> None:
-    """The session's own view of its options equals what the profile asks for."""
+    """The session's own view of its options equals what the profile asks for: every SessionOptions knob of the
+    registry, and every config entry."""
     import onnxruntime as ort
 
-    s = profile.session
     got = sess.get_session_options()
-    assert got.intra_op_num_threads == s.intra_op_num_threads
-    assert got.inter_op_num_threads == s.inter_op_num_threads
-    assert got.execution_mode == getattr(ort.ExecutionMode, ortopts.EXEC_MODE_NAMES[s.execution_mode])
-    assert got.graph_optimization_level == getattr(
-        ort.GraphOptimizationLevel, ortopts.OPT_LEVEL_NAMES[s.graph_optimization_level])
-    assert got.enable_cpu_mem_arena == s.enable_cpu_mem_arena
-    assert got.enable_mem_pattern == s.enable_mem_pattern
-    assert got.enable_mem_reuse == s.enable_mem_reuse
-    assert got.use_per_session_threads == s.use_per_session_threads
-    assert got.log_severity_level == s.log_severity_level
+    checked = set()
+    for knob in knobs.settings(knobs.SESSION_OPTION):
+        expected = knob.read(profile)
+        if knob.ort_enum:
+            expected = getattr(getattr(ort, knob.ort_enum), ortopts.ENUM_NAMES[knob.ort_enum][expected])
+        assert getattr(got, knob.ort_name) == expected, knob.key
+        checked.add(knob.ort_name)
+    assert checked >= {"intra_op_num_threads", "inter_op_num_threads", "execution_mode", "graph_optimization_level",
+                       "enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "use_per_session_threads",
+                       "log_severity_level"}
     for key, value in profile.config_entries().items():
         assert got.get_session_config_entry(key) == value, key
 
@@ -372,7 +400,8 @@ CPU_PROFILES = [
         enable_cpu_mem_arena=False, enable_mem_pattern=False, enable_mem_reuse=False, allow_spinning=False,
         inter_op_allow_spinning=False, spin_duration_us=50, spin_backoff_max=2, dynamic_block_base=4,
         intra_op_thread_affinities=((0,),), log_severity_level=3,
-        config={"session.set_denormal_as_zero": "1"})),
+        config={"session.set_denormal_as_zero": "1"},
+        extra={"inter_op_spin_duration_us": 30, "inter_op_spin_backoff_max": 2})),
     Profile(session=SessionSettings(graph_optimization_level="layout", allow_spinning=True)),
     Profile(session=SessionSettings(graph_optimization_level="disable")),
 ]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ortop.config import profile as pm
 from ortop.cli.profiles import export_main, profiles_main, resolve_profile, shipped_profiles_dir
+from ortop.config import profile as pm
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import NoReturn
 
 import tomli_w
 
 from ortop.config import profile as profile_mod
-from ortop.export import FORMATS, ExportError, render
 from ortop.config.profile import Profile, ProfileError, ProfileErrors
+from ortop.errors import OrtopError
+from ortop.export import FORMATS, ExportError, render
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -221,7 +223,7 @@ def _run(parser: _Parser, argv: Sequence[str], action) -> int:
         return action(args)
     except BrokenPipeError:
         raise  # the reader of stdout left (`| head`): main() ends quietly
-    except (_BadInput, ProfileError, ExportError, OSError) as exc:
+    except (_BadInput, ProfileError, ExportError, OrtopError, OSError) as exc:
         print(f"ortop: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

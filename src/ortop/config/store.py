@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ortop.config.profile import Profile
 
 
 def state_dir() -> Path:
@@ -14,10 +17,11 @@ def state_dir() -> Path:
 
 
 def last_session_path() -> Path:
+    """The file ``--resume`` reads and every session end writes."""
     return state_dir() / "last-session.toml"
 
 
-def save_last_session(profile) -> Path:
+def save_last_session(profile: Profile) -> Path:
     """Write the current settings for ``ortop MODEL --resume`` (atomically: a crash never leaves half a file)."""
     from ortop.config.profile import save
 

@@ -13,25 +13,22 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ortop.config import knobs
+from ortop.config.ort_names import (  # noqa: F401  (re-exported: the runtime's public face)
+    ENUM_NAMES,
+    ENUM_VALUES,
+    EXEC_MODE_NAMES,
+    EXEC_MODE_VALUES,
+    OPT_LEVEL_NAMES,
+    OPT_LEVEL_VALUES,
+    provider_list,
+)
 from ortop.config.profile import Profile, ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import onnxruntime
 
-# Profile spelling -> the ORT enum member name (same in Python, C, C++ and C#).
-OPT_LEVEL_NAMES: dict[str, str] = {
-    "disable": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "layout": "ORT_ENABLE_LAYOUT",
-    "all": "ORT_ENABLE_ALL",
-}
-# The C enum values behind those names: what onnxruntime_perf_test's -o and Olive's settings take.
-# ORT_ENABLE_LAYOUT (3) exists from onnxruntime 1.23 on; ORT_ENABLE_ALL is 99, not 4.
-OPT_LEVEL_VALUES: dict[str, int] = {"disable": 0, "basic": 1, "extended": 2, "layout": 3, "all": 99}
-
-EXEC_MODE_NAMES: dict[str, str] = {"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"}
-EXEC_MODE_VALUES: dict[str, int] = {"sequential": 0, "parallel": 1}
+_ENUM_WHAT: dict[str, str] = {"ExecutionMode": "execution mode", "GraphOptimizationLevel": "optimization level"}
 
 # The process-wide thread pools can be created once per process; remember the sizes they got so a second profile
 # asking for other sizes is refused instead of silently running on the first one's pools.
@@ -88,42 +85,27 @@ def _enum(ort: Any, enum_name: str, member: str, what: str) -> Any:
         ) from None
 
 
-def session_options(profile: Profile) -> "onnxruntime.SessionOptions":
-    """A SessionOptions with every session field of the profile and every config entry it produces.
+def session_options(profile: Profile) -> onnxruntime.SessionOptions:
+    """A SessionOptions with every SessionOptions-attribute knob of the profile and every config entry it produces.
 
-    With ``use_per_session_threads = false`` this also creates the process's global thread pools (see
-    :func:`ensure_global_thread_pools`), since a session without per-session pools fails without them.
+    The attributes come from the knob registry (``Knob.ort_name``; choices through their ORT enum), so a knob
+    declared there is applied here with no edit. With ``use_per_session_threads = false`` this also creates the
+    process's global thread pools (see :func:`ensure_global_thread_pools`), since a session without per-session
+    pools fails without them.
     """
     import onnxruntime as ort
 
-    s = profile.session
     set_global_thread_pool(profile)
     so = ort.SessionOptions()
-    so.intra_op_num_threads = s.intra_op_num_threads
-    so.inter_op_num_threads = s.inter_op_num_threads
-    so.execution_mode = _enum(ort, "ExecutionMode", EXEC_MODE_NAMES[s.execution_mode], "execution mode")
-    so.graph_optimization_level = _enum(
-        ort, "GraphOptimizationLevel", OPT_LEVEL_NAMES[s.graph_optimization_level], "optimization level"
-    )
-    so.enable_cpu_mem_arena = s.enable_cpu_mem_arena
-    so.enable_mem_pattern = s.enable_mem_pattern
-    so.enable_mem_reuse = s.enable_mem_reuse
-    so.use_per_session_threads = s.use_per_session_threads
-    so.log_severity_level = s.log_severity_level
+    for knob in knobs.settings(knobs.SESSION_OPTION):
+        value = knob.read(profile)
+        if value is None:
+            continue
+        if knob.ort_enum:
+            member = ENUM_NAMES[knob.ort_enum][value]
+            value = _enum(ort, knob.ort_enum, member, _ENUM_WHAT.get(knob.ort_enum, knob.name))
+        setattr(so, knob.ort_name, value)
     for key, value in profile.config_entries().items():
         so.add_session_config_entry(key, value)
     return so
 
-
-def provider_list(profile: Profile) -> list[Any]:
-    """Providers as ``InferenceSession(providers=...)`` takes them: the chosen one with its options, then CPU.
-
-    CPU comes last as the fallback for nodes the chosen provider cannot run; when CPU is the chosen provider it
-    is the only entry. With ``disable_cpu_ep_fallback`` the CPU entry is left out: ORT refuses a session that
-    lists the CPU provider explicitly and disables falling back to it.
-    """
-    name = profile.provider_name()
-    options = profile.provider_options()
-    if name == "CPUExecutionProvider" or profile.session.disable_cpu_ep_fallback:
-        return [(name, options)]
-    return [(name, options), "CPUExecutionProvider"]

@@ -1,20 +1,27 @@
 """The settings form as data: which knobs it edits, how a profile fills it, and how typed text becomes changes.
 
-Kept apart from the screen so the conversions (tri-states, optional numbers, the 0-based affinity syntax, the
-``cores: 0-3`` helper) are tested as plain functions, and the screen stays a thin layout over :data:`FIELDS`.
+The fields come from the knob registry (:mod:`ortop.config.knobs`): every knob with a form section is a field, its
+kind follows from its declaration, so a newly declared knob shows up in the form with no edit here. Kept apart
+from the screen so the conversions (tri-states, optional numbers, the 0-based affinity syntax, the ``cores: 0-3``
+helper) are tested as plain functions, and the screen stays a thin layout over :data:`FIELDS`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ortop.config import knobs
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
 
 TRI = (("default", "default"), ("on", "on"), ("off", "off"))
 BOOL = (("on", "on"), ("off", "off"))
+
+# Form sections in the order the form shows them; a section a knob names that is not here comes after these.
+SECTION_ORDER = ("Threads", "Spinning", "Graph and memory", "Global thread pools", "Logging", "Provider",
+                 "CUDA (provider cuda)", "Environment", "Workload")
 
 
 @dataclass(frozen=True)
@@ -23,68 +30,86 @@ class Field:
 
     key: str
     label: str
-    kind: str                  # int | opt_int | float | choice | tri | bool | text | affinity | env
+    kind: str  # int | opt_int | float | opt_float | choice | tri | bool | text | opt_text | affinity | env
     choices: tuple[tuple[str, str], ...] = ()
     hint: str = ""
     section: str = ""
 
 
 def _choices(values: tuple[str, ...], default: bool = False) -> tuple[tuple[str, str], ...]:
+    """Choice pairs for a cycle control; ``default`` first when the knob may be left to ORT."""
     out = tuple((v, v) for v in values)
     return ((("default", "default"),) + out) if default else out
 
 
-FIELDS: tuple[Field, ...] = (
-    Field("session.intra_op_num_threads", "intra-op threads", "int", hint="0 = ORT's default (physical cores)",
-          section="Threads"),
-    Field("session.inter_op_num_threads", "inter-op threads", "int", hint="0 = default; used in parallel mode",
-          section="Threads"),
-    Field("session.execution_mode", "execution mode", "choice", _choices(profile_mod.EXECUTION_MODES),
-          section="Threads"),
-    Field("session.intra_op_thread_affinities", "thread affinity", "affinity",
-          hint="0-based cores per pool thread: 1;2,3 — or cores: 0-3 to spread one per thread", section="Threads"),
-    Field("session.allow_spinning", "allow spinning", "tri", TRI, hint="intra-op pool spin-waits between work",
-          section="Spinning"),
-    Field("session.inter_op_allow_spinning", "inter-op spinning", "tri", TRI, section="Spinning"),
-    Field("session.spin_duration_us", "spin duration µs", "opt_int", hint="blank = ORT's default",
-          section="Spinning"),
-    Field("session.spin_backoff_max", "spin backoff max", "opt_int", hint="blank = ORT's default",
-          section="Spinning"),
-    Field("session.dynamic_block_base", "dynamic_block_base", "opt_int", hint="blank = off; 4 often tightens p99",
-          section="Spinning"),
-    Field("session.graph_optimization_level", "optimization", "choice", _choices(profile_mod.OPT_LEVELS),
-          section="Graph and memory"),
-    Field("session.enable_cpu_mem_arena", "CPU memory arena", "bool", BOOL, section="Graph and memory"),
-    Field("session.enable_mem_pattern", "memory pattern", "bool", BOOL, section="Graph and memory"),
-    Field("provider.name", "provider", "text", hint="cpu, cuda, tensorrt, openvino… (any name ORT knows)",
-          section="Provider"),
-    Field("provider.io_binding", "IO binding", "bool", BOOL, hint="inputs and outputs bound on the device",
-          section="Provider"),
-    Field("provider.options.device_id", "device_id", "opt_int", section="CUDA (provider cuda)"),
-    Field("provider.options.gpu_mem_limit", "gpu_mem_limit", "opt_int", hint="bytes; blank = no limit",
-          section="CUDA (provider cuda)"),
-    Field("provider.options.arena_extend_strategy", "arena_extend_strategy", "choice",
-          _choices(profile_mod.ARENA_STRATEGIES, default=True), section="CUDA (provider cuda)"),
-    Field("provider.options.cudnn_conv_algo_search", "cudnn_conv_algo_search", "choice",
-          _choices(profile_mod.CONV_ALGO_SEARCH, default=True), section="CUDA (provider cuda)"),
-    Field("provider.options.cudnn_conv_use_max_workspace", "cudnn_conv_use_max_workspace", "tri", TRI,
-          section="CUDA (provider cuda)"),
-    Field("provider.options.cudnn_conv1d_pad_to_nc1d", "cudnn_conv1d_pad_to_nc1d", "tri", TRI,
-          section="CUDA (provider cuda)"),
-    Field("provider.options.enable_cuda_graph", "enable_cuda_graph", "tri", TRI,
-          hint="needs IO binding and sequential mode", section="CUDA (provider cuda)"),
-    Field("env.OMP_NUM_THREADS", "OMP_NUM_THREADS", "env", hint="blank = unset", section="Environment"),
-    Field("env.OMP_WAIT_POLICY", "OMP_WAIT_POLICY", "env", hint="PASSIVE or ACTIVE", section="Environment"),
-    Field("env.LD_PRELOAD", "LD_PRELOAD", "env", hint="e.g. a mimalloc .so", section="Environment"),
-    Field("env.CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "env", section="Environment"),
-    Field("workload.rate_hz", "rate Hz", "float", hint="0 = closed loop; 100 shows the cost of spinning",
-          section="Workload"),
-    Field("workload.concurrency", "concurrency", "int", hint="concurrent callers", section="Workload"),
-    Field("workload.warmup_runs", "warm-up runs", "int", section="Workload"),
-    Field("workload.batch", "batch", "int", hint="0 = the model's own", section="Workload"),
-)
-FIELD_BY_KEY = {f.key: f for f in FIELDS}
-PLACEHOLDER = {"opt_int": "default", "env": "unset", "affinity": "e.g. cores: 0-3"}
+def kind_of(knob: knobs.Knob) -> str:
+    """The form control a knob needs. Map entries (provider options, env variables) may always be left unset."""
+    optional = knob.optional or knobs.is_entry(knob)
+    if knob.target == knobs.ENV:
+        return "env"
+    if knob.type is tuple:
+        return "affinity"
+    if knob.choices:
+        return "choice"
+    if knob.type is bool:
+        return "tri" if optional else "bool"
+    if knob.type is int:
+        return "opt_int" if optional else "int"
+    if knob.type is float:
+        return "opt_float" if optional else "float"
+    return "opt_text" if optional else "text"
+
+
+def field_of(knob: knobs.Knob) -> Field:
+    """The form field for one knob, from its declaration."""
+    kind = kind_of(knob)
+    choices: tuple[tuple[str, str], ...] = ()
+    if kind == "choice":
+        choices = _choices(knob.choices, default=knob.optional or knobs.is_entry(knob))
+    elif kind in ("tri", "bool"):
+        choices = TRI if kind == "tri" else BOOL
+    return Field(knob.key, knob.label or knob.name, kind, choices, knob.hint, knob.section)
+
+
+_cache: tuple[tuple[knobs.Knob, ...], tuple[Field, ...], dict[str, Field]] | None = None
+
+
+def fields() -> tuple[Field, ...]:
+    """Every knob with a form section, grouped by section (in :data:`SECTION_ORDER`), in declaration order within."""
+    global _cache
+    reg = knobs.registry()
+    if _cache is None or _cache[0] is not reg:
+        shown = [k for k in reg if k.section]
+        order = list(SECTION_ORDER) + [k.section for k in shown if k.section not in SECTION_ORDER]
+        rank = {section: i for i, section in reversed(list(enumerate(order)))}
+        made = tuple(field_of(k) for k in sorted(shown, key=lambda k: rank[k.section]))
+        _cache = (reg, made, {f.key: f for f in made})
+    return _cache[1]
+
+
+def field_by_key() -> dict[str, Field]:
+    """The form's fields by dotted key."""
+    fields()
+    assert _cache is not None
+    return _cache[2]
+
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; at run time they are computed from the registry on access
+    FIELDS: tuple[Field, ...]
+    FIELD_BY_KEY: dict[str, Field]
+
+
+def __getattr__(name: str) -> Any:
+    """``FIELDS`` and ``FIELD_BY_KEY`` always reflect the current registry (the screen reads them by name)."""
+    if name == "FIELDS":
+        return fields()
+    if name == "FIELD_BY_KEY":
+        return field_by_key()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+PLACEHOLDER = {"opt_int": "default", "opt_float": "default", "opt_text": "unset", "env": "unset",
+               "affinity": "e.g. cores: 0-3"}
 ENV_NOTE = "changing the environment restarts the worker process (ORT reads it at load time)"
 
 
@@ -93,16 +118,8 @@ class FieldError(ProfileError):
 
 
 def _get(profile: Profile, key: str) -> Any:
-    """The profile's value at a dotted key; maps (env, provider.options) read their entry or None."""
-    parts = key.split(".")
-    if parts[0] == "env":
-        return profile.env.get(parts[1])
-    if parts[:2] == ["provider", "options"]:
-        return profile.provider.options.get(parts[2])
-    node: Any = profile
-    for p in parts:
-        node = getattr(node, p)
-    return node
+    """The profile's value at a dotted key; map entries (env, provider.options) read their entry or None."""
+    return knobs.get(key).read(profile)
 
 
 def _tri_text(v: Any) -> str:
@@ -123,7 +140,7 @@ def cores_text(aff: tuple[tuple[int, ...], ...] | None) -> str:
 def form_values(profile: Profile) -> dict[str, str]:
     """The text each field shows for ``profile``."""
     out = {}
-    for f in FIELDS:
+    for f in fields():
         v = _get(profile, f.key)
         if f.kind in ("tri",):
             out[f.key] = _tri_text(v)
@@ -133,8 +150,8 @@ def form_values(profile: Profile) -> dict[str, str]:
             out[f.key] = "default" if v is None else str(v)
         elif f.kind == "affinity":
             out[f.key] = cores_text(v)
-        elif f.kind == "float":
-            out[f.key] = f"{v:g}"
+        elif f.kind in ("float", "opt_float"):
+            out[f.key] = "" if v is None else f"{v:g}"
         else:
             out[f.key] = "" if v is None else str(v)
     return out
@@ -202,7 +219,9 @@ def _parse_int(text: str, key: str, optional: bool) -> int | None:
         raise FieldError(f"{t!r} is not a whole number", key=key) from None
 
 
-def _parse_float(text: str, key: str) -> float:
+def _parse_float(text: str, key: str, optional: bool = False) -> float | None:
+    if optional and not text.strip():
+        return None
     try:
         v = float(text.strip())
     except ValueError:
@@ -217,8 +236,8 @@ def _value(f: Field, text: str, intra: int) -> Any:
         return _parse_int(text, f.key, optional=False)
     if f.kind == "opt_int":
         return _parse_int(text, f.key, optional=True)
-    if f.kind == "float":
-        return _parse_float(text, f.key)
+    if f.kind in ("float", "opt_float"):
+        return _parse_float(text, f.key, optional=f.kind == "opt_float")
     if f.kind == "tri":
         return None if text == "default" else text == "on"
     if f.kind == "bool":
@@ -227,7 +246,7 @@ def _value(f: Field, text: str, intra: int) -> Any:
         return None if text == "default" else text
     if f.kind == "affinity":
         return parse_affinity(text, intra)
-    if f.kind == "env":
+    if f.kind in ("env", "opt_text"):
         return text.strip() or None
     t = text.strip()
     if not t:
@@ -248,7 +267,7 @@ def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
         intra = int(intra_text.strip())
     except ValueError:
         intra = profile.session.intra_op_num_threads
-    for f in FIELDS:
+    for f in fields():
         if f.key not in values:
             continue
         try:
@@ -261,12 +280,12 @@ def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
             cur = _tri_text(cur) == "on"
         if v != cur:
             out[f.key] = v
-    provider = out.get("provider.name", profile.provider.name)
-    if str(provider).lower() != "cuda":
-        for k, v in list(out.items()):
-            if k.startswith("provider.options.") and v is not None:
-                errors.append(FieldError(f"{FIELD_BY_KEY[k].label} is a CUDA option: set provider to cuda first",
-                                         key=k))
+    provider = str(out.get("provider.name", profile.provider.name)).lower()
+    for k, v in out.items():
+        knob = knobs.find(k)
+        if knob is not None and knob.provider and knob.provider != provider and v is not None:
+            errors.append(FieldError(f"{field_by_key()[k].label} is a {knob.provider.upper()} option: set provider "
+                                     f"to {knob.provider} first", key=k))
     if errors:
         raise errors[0] if len(errors) == 1 else profile_mod.ProfileErrors(errors)
     return out
@@ -290,9 +309,9 @@ def field_for(key: str | None) -> str | None:
     """The form field an error key belongs to: ``provider.options.x`` and ``env.X`` map to their own row."""
     if key is None:
         return None
-    if key in FIELD_BY_KEY:
+    if key in field_by_key():
         return key
-    for f in FIELDS:
+    for f in fields():
         if key.startswith(f.key + "."):
             return f.key
     return None

@@ -1,0 +1,191 @@
+"""Refuse settings ORT would reject or silently ignore, before any session is built.
+
+Two kinds of checks: each knob's own domain (ranges, choices, map values), generated from its declaration in
+:mod:`ortop.config.knobs` so a new knob is checked with no edit here; and the rules between knobs (affinity count
+against threads, CUDA graphs against IO binding and the executor, ...) written out in :data:`RULES`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ortop.config import knobs
+from ortop.config.errors import ProfileError, raise_if_any
+from ortop.config.io import Report, line_of, suggest
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ortop.config.profile import Profile
+
+Rule = Callable[["Profile", Report, "int | None"], None]
+
+
+def validate(profile: Profile, *, path: str | None = None, text: str | None = None,
+             host_cpus: int | None = None) -> None:
+    """Raise ProfileError (one) or ProfileErrors (several) for everything wrong with ``profile``.
+
+    ``host_cpus`` adds the checks that depend on the machine (affinity cores that exist).
+    """
+    errors: list[ProfileError] = []
+
+    def err(msg: str, key: str) -> None:
+        errors.append(ProfileError(msg, path=path, line=line_of(text, key), key=key))
+
+    for knob in knobs.registry():
+        if not knobs.is_entry(knob):
+            check_value(knob, knob.read(profile), err)
+    for rule in RULES:
+        rule(profile, err, host_cpus)
+    raise_if_any(errors)
+
+
+# ---- per knob, from the declarations ----------------------------------------------------------------------------
+
+def _bounds(knob: knobs.Knob) -> str:
+    """The allowed range as an error states it: ``0..4``, ``>= 0 (0 = ORT's default)``."""
+    lo, hi = knob.minimum, knob.maximum
+    if lo is not None and hi is not None:
+        return f"{lo:g}..{hi:g}"
+    if lo is not None:
+        return f">= {lo:g}" + (f" ({knob.note})" if knob.note else "")
+    return f"<= {hi:g}"
+
+
+def _out_of_range(knob: knobs.Knob, value: float) -> bool:
+    """Outside the declared bounds; infinities and NaN never pass (a paced rate of inf is no rate)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
+    return (knob.minimum is not None and value < knob.minimum) or (knob.maximum is not None and value > knob.maximum)
+
+
+def check_value(knob: knobs.Knob, value: Any, err: Report) -> None:
+    """The knob's own domain: choices, numeric bounds, and for maps each value's bounds and carriability."""
+    if knob.is_map:
+        _check_map(knob, value, err)
+        return
+    if value is None:
+        return
+    if knob.choices and value not in knob.choices:
+        close = difflib.get_close_matches(str(value), knob.choices, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        err(f"{knob.name} must be one of {', '.join(knob.choices)}, got {value!r}{hint}", knob.key)
+    elif knob.type in (int, float) and (knob.minimum is not None or knob.maximum is not None):
+        if _out_of_range(knob, value):
+            err(f"{knob.name} must be {_bounds(knob)}, got {value}", knob.key)
+
+
+def _check_map(knob: knobs.Knob, mapping: Any, err: Report) -> None:
+    """Each value of a map knob: its bounds, shapes without negative dimensions, no NUL where ORT or the
+    environment would cut the string short."""
+    for k, v in mapping.items():
+        dotted = f"{knob.key}.{k}"
+        if knob.values is knobs.SHAPE:
+            if any(d < 0 for d in v):
+                err(f"{knob.name}.{k} has a negative dimension: {list(v)}", dotted)
+        elif knob.values in (int, float) and knob.minimum is not None and _out_of_range(knob, v):
+            err(f"{knob.name}.{k} must be {_bounds(knob)}, got {v}", dotted)
+        if knob.target in (knobs.CONFIG_ENTRY, knobs.PROVIDER_OPTION, knobs.ENV) and (
+                "\0" in str(k) or "\0" in str(v)):
+            err(f"{dotted} contains a NUL character, which ORT and the environment cannot carry", dotted)
+
+
+def entry_error(knob: knobs.Knob, value: Any) -> str | None:
+    """Why ``value`` cannot be this provider option, or None. Options arrive loosely typed (``"1"`` for true)."""
+    if knob.choices:
+        if str(value) not in knob.choices:
+            return f"{knob.name} must be one of {', '.join(knob.choices)}, got {value!r}"
+    elif knob.type is bool:
+        if not isinstance(value, bool) and str(value) not in ("0", "1"):
+            return f"{knob.name} must be true or false, got {value!r}"
+    elif knob.type is int:
+        low = knob.minimum if knob.minimum is not None else -math.inf
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            what = "a non-negative integer" if low == 0 else f"an integer >= {low:g}"
+            return f"{knob.name} must be {what}, got {value!r}"
+    return None
+
+
+# ---- between knobs ----------------------------------------------------------------------------------------------
+
+def _affinity(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    """ORT pins only the pool's extra threads: one core list per intra-op thread beyond the caller's."""
+    s = profile.session
+    aff = s.intra_op_thread_affinities
+    if aff is None:
+        return
+    key = "session.intra_op_thread_affinities"
+    if s.intra_op_num_threads < 2:
+        err("intra_op_thread_affinities needs intra_op_num_threads >= 2 (ORT pins the pool's extra threads: "
+            "one list per thread beyond the caller's)", key)
+    elif len(aff) != s.intra_op_num_threads - 1:
+        err(f"intra_op_thread_affinities has {len(aff)} entries but intra_op_num_threads = "
+            f"{s.intra_op_num_threads} needs {s.intra_op_num_threads - 1} (one per pool thread; the calling "
+            "thread is not pinned)", key)
+    for thread in aff:
+        if not thread:
+            err("intra_op_thread_affinities has an empty core list", key)
+        for core in thread:
+            if core < 0:
+                err(f"core {core} in intra_op_thread_affinities is negative: cores count from 0", key)
+            elif host_cpus is not None and core >= host_cpus:
+                err(f"core {core} in intra_op_thread_affinities does not exist on this host "
+                    f"(cores 0-{host_cpus - 1})", key)
+
+
+def _config_shadowing(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    """A raw [session.config] key that a knob owns would let two places disagree: point at the knob."""
+    owners = {k.ort_name: k for k in knobs.settings(knobs.CONFIG_ENTRY)}
+    for k in profile.session.config:
+        if k in owners:
+            err(f"[session.config] {k!r} has a field of its own: set {owners[k].key} instead", f"session.config.{k}")
+
+
+def _provider(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    """A provider to run on must remain: a name, and CPU fallback not disabled when CPU is the provider."""
+    p = profile.provider
+    if not p.name:
+        err("provider.name must not be empty", "provider.name")
+    if profile.session.disable_cpu_ep_fallback and profile.provider_name() == "CPUExecutionProvider":
+        err("disable_cpu_ep_fallback with provider cpu leaves no provider to run on: ORT refuses the session",
+            "session.disable_cpu_ep_fallback")
+
+
+def _provider_options(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    """Providers with declared options (CUDA) take only those; others take their options verbatim."""
+    provider = profile.provider.name.lower()
+    declared = {k.name: k for k in knobs.entries("provider.options", provider)}
+    if not declared:
+        return
+    for k, v in profile.provider.options.items():
+        dotted = f"provider.options.{k}"
+        if k not in declared:
+            err(f"unknown {provider.upper()} provider option {k!r}{suggest(k, list(declared))}", dotted)
+            continue
+        message = entry_error(declared[k], v)
+        if message:
+            err(message, dotted)
+
+
+def _cuda_graph(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    """CUDA graphs replay fixed device addresses with one executor: refused by ORT otherwise, so refused here."""
+    if not profile.cuda_graph():
+        return
+    if not profile.provider.io_binding:
+        err("enable_cuda_graph needs provider.io_binding = true (CUDA graphs replay fixed device addresses)",
+            "provider.options.enable_cuda_graph")
+    if profile.session.execution_mode != "sequential":
+        err("enable_cuda_graph needs execution_mode = \"sequential\" (ORT refuses graphs with the parallel "
+            "executor)", "provider.options.enable_cuda_graph")
+
+
+def _env_names(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    """Names a shell and the worker's environment can hold."""
+    for k in profile.env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            err(f"env key {k!r} is not a valid environment variable name", f"env.{k}")
+
+
+RULES: tuple[Rule, ...] = (_affinity, _config_shadowing, _provider, _provider_options, _cuda_graph, _env_names)

@@ -1,0 +1,83 @@
+"""How knob values become ONNX Runtime's strings and back: one spelling for every place that writes them.
+
+Session config entries and provider options are string maps in ORT, so bools, numbers and thread affinities all
+need one agreed text form; keeping it here means the live session, the exporters and ``profiles show`` cannot
+write the same value two ways.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ortop.config.errors import ProfileError
+
+
+def ort_str(value: Any) -> str:
+    """The string ORT's config and provider-option maps take: bools as "1"/"0", whole floats without ".0"."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def truthy(value: Any) -> bool:
+    """Whether a provider option means 'on': options arrive as bools, numbers or ORT's "1"/"true" strings."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def human(value: Any) -> str:
+    """A value as a change line shows it: None is ORT's default, bools read on/off."""
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def affinity_string(cores: tuple[tuple[int, ...], ...]) -> str:
+    """ORT's ``session.intra_op_thread_affinities`` text for 0-based cores: 1-based ids, ',' within a thread, ';'
+    between.
+
+    ORT counts logical processors from 1 (it subtracts one), while htop and psutil count from 0.
+    """
+    return ";".join(",".join(str(c + 1) for c in thread) for thread in cores)
+
+
+def parse_affinity_string(text: str) -> tuple[tuple[int, ...], ...]:
+    """The inverse of :func:`affinity_string`; accepts ORT's ranges (``1-3``) too. Returns 0-based cores."""
+    threads = []
+    for part in text.split(";"):
+        cores: list[int] = []
+        for item in part.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if "-" in item:
+                lo, hi = item.split("-", 1)
+                cores.extend(range(int(lo) - 1, int(hi)))
+            else:
+                cores.append(int(item) - 1)
+        threads.append(tuple(cores))
+    return tuple(threads)
+
+
+def parse_core_list(text: str) -> tuple[int, ...]:
+    """``"0-3,6"`` → ``(0, 1, 2, 3, 6)``: 0-based cores as a user types them."""
+    out: list[int] = []
+    for item in text.replace(" ", "").split(","):
+        if not item:
+            continue
+        try:
+            if "-" in item:
+                lo, hi = (int(x) for x in item.split("-", 1))
+                if hi < lo:
+                    raise ValueError
+                out.extend(range(lo, hi + 1))
+            else:
+                out.append(int(item))
+        except ValueError:
+            raise ProfileError(f"bad core list {text!r}: use 0-based numbers and ranges like 0-3,6") from None
+    return tuple(out)

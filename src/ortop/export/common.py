@@ -1,0 +1,89 @@
+"""What the exporters share: the error, the model path default, IO-binding devices, global pools, headers, and the
+walk over the registry's SessionOptions knobs that each code exporter spells in its own language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ortop.config import knobs
+from ortop.config.profile import Profile
+
+DEFAULT_MODEL = "model.onnx"
+
+# Knob values that need a newer onnxruntime than ortop's floor, by (knob key, value): said beside the setting.
+VERSION_NOTES: dict[tuple[str, Any], str] = {
+    ("session.graph_optimization_level", "layout"): "ORT_ENABLE_LAYOUT needs onnxruntime >= 1.23.",
+}
+
+
+class ExportError(ValueError):
+    """The format is unknown, or the profile holds something the format cannot express."""
+
+
+def model_path(profile: Profile, model: str | None) -> str:
+    """The model path the export names: the caller's, else the profile's, else ``model.onnx``."""
+    return model if model is not None else (profile.model or DEFAULT_MODEL)
+
+
+def device(profile: Profile) -> tuple[str, int]:
+    """The device IO binding places tensors on, and its id."""
+    name = profile.provider_name()
+    where = "cuda" if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider") else "cpu"
+    try:
+        device_id = int(profile.provider.options.get("device_id", 0))
+    except (TypeError, ValueError):
+        device_id = 0
+    return where, device_id
+
+
+def global_pools(profile: Profile) -> tuple[int, int] | None:
+    """(intra, inter) sizes of the process-wide pools when the profile uses them, else None."""
+    s = profile.session
+    if s.use_per_session_threads:
+        return None
+    return s.global_intra_op_num_threads, s.global_inter_op_num_threads
+
+
+def literal(value: Any) -> str:
+    """A knob value as a note or comment names it: TOML's spelling (``false``, ``4``, ``parallel``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def session_settings(profile: Profile) -> Iterator[tuple[knobs.Knob, Any]]:
+    """Each SessionOptions-attribute knob the profile sets, with its value, in declaration order."""
+    for knob in knobs.settings(knobs.SESSION_OPTION):
+        value = knob.read(profile)
+        if value is not None:
+            yield knob, value
+
+
+def spelled(profile: Profile, setters: dict[str, Callable[[Any], list[str]]],
+            unknown: Callable[[knobs.Knob, Any], str]) -> list[str]:
+    """Statements setting the profile's SessionOptions knobs in one language.
+
+    ``setters`` spells the knobs that language has an API call for; any other knob set away from its default is
+    named by ``unknown`` (a comment), so a newly declared knob shows up in every export without an edit.
+    """
+    out: list[str] = []
+    for knob, value in session_settings(profile):
+        setter = setters.get(knob.key)
+        if setter is not None:
+            out += setter(value)
+        elif value != knob.default:
+            out.append(unknown(knob, value))
+    return out
+
+
+def comment_header(profile: Profile, api: str, quote: Callable[[str], str]) -> list[str]:
+    """The ``//`` comment lines C++ and C# exports open with: origin, profile description, env vars to set."""
+    out = [f"// ONNX Runtime session settings exported from an ortop profile ({api})."]
+    if profile.description:
+        out.append(f"// profile: {quote(profile.description)}")
+    if profile.env:
+        out.append("// Environment variables to set before the process starts (LD_PRELOAD is read only then):")
+        out += [f"//   {k}={quote(v)}" for k, v in profile.env.items()]
+    return out

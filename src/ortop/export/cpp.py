@@ -1,0 +1,153 @@
+"""``--to cpp``: an ``Ort::SessionOptions`` builder (onnxruntime_cxx_api.h).
+
+The C++ API has a named setter per SessionOptions attribute, declared in :data:`SETTERS` by knob key; config-entry
+knobs need none (``AddConfigEntry``), and a SessionOptions knob with no setter here is named in a comment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ortop.config import knobs
+from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
+from ortop.config.profile import Profile
+from ortop.export.common import VERSION_NOTES, comment_header, global_pools, literal, spelled
+from ortop.export.literals import cpp_str
+
+
+def _opt_level(v: str) -> list[str]:
+    """The level by enum name, with the onnxruntime version a newer level needs."""
+    note = VERSION_NOTES.get(("session.graph_optimization_level", v))
+    return ([f"// {note}"] if note else []) + [
+        f"so.SetGraphOptimizationLevel(GraphOptimizationLevel::{OPT_LEVEL_NAMES[v]});"]
+
+
+# The C++ statements for a knob's value, by knob key (an empty list: nothing to write for that value).
+SETTERS: dict[str, Callable[[Any], list[str]]] = {
+    "session.intra_op_num_threads": lambda v: [f"so.SetIntraOpNumThreads({v});"],
+    "session.inter_op_num_threads": lambda v: [f"so.SetInterOpNumThreads({v});"],
+    "session.execution_mode": lambda v: [f"so.SetExecutionMode(ExecutionMode::{EXEC_MODE_NAMES[v]});"],
+    "session.graph_optimization_level": _opt_level,
+    "session.enable_cpu_mem_arena": lambda v: ["so.EnableCpuMemArena();" if v else "so.DisableCpuMemArena();"],
+    "session.enable_mem_pattern": lambda v: ["so.EnableMemPattern();" if v else "so.DisableMemPattern();"],
+    "session.enable_mem_reuse": lambda v: [] if v else [
+        "// enable_mem_reuse = false: the C/C++ API has no setter for it (Python's SessionOptions.enable_mem_reuse); "
+        "it stays on here."],
+    "session.use_per_session_threads": lambda v: [] if v else [
+        "so.DisablePerSessionThreads();  // use the Env's global pools (see MakeEnv)"],
+    "session.log_severity_level": lambda v: [f"so.SetLogSeverityLevel({v});"],
+}
+
+# Registration names the generic AppendExecutionProvider(name, options) takes, per ORT provider name.
+GENERIC_EP_NAMES = {
+    "QNNExecutionProvider": "QNN",
+    "XnnpackExecutionProvider": "XNNPACK",
+    "SNPEExecutionProvider": "SNPE",
+    "OpenVINOExecutionProvider": "OpenVINO",
+    "WebGpuExecutionProvider": "WebGPU",
+    "CoreMLExecutionProvider": "CoreML",
+    "DmlExecutionProvider": "DML",
+    "VitisAIExecutionProvider": "VitisAI",
+    "AzureExecutionProvider": "AZURE",
+}
+
+
+def generic_ep_name(name: str) -> tuple[str, bool]:
+    """(registration name, whether it is a known one)."""
+    if name in GENERIC_EP_NAMES:
+        return GENERIC_EP_NAMES[name], True
+    return (name[: -len("ExecutionProvider")] if name.endswith("ExecutionProvider") else name), False
+
+
+def _unknown(knob: knobs.Knob, value: Any) -> str:
+    """A comment naming a SessionOptions knob C++ has no setter for, so the export never drops it silently."""
+    return (f"// {knob.name} = {cpp_str(literal(value))}: no C++ setter is known for SessionOptions."
+            f"{knob.ort_name}; it stays at ORT's default here.")
+
+
+def _env(pools: tuple[int, int] | None) -> list[str]:
+    """MakeEnv(): the global pools exist only if the Env is created with them."""
+    if not pools:
+        return ["inline Ort::Env MakeEnv() {", '  return Ort::Env(ORT_LOGGING_LEVEL_WARNING, "ortop");', "}"]
+    return [
+        "// One Env per process, created with the global thread pools every session here shares.",
+        "inline Ort::Env MakeEnv() {",
+        "  Ort::ThreadingOptions threading;",
+        f"  threading.SetGlobalIntraOpNumThreads({pools[0]});",
+        f"  threading.SetGlobalInterOpNumThreads({pools[1]});",
+        '  return Ort::Env(threading, ORT_LOGGING_LEVEL_WARNING, "ortop");',
+        "}",
+    ]
+
+
+def _provider(profile: Profile) -> list[str]:
+    """Appending the provider: CUDA and TensorRT through their V2 option structs, others by registration name."""
+    name = profile.provider_name()
+    options = profile.provider_options()
+    if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
+        short, struct = ("CUDA", "OrtCUDAProviderOptionsV2") if name == "CUDAExecutionProvider" else (
+            "TensorRT", "OrtTensorRTProviderOptionsV2")
+        var = "cuda_options" if short == "CUDA" else "trt_options"
+        out = [
+            f"// {name}: the V2 options take every key as a string, as the Python API does.",
+            "const OrtApi& api = Ort::GetApi();",
+            f"{struct}* {var} = nullptr;",
+            f"Ort::ThrowOnError(api.Create{short}ProviderOptions(&{var}));",
+            f"std::unique_ptr<{struct}, decltype(api.Release{short}ProviderOptions)> {var}_guard(",
+            f"    {var}, api.Release{short}ProviderOptions);",
+        ]
+        if options:
+            keys = ", ".join(cpp_str(k) for k in options)
+            values = ", ".join(cpp_str(v) for v in options.values())
+            out += [
+                f"const std::vector<const char*> keys{{{keys}}};",
+                f"const std::vector<const char*> values{{{values}}};",
+                f"Ort::ThrowOnError(api.Update{short}ProviderOptions({var}, keys.data(), values.data(), keys.size()));",
+            ]
+        return out + [f"so.AppendExecutionProvider_{short}_V2(*{var});"]
+    if name == "CPUExecutionProvider":
+        return ["// CPU provider options have no C++ setter; the CPU provider is always registered."] if options else []
+    reg, known = generic_ep_name(name)
+    out = [] if known else [f"// {cpp_str(name)}: check the registration name your onnxruntime build expects."]
+    pairs = ", ".join(f"{{{cpp_str(k)}, {cpp_str(v)}}}" for k, v in options.items())
+    return out + [f"so.AppendExecutionProvider({cpp_str(reg)}, {{{pairs}}});"]
+
+
+def render(profile: Profile, model_path: str) -> str:
+    """The C++ source for ``profile``."""
+    out = comment_header(profile, "onnxruntime_cxx_api.h", cpp_str)
+    out += [
+        "//",
+        "// Usage:  Ort::Env env = MakeEnv();  Ort::Session session = MakeSession(env);",
+        "",
+        "#include <onnxruntime_cxx_api.h>",
+        "",
+        "#include <memory>",
+        "#include <string>",
+        "#include <unordered_map>",
+        "#include <vector>",
+        "",
+    ]
+    out += _env(global_pools(profile))
+    body = spelled(profile, SETTERS, _unknown)
+    body += [f"so.AddConfigEntry({cpp_str(k)}, {cpp_str(v)});" for k, v in profile.config_entries().items()]
+    body += _provider(profile)
+    out += ["", "inline Ort::SessionOptions MakeSessionOptions() {", "  Ort::SessionOptions so;"]
+    out += [f"  {line}" for line in body]
+    out += ["  return so;", "}", ""]
+    if profile.provider.io_binding:
+        out += [
+            "// The profile runs through IO binding: bind inputs and outputs on the device with Ort::IoBinding",
+            "// (session.Run(Ort::RunOptions{}, binding)) so tensors are not copied on every run.",
+        ]
+        if profile.cuda_graph():
+            out.append("// enable_cuda_graph replays fixed device addresses: reuse the same bound buffers and shapes.")
+    out += [
+        "inline Ort::Session MakeSession(Ort::Env& env,",
+        f"                                const ORTCHAR_T* model_path = ORT_TSTR({cpp_str(model_path)})) {{",
+        "  Ort::SessionOptions so = MakeSessionOptions();",
+        "  return Ort::Session(env, model_path, so);",
+        "}",
+    ]
+    return "\n".join(out) + "\n"

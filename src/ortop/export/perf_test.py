@@ -1,0 +1,222 @@
+"""``--to perf-test``: an ``onnxruntime_perf_test`` command line.
+
+perf_test has dedicated flags for some knobs, declared in :data:`KNOB_FLAGS` by knob key. Every other config entry
+knob goes through ``-C``, every other provider option through ``-i``, and a SessionOptions knob it has no flag for
+is listed as a ``# note:`` line above the command, which stays runnable. It refuses execution providers with no
+``-e`` name, and keys or values its ``"key|value key|value"`` lists cannot hold.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from ortop.config import knobs
+from ortop.config.ort_names import OPT_LEVEL_VALUES
+from ortop.config.profile import Profile
+from ortop.config.values import affinity_string, truthy
+from ortop.export.common import ExportError, literal
+from ortop.export.literals import json_str
+
+# Flags of onnxruntime_perf_test, checked against onnxruntime/test/perftest/command_args_parser.cc (its ABSL_FLAG
+# definitions, usage text and ParseArguments) and their use in ort_test_session.cc and test_configuration.h.
+# flag -> (takes a value, meaning). Positional arguments: model_path [result_file].
+PERF_TEST_FLAGS: dict[str, tuple[bool, str]] = {
+    "-A": (False, "disable the CPU memory arena"),
+    "-M": (False, "disable the memory pattern (also off with -P)"),
+    "-P": (False, "parallel executor instead of sequential"),
+    "-c": (True, "number of concurrent Run() calls"),
+    "-e": (True, "execution provider: cpu, cuda, dnnl, tensorrt, nvtensorrtrtx, openvino, dml, acl, nnapi, "
+                 "coreml, qnn, snpe, migraphx, xnnpack, vitisai, webgpu, vsinpu"),
+    "-i": (True, "provider options 'key|value key|value' (CUDA: UpdateCUDAProviderOptions)"),
+    "-C": (True, "session config entries 'key|value key|value'"),
+    "-x": (True, "intra-op threads (0 = ORT's default)"),
+    "-y": (True, "inter-op threads, applied with -P (0 = ORT's default)"),
+    "-o": (True, "graph optimization level: 0 disable, 1 basic, 2 extended, 3 layout, 99 all"),
+    "-T": (True, "intra-op thread affinity string (session.intra_op_thread_affinities, 1-based)"),
+    "-D": (False, "disable intra-op spinning (session.intra_op.allow_spinning = 0)"),
+    "-Z": (False, "stop spinning between runs (session.force_spinning_stop = 1)"),
+    "-z": (False, "flush denormals to zero"),
+    "-d": (True, "cuDNN conv algo search: 0 EXHAUSTIVE (default), 1 HEURISTIC, 2 DEFAULT"),
+    "-q": (False, "CUDA copies on a separate stream (do_copy_in_default_stream = 0)"),
+    "-g": (False, "IO binding on the device (CUDA, TensorRT, TensorRT RTX)"),
+    "-m": (True, "test mode: duration or times"),
+    "-t": (True, "seconds to run in duration mode (default 600)"),
+    "-r": (True, "repetitions in times mode (default 1000)"),
+    "-I": (False, "generate input tensors (free dims are 1 unless -f)"),
+    "-f": (True, "free dimension override by name, 'name:value' (repeatable)"),
+    "-F": (True, "free dimension override by denotation, 'denotation:value' (repeatable)"),
+    "-S": (True, "seed for generated inputs (-1: not initialised)"),
+    "-s": (False, "print statistics (on by default without a result file)"),
+    "-p": (True, "enable profiling, write to this file"),
+    "-v": (False, "verbose"),
+    "-u": (True, "save the optimized model to this path"),
+    "-l": (False, "load the model from memory"),
+    "-n": (False, "exit after session creation"),
+    "-R": (True, "register a custom op library"),
+    "-X": (False, "register onnxruntime-extensions custom ops"),
+    "--spin_duration_us": (True, "intra-op spin duration in microseconds (newer builds)"),
+    "--spin_backoff_max": (True, "intra-op spin exponential-backoff cap (newer builds)"),
+}
+
+PERF_TEST_EP_NAMES = {
+    "CPUExecutionProvider": "cpu",
+    "CUDAExecutionProvider": "cuda",
+    "DnnlExecutionProvider": "dnnl",
+    "TensorrtExecutionProvider": "tensorrt",
+    "NvTensorRTRTXExecutionProvider": "nvtensorrtrtx",
+    "OpenVINOExecutionProvider": "openvino",
+    "DmlExecutionProvider": "dml",
+    "ACLExecutionProvider": "acl",
+    "NnapiExecutionProvider": "nnapi",
+    "CoreMLExecutionProvider": "coreml",
+    "QNNExecutionProvider": "qnn",
+    "SNPEExecutionProvider": "snpe",
+    "MIGraphXExecutionProvider": "migraphx",
+    "XnnpackExecutionProvider": "xnnpack",
+    "VitisAIExecutionProvider": "vitisai",
+    "WebGpuExecutionProvider": "webgpu",
+    "VSINPUExecutionProvider": "vsinpu",
+}
+
+_CONV_ALGO = {"EXHAUSTIVE": "0", "HEURISTIC": "1", "DEFAULT": "2"}
+PERF_TEST_SECONDS = 10
+PERF_TEST_RESULT_FILE = "perf_result.txt"
+
+# perf_test's own flags for a knob's value, by knob key: the arguments to add ([] = nothing, the value is
+# perf_test's default), or None when no flag says that value, so the knob takes the generic route (-C, -i, a
+# note). perf_test warns when -C sets a key a flag also sets, so each key goes one way. Provider options get the
+# value as written in the profile.
+KNOB_FLAGS: dict[str, Callable[[Any], list[str] | None]] = {
+    "session.intra_op_num_threads": lambda v: ["-x", str(v)],
+    "session.inter_op_num_threads": lambda v: ["-y", str(v)] if v else [],
+    "session.execution_mode": lambda v: ["-P"] if v == "parallel" else [],
+    "session.graph_optimization_level": lambda v: ["-o", str(OPT_LEVEL_VALUES[v])],
+    "session.enable_cpu_mem_arena": lambda v: [] if v else ["-A"],
+    "session.enable_mem_pattern": lambda v: [] if v else ["-M"],
+    "session.allow_spinning": lambda v: ["-D"] if v is False else None,
+    "session.intra_op_thread_affinities": lambda v: ["-T", affinity_string(v)],
+    "provider.options.cudnn_conv_algo_search": lambda v: ["-d", _CONV_ALGO[str(v)]],
+    "provider.options.do_copy_in_default_stream": lambda v: [] if truthy(v) else ["-q"],
+}
+
+# The note for a knob perf_test has no flag for, by knob key, where there is more to say than _NO_FLAG.
+_NO_FLAG = "{name} = {value} has no perf_test flag"
+_NO_FLAG_NOTES = {
+    "session.enable_mem_reuse": "{name} = {value} has no perf_test flag; it stays on",
+    "session.use_per_session_threads": "{name} = {value} (global thread pools) has no perf_test flag",
+    "session.log_severity_level": "{name} = {value} has no perf_test flag (-v is verbose)",
+}
+_VALUE_NOTES = {("session.graph_optimization_level", "layout"):
+                "-o 3 (layout) needs an onnxruntime_perf_test of onnxruntime >= 1.23"}
+
+
+def _pairs(entries: dict[str, str], what: str, flag: str) -> str:
+    """perf_test's 'key|value key|value' list: whitespace splits pairs and the first '|' splits key from value."""
+    for k, v in entries.items():
+        if not k or any(c.isspace() for c in k) or "|" in k:
+            raise ExportError(f"perf-test cannot express {what} key {k!r} in {flag} (no whitespace or '|' allowed)")
+        if any(c.isspace() for c in v):
+            raise ExportError(f"perf-test cannot express {what} {k!r} = {v!r} in {flag} (its values cannot "
+                              "hold whitespace)")
+    return " ".join(f"{k}|{v}" for k, v in entries.items())
+
+
+def _session(profile: Profile, args: list[str], notes: list[str]) -> None:
+    """SessionOptions knobs (and the global pools): their flags, or a note naming the ones perf_test cannot set."""
+    for knob in knobs.settings(knobs.SESSION_OPTION, knobs.GLOBAL_POOL):
+        value = knob.read(profile)
+        if value is None or (knob.target == knobs.GLOBAL_POOL and profile.session.use_per_session_threads):
+            continue
+        flag = KNOB_FLAGS.get(knob.key)
+        carried = flag(value) if flag else None
+        if carried is not None:
+            args += carried
+        elif value != knob.default:
+            notes.append(_NO_FLAG_NOTES.get(knob.key, _NO_FLAG).format(name=knob.name, value=literal(value)))
+        if (knob.key, value) in _VALUE_NOTES:
+            notes.append(_VALUE_NOTES[(knob.key, value)])
+    config = profile.config_entries()
+    for knob in knobs.settings(knobs.CONFIG_ENTRY):
+        value = knob.read(profile)
+        flag = KNOB_FLAGS.get(knob.key)
+        carried = flag(value) if flag and value is not None else None
+        if carried is not None:
+            del config[knob.ort_name]
+            args += carried
+    if config:
+        args += ["-C", _pairs(config, "session config", "-C")]
+
+
+def _provider(profile: Profile, ep: str, args: list[str], notes: list[str]) -> None:
+    """Provider options: their own flags where perf_test has them, the rest through -i; IO binding via -g."""
+    options = profile.provider_options()
+    for knob in knobs.entries("provider.options", ep):
+        flag = KNOB_FLAGS.get(knob.key)
+        if flag is None or knob.name not in options:
+            continue
+        carried = flag(profile.provider.options[knob.name])
+        if carried is not None:
+            del options[knob.name]
+            args += carried
+    if options:
+        if ep == "cpu":
+            notes.append("perf_test passes no provider options to the CPU provider: "
+                         + ", ".join(f"{k}={json_str(v)}" for k, v in options.items()))
+        else:
+            args += ["-i", _pairs(options, "provider option", "-i")]
+    if profile.provider.io_binding:
+        if ep in ("cuda", "tensorrt", "nvtensorrtrtx"):
+            args.append("-g")
+        else:
+            notes.append(f"io_binding has no perf_test flag for -e {ep} (-g binds on CUDA devices only)")
+
+
+def _workload(profile: Profile, args: list[str], notes: list[str]) -> None:
+    """ortop's own workload knobs: the few perf_test can carry (callers, seed, free dims), notes for the rest."""
+    w = profile.workload
+    if w.concurrency > 1:
+        args += ["-c", str(w.concurrency)]
+    if w.rate_hz > 0:
+        notes.append(f"rate_hz = {w.rate_hz:g}: perf_test runs closed loop, back to back")
+    if w.inputs:
+        notes.append("inputs from .npy files are not carried over: without -I perf_test reads test_data_set_* "
+                     "folders next to the model")
+    else:
+        args += ["-I", "-S", str(w.seed)]
+    for dim, value in w.dims.items():
+        if not dim or any(c.isspace() for c in dim) or ":" in dim:
+            raise ExportError(f"perf-test cannot express free dimension {dim!r} in -f (no whitespace or ':')")
+        args += ["-f", f"{dim}:{value}"]
+    if w.batch:
+        notes.append(f"batch = {w.batch}: perf_test has no batch flag; name the dimension with -f NAME:{w.batch}")
+    if w.shapes:
+        notes.append("whole input shapes are not carried over; use -f for their free dimensions")
+    if w.values:
+        notes.append("constant input values are not carried over (-I generates random inputs)")
+
+
+def render(profile: Profile, model_path: str) -> str:
+    """The perf_test command for ``profile``, with ``# note:`` lines for what it cannot carry."""
+    name = profile.provider_name()
+    if name not in PERF_TEST_EP_NAMES:
+        raise ExportError(
+            f"onnxruntime_perf_test has no -e name for provider {profile.provider.name!r} ({name}); it knows: "
+            + ", ".join(sorted(set(PERF_TEST_EP_NAMES.values())))
+        )
+    ep = PERF_TEST_EP_NAMES[name]
+    notes: list[str] = []
+    args: list[str] = ["-e", ep, "-m", "duration", "-t", str(PERF_TEST_SECONDS), "-s"]
+    _session(profile, args, notes)
+    _provider(profile, ep, args, notes)
+    _workload(profile, args, notes)
+    lines = ["# onnxruntime_perf_test command for an ortop profile. perf_test times Run() only, warms up with "
+             "one run and runs closed loop; -t sets the seconds."]
+    if profile.description:
+        lines.append(f"# profile: {json_str(profile.description)}")
+    lines += [f"# note: {n}" for n in notes]
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in profile.env.items())
+    command = " ".join(shlex.quote(a) for a in ["onnxruntime_perf_test", *args, model_path, PERF_TEST_RESULT_FILE])
+    lines.append(f"{env} {command}" if env else command)
+    return "\n".join(lines) + "\n"
