@@ -17,7 +17,8 @@ from typing import NoReturn
 import tomli_w
 
 from ortop.config import profile as profile_mod
-from ortop.config.profile import Profile, ProfileError, ProfileErrors
+from ortop.config.profile import ProfileError, ProfileErrors
+from ortop.config.store import load_profile, resolve_profile, shipped_profiles_dir  # noqa: F401  (re-exported)
 from ortop.errors import OrtopError
 from ortop.export import FORMATS, ExportError, render
 
@@ -35,40 +36,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise _BadInput(message)
-
-
-def shipped_profiles_dir() -> Path | None:
-    """The profiles that come with ortop: the data package ``ortop/profiles`` (in a source checkout a link to the
-    repository's ``profiles/``); None when it is missing."""
-    data = (Path(__file__).resolve().parents[1] / "profiles").resolve()
-    return data if data.is_dir() else None
-
-
-def _candidates(name: str) -> list[Path]:
-    names = [name] if name.endswith(".toml") else [name, name + ".toml"]
-    out = [Path("profiles") / n for n in names]
-    shipped = shipped_profiles_dir()
-    if shipped is not None:
-        out += [shipped / n for n in names]
-    return out
-
-
-def resolve_profile(name: str) -> Path:
-    """The file a profile NAME refers to (see the module docstring for the search order)."""
-    direct = Path(name)
-    if direct.exists():
-        return direct
-    for path in _candidates(name):
-        if path.is_file():
-            return path
-    shipped = shipped_profiles_dir()
-    where = "./profiles" + (f" and {shipped}" if shipped else "")
-    raise ProfileError(f"profile not found: {name} (not a file, nor in {where}; see 'ortop profiles list')")
-
-
-def load_profile(name: str) -> tuple[Path, Profile]:
-    path = resolve_profile(name)
-    return path, profile_mod.load(path)
 
 
 def _one_line(text: str) -> str:

@@ -4,8 +4,10 @@ each other.
 
 from __future__ import annotations
 
+from ortop.errors import OrtopError
 
-class ProfileError(ValueError):
+
+class ProfileError(OrtopError, ValueError):
     """A profile that cannot be used. ``str()`` is one line naming the file, line and key where known.
 
     ``key`` is the dotted profile key, so a form can put the message beside the field it is about.

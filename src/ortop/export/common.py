@@ -9,6 +9,7 @@ from typing import Any
 
 from ortop.config import knobs
 from ortop.config.profile import Profile
+from ortop.errors import OrtopError
 
 DEFAULT_MODEL = "model.onnx"
 
@@ -18,7 +19,7 @@ VERSION_NOTES: dict[tuple[str, Any], str] = {
 }
 
 
-class ExportError(ValueError):
+class ExportError(OrtopError, ValueError):
     """The format is unknown, or the profile holds something the format cannot express."""
 
 

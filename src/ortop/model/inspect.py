@@ -21,6 +21,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+from ortop.errors import OrtopError
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 # ONNX TensorProto element type -> the numpy-style name ortop shows and accepts. Types outside this table (new
@@ -57,7 +59,7 @@ _ORT_DISTRIBUTIONS = ("onnxruntime-gpu", "onnxruntime", "onnxruntime-directml", 
                       "onnxruntime-qnn", "onnxruntime-training", "ort-nightly-gpu", "ort-nightly")
 
 
-class ModelError(Exception):
+class ModelError(OrtopError):
     """A problem with the model or the requested feeds, as one user-facing line (no traceback needed)."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
+from ortop.config.store import shipped_profiles_dir
 from ortop.errors import UsageError
 
 WRITE_ERRORS = (OSError, UsageError)  # the system's refusals, and fsutil's own (a missing folder, the model itself)
@@ -71,18 +72,6 @@ def write_export(profile_dir: str | os.PathLike, model_path: str, text: str, ext
         path = folder / f"{stem}-export-{n}{ext}"
         n += 1
     return atomic_write_text(path, text if text.endswith("\n") else text + "\n")
-
-
-def shipped_profiles_dir() -> Path | None:
-    """The profiles that come with ortop: the data package ``ortop/profiles`` (the same folder ``ortop profiles``
-    lists; looked up here because the UI does not import the CLI); None when this build ships none."""
-    import ortop
-
-    try:
-        data = (Path(ortop.__file__).resolve().parent / "profiles").resolve()
-    except OSError:
-        return None
-    return data if data.is_dir() else None
 
 
 def list_profiles(profile_dir: str | os.PathLike) -> list[Path]:
