@@ -91,6 +91,10 @@ def test_headless_json_summary_and_overrides(matmul_model, tmp_path, env):
     assert d["inputs"] == ["x: float32[256x256]"]
     assert json.loads(summary.read_text()) == d
     assert r.stderr == ""
+    # The configurations it ran, each with its row verdict (one configuration here: nothing to compare with).
+    [row] = d["history"]
+    assert row["runs"] == d["runs"] and row["label"] == "start" and row["changes"] == []
+    assert row["verdict"] is None and row["p50_ms"] == d["latency_ms"]["p50"]
 
 
 def test_headless_table(matmul_model, env):

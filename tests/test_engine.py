@@ -18,9 +18,10 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ortop.config import profile as P
+from ortop.config.profile import Profile, ProfileError
 from ortop.engine.monitor import Monitor
 from ortop.model import ModelError
-from ortop.config.profile import Profile, ProfileError
+from ortop.runtime import protocol as PR
 from tests.models import _vi, model_of, save
 
 READY_S = 30.0
@@ -311,7 +312,7 @@ def test_invalid_profiles_are_refused_synchronously(monitors, matmul_model, broa
             s, config={"session.intra_op.allow_spinning": "0"})),
         "concurrency 0": replace(before.profile, workload=replace(before.profile.workload, concurrency=0)),
     }
-    for why, bad in bad_profiles.items():
+    for bad in bad_profiles.values():
         with pytest.raises(ProfileError):
             mon.apply(bad)
     with pytest.raises(ProfileError, match="entries"):
@@ -505,7 +506,7 @@ def test_a_worker_that_keeps_dying_is_given_up(monitors, matmul_model):
         wait_for(lambda: mon.worker_pid() and mon.snapshot().state == "measuring", 15, "a measuring worker")
         pid = mon.worker_pid()
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: mon.worker_pid() != pid, 10, "the death to be seen")
+        wait_for(lambda p=pid: mon.worker_pid() != p, 10, "the death to be seen")
     wait_for(lambda: mon.fatal, 10, "giving up")
     s = mon.snapshot()
     assert "was not restarted" in mon.fatal
@@ -541,3 +542,210 @@ def test_stop_is_idempotent(monitors, matmul_model):
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
              "the worker to exit")
     assert not events(mon, "worker process died")
+
+
+# ---- the worker protocol: several sessions by id ---------------------------------------------------------------------
+class WorkerHarness:
+    """A real worker process driven with protocol messages; everything it sends is kept in arrival order."""
+
+    def __init__(self, model: str):
+        import queue
+
+        from ortop.engine.workerproc import WorkerProc
+
+        self.model = model
+        self.q: queue.Queue = queue.Queue()
+        self.seen: list = []
+        self.proc = WorkerProc(model, {}, self.q.put)
+        self.proc.start()
+
+    def send(self, msg) -> None:
+        assert self.proc.send(msg)
+
+    def build(self, cid: int, profile: Profile | None = None, **dotted):
+        profile = replace(profile or prof(**dotted), model=self.model)
+        self.send(PR.Build(cid, profile.to_dict(full=True)))
+        return self.expect(lambda m: isinstance(m, (PR.Built, PR.BuildFailed)) and m.config_id == cid, 30,
+                           f"the build of #{cid}")
+
+    def expect(self, cond, timeout: float = 10.0, what: str = "a message"):
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                logs = "\n".join(m.line for m in self.seen if isinstance(m, PR.Log))
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {self.seen[-5:]}; "
+                                     f"worker log:\n{logs}")
+            try:
+                msg = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            self.seen.append(msg)
+            if cond(msg):
+                return msg
+
+    def runs_of(self, cid: int, block: int | None = None, since: int = 0) -> int:
+        return sum(len(m.rows) for m in self.seen[since:] if isinstance(m, PR.Samples) and m.config_id == cid
+                   and (block is None or m.block == block))
+
+    def stop(self) -> None:
+        self.proc.stop(graceful=True)
+
+
+@pytest.fixture
+def worker(matmul_model):
+    made: list[WorkerHarness] = []
+
+    def make(model=None) -> WorkerHarness:
+        w = WorkerHarness(str(model or matmul_model))
+        made.append(w)
+        return w
+
+    try:
+        yield make
+    finally:
+        for w in made:
+            w.stop()
+
+
+def _samples_with_runs(cid: int, block: int | None = None):
+    return lambda m: (isinstance(m, PR.Samples) and m.config_id == cid and len(m.rows) > 0
+                      and (block is None or m.block == block))
+
+
+def test_worker_holds_two_sessions_and_switches_on_command(worker):
+    w = worker()
+    assert isinstance(w.build(0), PR.Built)
+    assert isinstance(w.build(1, session__intra_op_num_threads=2), PR.Built)
+    # Building changes nothing that runs: nothing has been told to run yet.
+    assert w.runs_of(0) == w.runs_of(1) == 0
+    for cid in (0, 1, 0, 1):
+        w.send(PR.RunLive(cid))
+        w.expect(lambda m, c=cid: m == PR.State("measuring", c), 5, f"#{cid} measuring")
+        mark = len(w.seen)
+        w.expect(_samples_with_runs(cid, PR.LIVE), 5, f"live samples of #{cid}")
+        other = 1 - cid
+        w.expect(_samples_with_runs(cid, PR.LIVE), 5, f"more live samples of #{cid}")
+        assert w.runs_of(other, since=mark) == 0, "the other session kept running"
+    assert w.runs_of(0) > 0 and w.runs_of(1) > 0
+    # Each Samples batch carries its own wall and CPU time, tagged with the session's id.
+    for m in w.seen:
+        if isinstance(m, PR.Samples):
+            assert m.rows.dtype == np.int64 and m.rows.shape[1] == 4 and m.wall_ns > 0 and m.block == PR.LIVE
+
+
+def test_monitor_stores_fill_for_every_session_the_worker_runs(monitors, matmul_model):
+    """No "current only" filter: runs of a configuration that is not the live one land in its own store."""
+    from ortop.engine.schedule import Alternate, Live, Trial, Trials
+
+    mon = monitors(matmul_model)
+    runs_grow(mon)
+    live = mon.snapshot().config_id
+    other = mon.build(prof(mon.snapshot().profile, session__intra_op_num_threads=2))
+    wait_for(lambda: mon.is_built(other), 15, "the second session")
+    mon.set_schedule(Alternate((live, other), block_s=0.05, settle_s=0.01))
+    wait_for(lambda: len(mon.config_runs(other)) > 50, 10, "runs of the second session")
+    before = len(mon.config_runs(live))
+    wait_for(lambda: len(mon.config_runs(live)) > before + 50, 10, "runs of the live one while alternating")
+    # Trials: the kept session alone for a moment, then back to the live one by itself.
+    mon.set_schedule(Trials((Trial(other, 0.4),)))
+    n_other = len(mon.config_runs(other))
+    wait_for(lambda: len(mon.config_runs(other)) > n_other + 50, 5, "the trial's runs")
+    wait_for(lambda: mon.snapshot().state == "measuring", 5, "live again after the trial")
+    mon.set_schedule(Live(live))
+    mon.drop(other)
+    assert not mon.is_built(other)
+    runs_grow(mon, what="the live session alone again")
+    assert [h.config_id for h in mon.snapshot().history] == [live]  # a kept session is not a history row
+
+
+def test_drop_frees_a_session(worker, tmp_path):
+    from tests.models import make_matmul_model
+
+    big = make_matmul_model(tmp_path / "big.onnx", n=2048, batch=8)  # 16 MiB of weights per session
+    w = worker(big)
+    w.build(0)
+    built = w.build(1)
+    assert isinstance(built, PR.Built)
+    grown = built.info["rss_after"] - built.info["rss_before"]
+    assert grown > 8 * 2**20, f"a second session added only {grown >> 20} MiB"
+    rss = psutil.Process(w.proc.pid).memory_info().rss
+    w.send(PR.Drop(1))
+    wait_for(lambda: psutil.Process(w.proc.pid).memory_info().rss < rss - 8 * 2**20, 5, "the memory to come back")
+    # The dropped id is gone: it can be neither run nor alternated; the kept one still runs.
+    w.send(PR.RunLive(1))
+    w.expect(lambda m: m == PR.State("idle", 1), 5, "idle: nothing to run")
+    w.send(PR.Alternate((0, 1), 0.05, 0.01, 1))
+    w.expect(lambda m: m == PR.AlternationDone(False), 5, "the refused alternation")
+    w.send(PR.RunLive(0))
+    w.expect(_samples_with_runs(0), 5, "runs of the kept session")
+
+
+def test_failed_build_leaves_the_running_session_running(worker):
+    w = worker()
+    w.build(0)
+    w.send(PR.RunLive(0))
+    w.expect(_samples_with_runs(0), 5, "runs of #0")
+    failed = w.build(1, session__config={"session.graph_optimizations_loop_level": "x"})
+    assert isinstance(failed, PR.BuildFailed) and "stoi" in failed.message
+    mark = len(w.seen)
+    w.expect(_samples_with_runs(0), 5, "#0 running after the failed build")
+    w.expect(_samples_with_runs(0), 5, "#0 still running")
+    assert w.runs_of(1, since=0) == 0 and w.runs_of(0, since=mark) > 0
+    w.send(PR.RunLive(1))  # nothing under that id: the worker idles instead of running a half-built session
+    w.expect(lambda m: m == PR.State("idle", 1), 5, "idle")
+
+
+def test_alternate_sends_blocks_in_schedule_order_without_the_settle_runs(worker):
+    from ortop.measure.compare import schedule
+
+    w = worker()
+    w.build(10)
+    w.build(20, session__intra_op_num_threads=2)
+    w.send(PR.RunLive(10))
+    w.expect(_samples_with_runs(10), 5, "live runs")
+    block_s, settle_s, rounds = 0.08, 0.04, 4
+    w.send(PR.Alternate((10, 20), block_s, settle_s, rounds))
+    w.expect(lambda m: isinstance(m, PR.AlternationDone), 15, "the end of the alternation")
+    start = next(i for i, m in enumerate(w.seen) if m == PR.State("alternating", -1))
+    alt = w.seen[start:]
+    done = [m for m in alt if isinstance(m, PR.BlockDone)]
+    expected = [(10, 20)[k] for k in schedule(2, rounds)]
+    assert [d.config_id for d in done] == expected == [10, 20, 20, 10, 10, 20, 20, 10]
+    assert [d.seq for d in done] == list(range(2 * rounds))
+    assert alt[-1] == PR.AlternationDone(True)
+    prev_end = None
+    for d in done:
+        # Each block's runs come as one Samples message tagged with the block, just before its BlockDone.
+        i = alt.index(d)
+        s = alt[i - 1]
+        assert isinstance(s, PR.Samples) and s.block == d.seq and s.config_id == d.config_id
+        assert len(s.rows) == d.runs > 0
+        assert s.rows[:, 0].min() >= d.t_start_ns  # no settle run is in the block
+        assert block_s <= (d.t_end_ns - d.t_start_ns) / 1e9 < block_s + 0.05
+        assert 0 < d.cpu_ns and 0 <= d.cpu_between_ns
+        if prev_end is not None:
+            # Between one block's end and the next one's recorded start lies that block's settle period.
+            assert (d.t_start_ns - prev_end) / 1e9 >= settle_s
+        prev_end = d.t_end_ns
+    # Runs of the settle periods were never sent: every block-tagged run lies inside a recorded window.
+    windows = [(d.t_start_ns, d.t_end_ns) for d in done]
+    for m in alt:
+        if isinstance(m, PR.Samples) and m.block >= 0:
+            assert all(any(a <= t <= b for a, b in windows) for t in m.rows[:, 0])
+    # The alternation over, the worker goes back to the live session it ran before.
+    mark = len(w.seen)
+    w.expect(_samples_with_runs(10, PR.LIVE), 5, "live runs of #10 again")
+    assert w.runs_of(20, since=mark) == 0
+
+
+def test_the_monitor_and_the_ui_fake_both_fit_the_view(matmul_model):
+    """engine.view.MonitorView is what the TUI may use: the real Monitor and the fake the UI tests drive both fit."""
+    from ortop.engine.view import MonitorView
+
+    mon = Monitor(matmul_model, prof())  # not started: only its surface is checked
+    assert isinstance(mon, MonitorView)
+    fakes = pytest.importorskip("tests.fakes.monitor")
+    assert isinstance(fakes.FakeMonitor(), MonitorView)

@@ -12,9 +12,9 @@ import math
 import os
 import signal
 import sys
-import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from ortop import __version__
 
@@ -100,8 +100,8 @@ def _number(text: str, flag: str, kind=float) -> Any:
 def effective_profile(args: argparse.Namespace, model_path: str):
     """The start profile: last session or --profile, then each flag on top (flags win)."""
     from ortop.config import profile as P
-    from ortop.model import parse_shape
     from ortop.config.store import last_session_path
+    from ortop.model import parse_shape
 
     if args.resume:
         path = last_session_path()
@@ -169,62 +169,43 @@ def _gpu_summary(collector) -> Any:
 
 
 def run_headless(args: argparse.Namespace, model_path: str) -> int:
+    import threading
+
     from ortop.collectors.gpu import make_gpu_collector
-    from ortop.engine.monitor import Monitor, summary
+    from ortop.engine import headless
 
     prof = effective_profile(args, model_path)
     if not (args.duration > 0 and math.isfinite(args.duration)):
         raise UsageError(f"--duration must be > 0, got {args.duration}")
-    monitor = Monitor(model_path, prof, strict_providers=args.strict_providers)
     gpu = make_gpu_collector()
-    stop = {"flag": False}
+    stop = threading.Event()
 
     def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish with what was measured
-        stop["flag"] = True
+        stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    monitor.start()
-    t_start = time.monotonic()
     try:
-        while not monitor.wait_ready(0.2):
-            if stop["flag"]:
-                break
-        if monitor.fatal:
-            _write_summary(args, monitor, gpu, time.monotonic() - t_start)
-            raise RuntimeFailure(monitor.fatal)
-        gpu.watch(monitor.worker_pid())
-        monitor.reset_stats()
-        t0 = time.monotonic()
-        while not stop["flag"] and time.monotonic() - t0 < args.duration and not monitor.fatal:
-            time.sleep(0.05)
-        measured = time.monotonic() - t0
-        snap = monitor.snapshot()
-        gpu_info = _gpu_summary(gpu)
+        res = headless.measure(model_path, prof, duration_s=args.duration, strict_providers=args.strict_providers,
+                               stop=stop, gpu=gpu)
     finally:
-        monitor.stop()
         gpu.close()
         for s, h in old.items():
             signal.signal(s, h)
-    data = summary(snap, duration_s=measured, gpu=gpu_info)
-    if args.summary:
-        _write_json(args.summary, data)
-    if monitor.fatal:
-        if args.json:
-            print(json.dumps(data))
-        raise RuntimeFailure(monitor.fatal)
+    _write_summary(args, res.summary)
+    if res.fatal and not res.measured:
+        raise RuntimeFailure(res.fatal)
     if args.json:
-        print(json.dumps(data))
-    else:
-        print(format_summary(data))
+        print(json.dumps(res.summary))
+    elif not res.fatal:
+        print(format_summary(res.summary))
+    if res.fatal:
+        raise RuntimeFailure(res.fatal)
     return 0
 
 
-def _write_summary(args, monitor, gpu, duration) -> None:
-    if not args.summary:
-        return
-    from ortop.engine.monitor import summary
-
-    _write_json(args.summary, summary(monitor.snapshot(), duration_s=duration, gpu=_gpu_summary(gpu)))
+def _write_summary(args, data: dict) -> None:
+    if args.summary:
+        _write_json(args.summary, data)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -295,6 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "info":
             return run_info(argv[1:])
+        if argv and argv[0] == "compare":
+            from ortop.cli.compare import compare_main
+            return compare_main(argv[1:])
         if argv and argv[0] in ("profiles", "export"):
             from ortop.cli import profiles as profiles_cli
 
@@ -314,8 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
-        from ortop.model import ModelError
         from ortop.config.profile import ProfileError
+        from ortop.model import ModelError
 
         if isinstance(exc, (UsageError, ModelError, ProfileError)):
             print(f"ortop: error: {exc}", file=sys.stderr)

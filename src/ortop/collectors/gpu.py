@@ -9,8 +9,9 @@ in the UI, and NVML itself starts only on the first sample.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 NO_GPU = "no NVIDIA GPU / NVML not available"
 OK = "ok"

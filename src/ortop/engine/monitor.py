@@ -1,121 +1,76 @@
 """The Monitor: owns the worker process, turns its samples into figures, and applies new profiles live.
 
-The TUI and the headless CLI both drive this one class; it never imports textual. Everything it shows is read
+The TUI and the headless runner both drive this one class; it never imports textual. Everything it shows is read
 from an immutable :class:`Snapshot`, built on demand, so a UI thread never races the receiver thread.
+
+A live change is measured sequentially (the new session runs after the old one), which on a drifting host cannot
+tell drift from effect: such a history row is "unverified". :meth:`Monitor.verify` settles it by rebuilding both
+configurations as sessions in the running worker and interleaving them for a few seconds (see ``engine.ab``).
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ortop import model as model_mod
 from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
+from ortop.engine import ab
+from ortop.engine.schedule import Live, Schedule, Trials
+from ortop.engine.snapshot import (
+    Change,
+    ConfigRecord,
+    CpuCost,
+    Event,
+    RowVerdict,
+    Snapshot,
+    State,
+    VerifyProgress,
+    changes_between,
+    label_of,
+    summary,
+)
+from ortop.engine.store import CONFIG_RING, ConfigStore
+from ortop.engine.verdicts import MIN_VERDICT_RUNS, not_comparable, primary_metric, sequential_verdict, verdict_from
 from ortop.measure import stats
-from ortop.config.profile import Profile, ProfileError
+from ortop.measure.series import Series
+from ortop.runtime import protocol as P
+
+__all__ = ["Monitor", "summary", "Snapshot", "ConfigRecord", "CpuCost", "Event", "Change", "RowVerdict", "State",
+           "VerifyProgress", "RESTART_LIMIT", "RESTART_WINDOW_S", "CONFIG_RING", "SERIES_LEN", "primary_metric"]
 
 RESTART_LIMIT = 3            # worker deaths within RESTART_WINDOW_S before giving up on automatic restarts
 RESTART_WINDOW_S = 60.0
-CONFIG_RING = 50_000         # runs kept per configuration for its percentiles and verdicts
 SERIES_LEN = 600             # buckets kept for the live series
 RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
                              # recomputed at most this often; finished configurations are computed once
 ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
 LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
+class _Verify:
+    """A verification under way: its ids, its interleaving (once started), a cancel flag and the caller's future."""
 
-
-@dataclass(frozen=True)
-class Event:
-    t: float          # seconds since the monitor started
-    level: str        # "info" | "warning" | "error"
-    text: str
-    count: int = 1    # repeats of the same text are grouped
-
-
-@dataclass(frozen=True)
-class CpuCost:
-    """What the worker's CPU time says: per run, between runs (spinning), and as a share of one core."""
-
-    cpu_ms_per_run: float = math.nan
-    cpu_ms_between_runs_per_s: float = math.nan
-    process_cpu_percent: float = math.nan
-    busy_percent: float = math.nan  # share of wall time spent inside Run()
-
-
-@dataclass(frozen=True)
-class ConfigRecord:
-    """One applied configuration: a row of the history table."""
-
-    config_id: int
-    label: str                  # its changes from the start profile, or "start"
-    profile: Profile
-    started: float              # seconds since monitor start
-    create_ms: float
-    first_run_ms: float
-    providers_active: tuple[str, ...]
-    latency: stats.LatencyStats
-    throughput_per_s: float
-    cpu: CpuCost
-    verdict: str = ""           # against the previous configuration
-    best: bool = False
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything a view needs, frozen at one instant."""
-
-    t: float
-    state: str                  # starting | building | warming | measuring | paused | failed | stopped
-    state_elapsed: float
-    model_path: str
-    model: model_mod.ModelInfo | None
-    profile: Profile            # the profile of the running session (last good)
-    pending: Profile | None     # a profile being built
-    config_id: int
-    runs: int                   # measured runs of the running configuration (warm-up excluded)
-    feeds: tuple[str, ...]
-    notes: tuple[str, ...]
-    providers_requested: tuple[str, ...]
-    providers_active: tuple[str, ...]
-    fallback: bool              # a requested provider is not active
-    create_ms: float
-    first_run_ms: float
-    latency: stats.LatencyStats   # the running configuration, all runs since it was built (capped)
-    window: stats.LatencyStats    # the last few seconds
-    throughput_per_s: float
-    cpu: CpuCost
-    series: tuple[stats.Bucket, ...]
-    events: tuple[Event, ...]
-    history: tuple[ConfigRecord, ...]
-    worker_pid: int | None
-    restarts: int
-
-
-class _Config:
-    """Per-configuration accumulators (receiver thread writes, snapshot reads under the monitor's lock)."""
-
-    def __init__(self, config_id: int, profile: Profile, label: str, started: float):
+    def __init__(self, config_id: int, against_id: int, seconds: float, future: Future):
         self.config_id = config_id
-        self.profile = profile
-        self.label = label
-        self.started = started
-        self.ring = stats.Ring(CONFIG_RING, 4)  # latency_ms, cpu_in_ms, cpu_between_ms, start_s
-        self.runs = 0
-        self.wall_ns = 0
-        self.cpu_ns = 0
-        self.busy_ns = 0
-        self.info: dict[str, Any] = {}
-        self.first_start_ns: int | None = None
-        self.offset_s = 0.0
+        self.against_id = against_id
+        self.seconds = seconds
+        self.future = future
+        self.cancel = threading.Event()
+        self.interleaving: ab.Interleaving | None = None
+        self.temp_ids: tuple[int, ...] = ()
+        self.thread: threading.Thread | None = None
+        self.why = ""
+        self.paused = False          # cancelled by a pause: the worker stays paused afterwards
 
 
 class Monitor:
@@ -137,27 +92,27 @@ class Monitor:
         self.window_s = window_s
         self._t0 = clock()
         self._lock = threading.RLock()
-        self._ctx = mp.get_context("spawn")
-        self._proc = None
-        self._conn = None
-        self._receiver: threading.Thread | None = None
-        self._configs: OrderedDict[int, _Config] = OrderedDict()
+        self._worker: Any = None                  # engine.workerproc.WorkerProc
+        self._worker_offset: float | None = None  # monitor clock − worker perf clock (s), set by the first samples
+        self._worker_key: tuple | None = None     # the restart key the worker was started with
+        self._in_worker: set[int] = set()         # config ids with a session built in the worker
+        self._stores: OrderedDict[int, ConfigStore] = OrderedDict()
         self._next_id = 0
-        self._current: _Config | None = None
-        self._pending: _Config | None = None
+        self._current: ConfigStore | None = None
+        self._pending: ConfigStore | None = None
         self._good: Profile | None = None
-        self._state = "starting"
+        self._state: State = State.STARTING
         self._state_since = 0.0
         self._events: list[Event] = []
-        self._buckets: OrderedDict[int, list] = OrderedDict()  # index -> [latency arrays]
-        self._bucket_cache: dict[int, tuple[int, stats.Bucket]] = {}  # index -> (arrays seen, bucket figures)
+        self._series = Series(bucket_s, SERIES_LEN)
         self._record_cache: dict[int, tuple[tuple, float, ConfigRecord]] = {}  # config id -> (key, when, record)
-        self._marker_buckets: set[int] = set()
         self._deaths: list[float] = []
         self._restarts = 0
         self._stopping = False
         self._fatal: str | None = None
         self._worker_has_session = False
+        self._verify: _Verify | None = None
+        self._schedule: Schedule | None = None
         self._ready = threading.Event()
         self._changed = threading.Condition(self._lock)
         self._generation = 0
@@ -196,6 +151,7 @@ class Monitor:
         """
         profile = replace(profile, model=self.model_path)
         self._check(profile)
+        self._cancel_verify("a new profile was applied")
         with self._lock:
             self._generation += 1
             current = self._good or self.start_profile
@@ -203,31 +159,30 @@ class Monitor:
                 self._event("info", "environment or global thread pool changed: restarting the worker")
                 self._kill_worker()
                 return self._spawn(profile)
-            return self._send_apply(profile)
+            return self._send_build(profile)
 
     def pause(self) -> None:
-        self._send(("pause",))
+        self._cancel_verify("paused")
+        self._send(P.Pause())
 
     def resume(self) -> None:
-        self._send(("resume",))
+        self._send(P.Resume())
 
     def reset_stats(self) -> None:
         """Forget the running configuration's runs and the live series (history rows are kept)."""
         with self._lock:
             if self._current is not None:
-                c = self._current
-                c.ring.clear()
-                c.runs = c.wall_ns = c.cpu_ns = c.busy_ns = 0
-                self._record_cache.pop(c.config_id, None)
-            self._buckets.clear()
-            self._bucket_cache.clear()
+                self._current.clear()
+                self._record_cache.pop(self._current.config_id, None)
+            self._series.clear()
             self._event("info", "statistics reset")
 
     def stop(self) -> None:
         """Stop the worker and wait for it (idempotent)."""
+        self._cancel_verify("stopped", wait=False)
         with self._lock:
             self._stopping = True
-            self._set_state("stopped")
+            self._set_state(State.STOPPED)
         self._kill_worker(graceful=True)
 
     def add_event(self, level: str, text: str) -> None:
@@ -236,14 +191,210 @@ class Monitor:
             self._event(level, text)
 
     def worker_pid(self) -> int | None:
-        p = self._proc
-        return p.pid if p is not None and p.is_alive() else None
+        w = self._worker
+        return w.pid if w is not None else None
 
     def config_runs(self, config_id: int) -> np.ndarray:
         """Latencies (ms) of one configuration's kept runs."""
         with self._lock:
-            c = self._configs.get(config_id)
-            return c.ring.view()[:, 0] if c is not None else np.zeros(0)
+            c = self._stores.get(config_id)
+            return c.latency_ms() if c is not None else np.zeros(0)
+
+    def build(self, profile: Profile) -> int:
+        """Build a session for ``profile`` in the running worker and keep it, without running it or making it a
+        history row: for :meth:`set_schedule` (alternating it with the live one, a tuner's trials). Returns its id;
+        :meth:`is_built` says when it is ready. Raises ProfileError / ModelError for bad input, ValueError when it
+        needs another process (environment or global thread pool differ from the worker's)."""
+        profile = replace(profile, model=self.model_path)
+        self._check(profile)
+        with self._lock:
+            if profile.restart_key() != self._worker_key:
+                raise ValueError("this profile needs a worker process of its own (environment or global thread "
+                                 "pool differ from the running worker's)")
+            cid = self._new_id()
+            changes = changes_between(self.start_profile, profile)
+            self._stores[cid] = ConfigStore(cid, profile, label=label_of(changes), changes=changes,
+                                            started=self.now(), row=False)
+            self._generation += 1
+        self._send(P.Build(cid, profile.to_dict(full=True)))
+        return cid
+
+    def is_built(self, config_id: int) -> bool:
+        """Whether the worker holds a session for ``config_id``."""
+        with self._lock:
+            return config_id in self._in_worker
+
+    def drop(self, config_id: int) -> None:
+        """Free a session kept by :meth:`build` (history rows keep their figures; the live one cannot go)."""
+        with self._lock:
+            if self._current is not None and config_id == self._current.config_id:
+                raise ValueError("the live configuration cannot be dropped")
+            self._in_worker.discard(config_id)
+            c = self._stores.get(config_id)
+            if c is not None and not c.row:
+                del self._stores[config_id]
+                self._record_cache.pop(config_id, None)
+        self._send(P.Drop(config_id))
+
+    def set_schedule(self, schedule: Schedule) -> None:
+        """Tell the worker what to run: one configuration live, several alternating, or trials in turn.
+
+        The configurations must have sessions in the worker (built by :meth:`apply`, or kept for a comparison).
+        """
+        with self._lock:
+            self._schedule = schedule
+            if isinstance(schedule, Trials):
+                threading.Thread(target=self._run_trials, args=(schedule,), daemon=True,
+                                 name="ortop-trials").start()
+                return
+            for msg in schedule.messages():
+                self._send(msg)
+
+    # ---- verification --------------------------------------------------------------------------------------
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float = 6.0) -> Future:
+        """Compare history row ``config_id`` with ``against_id`` (default: the row before it) by interleaving.
+
+        Both configurations are rebuilt as sessions in the running worker and alternate in short blocks for
+        ``seconds`` (builds not counted); ``Snapshot.verifying`` shows the progress; the row's verdict becomes
+        the comparison's (its kind from the metric the change is about, every metric in ``comparisons``), and
+        the worker goes back to the configuration that was live. Rows whose workloads differ get "not
+        comparable" at once. Configurations that cannot share one process (environment, global thread pool) are
+        compared in fresh workers of their own while the live one is paused.
+
+        Returns a Future of the RowVerdict (None when cancelled by an apply, a pause or stop). Raises ValueError
+        for an unknown row, a first row with nothing before it, or while another verification runs.
+        """
+        with self._lock:
+            rows = [c for c in self._stores.values() if c.row]
+            row = self._stores.get(config_id)
+            if row is None or not row.row:
+                raise ValueError(f"no configuration #{config_id} in the history")
+            if against_id is None:
+                ids = [c.config_id for c in rows]
+                k = ids.index(config_id)
+                if k == 0:
+                    raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
+                against_id = ids[k - 1]
+            base = self._stores.get(against_id)
+            if base is None or not base.row:
+                raise ValueError(f"no configuration #{against_id} in the history")
+            if against_id == config_id:
+                raise ValueError("a configuration cannot be verified against itself")
+            if self._verify is not None:
+                raise ValueError("a verification is already running")
+            if self._current is None or self._fatal is not None or self._worker is None:
+                raise ValueError("nothing is running to verify with")
+            if self._state == State.PAUSED:
+                raise ValueError("paused: resume before verifying")
+            fut: Future = Future()
+            rv = not_comparable(base.profile, row.profile, against_id)
+            if rv is not None:
+                row.verdict = rv
+                row.verdict_gen += 1
+                self._generation += 1
+                fut.set_result(rv)
+                return fut
+            v = _Verify(config_id, against_id, seconds, fut)
+            self._verify = v
+            row.verdict_gen += 1
+            self._generation += 1
+            self._set_state(State.VERIFYING)
+            self._event("info", f"verifying #{config_id} against #{against_id}: interleaving them for "
+                                f"{seconds:g} s")
+            v.thread = threading.Thread(target=self._verify_run, args=(v, base.profile, row.profile), daemon=True,
+                                        name="ortop-verify")
+            v.thread.start()
+            return fut
+
+    def _verify_run(self, v: _Verify, before: Profile, after: Profile) -> None:
+        result: RowVerdict | None = None
+        error: str | None = None
+        try:
+            same_worker = (before.restart_key() == after.restart_key() == self._worker_key)
+            names = [f"#{v.against_id}", f"#{v.config_id}"]
+            if same_worker:
+                res = self._verify_in_worker(v, before, after, names)
+            else:
+                res = self._verify_in_fresh_workers(v, before, after, names)
+            if res is not None and not v.cancel.is_set():
+                metric = primary_metric(before, after)
+                result = verdict_from(res.comparisons, metric, v.against_id)
+        except ab.NotEnoughMemory as exc:
+            error = f"verification refused: {exc}"
+        except Exception as exc:  # a build or run failure of a temporary session: the live one is untouched
+            error = f"verification failed: {exc}"
+        with self._lock:
+            row = self._stores.get(v.config_id)
+            if result is not None and row is not None:
+                row.verdict = result
+                self._event("info", f"verified #{v.config_id} against #{v.against_id}: {result.text}")
+            elif error:
+                self._event("error", error)
+            elif v.cancel.is_set():
+                self._event("info", f"verification of #{v.config_id} cancelled ({v.why})")
+            if row is not None:
+                row.verdict_gen += 1
+            self._verify = None
+            self._generation += 1
+            if self._state == State.VERIFYING:
+                self._set_state(State.PAUSED if v.paused else State.MEASURING)
+            self._changed.notify_all()
+        v.future.set_result(result)
+
+    def _verify_in_worker(self, v: _Verify, before: Profile, after: Profile, names: list[str]):
+        with self._lock:
+            ids = (self._new_id(), self._new_id())
+            v.temp_ids = ids
+            for cid, prof, name in zip(ids, (before, after), names):
+                self._stores[cid] = ConfigStore(cid, prof, label=f"verifying {name}", row=False, started=self.now())
+            hint = max((c.session_bytes() or 0 for c in self._stores.values() if c.info), default=0) or None
+
+        def finish(ch: int) -> None:
+            with self._lock:
+                live = self._current.config_id if self._current is not None else None
+                if live is not None:
+                    self._send(P.RunLive(live))
+                for cid in ids:
+                    self._send(P.Drop(cid))
+                    self._in_worker.discard(cid)
+
+        il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
+                             stop=v.cancel, finish=finish, per_session_hint=hint)
+        with self._lock:
+            v.interleaving = il
+            self._in_worker.update(ids)
+        try:
+            return il.run()
+        finally:
+            with self._lock:
+                for cid in ids:
+                    self._stores.pop(cid, None)
+                    self._record_cache.pop(cid, None)
+
+    def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str]):
+        self._send(P.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
+
+        def on_start(il: ab.Interleaving) -> None:
+            with self._lock:
+                v.interleaving = il
+
+        try:
+            return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
+                                       stop=v.cancel, on_start=on_start)
+        finally:
+            if not v.paused and not self._stopping:
+                self._send(P.Resume())
+
+    def _cancel_verify(self, why: str, wait: bool = True) -> None:
+        v = self._verify
+        if v is None:
+            return
+        v.why = why
+        if why == "paused":
+            v.paused = True
+        v.cancel.set()
+        if wait and v.thread is not None and v.thread is not threading.current_thread():
+            v.thread.join(10)
 
     # ---- internals: worker lifecycle -----------------------------------------------------------------------
     def _check(self, profile: Profile) -> None:
@@ -252,90 +403,64 @@ class Monitor:
         model_mod.make_feeds(self.info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
                              batch=w.batch, seed=w.seed)
 
-    def _spawn(self, profile: Profile) -> int:
-        from ortop.runtime.worker import worker_main
-
-        parent, child = self._ctx.Pipe()
-        env_backup = {k: os.environ.get(k) for k in profile.env}
-        with self._lock:
-            # Env knobs (LD_PRELOAD, OMP_*) must be in place when the child process starts; spawn copies
-            # os.environ at start, so set them around start() only.
-            try:
-                os.environ.update(profile.env)
-                proc = self._ctx.Process(target=worker_main, args=(child, self.model_path), daemon=True,
-                                         name="ortop-worker")
-                proc.start()
-            finally:
-                for k, v in env_backup.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
-            child.close()
-            self._proc, self._conn = proc, parent
-            self._worker_has_session = False
-            self._set_state("building")
-            self._receiver = threading.Thread(target=self._receive, args=(parent, proc), name="ortop-receiver",
-                                              daemon=True)
-            self._receiver.start()
-            return self._send_apply(profile)
-
-    def _send_apply(self, profile: Profile) -> int:
-        with self._lock:
-            cid = self._next_id
-            self._next_id += 1
-            base = self.start_profile
-            changes = profile.changes_from(base)
-            label = "; ".join(changes) if changes else "start"
-            self._pending = _Config(cid, profile, label, self.now())
-        self._send(("apply", cid, profile.to_dict(full=True)))
+    def _new_id(self) -> int:
+        cid = self._next_id
+        self._next_id += 1
         return cid
 
-    def _send(self, msg: tuple) -> None:
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            conn.send(msg)
-        except (OSError, ValueError, BrokenPipeError):
-            pass  # the receiver sees the death and reports it
+    def _spawn(self, profile: Profile) -> int:
+        from ortop.engine.workerproc import WorkerProc
+
+        with self._lock:
+            w = WorkerProc(self.model_path, profile.env, self._on_message, self._on_exit)
+            w.start()
+            self._worker = w
+            self._worker_key = profile.restart_key()
+            self._worker_offset = None
+            self._in_worker = set()
+            self._worker_has_session = False
+            self._set_state(State.BUILDING)
+            return self._send_build(profile)
+
+    def _send_build(self, profile: Profile) -> int:
+        with self._lock:
+            cid = self._new_id()
+            changes = changes_between(self.start_profile, profile)
+            self._pending = ConfigStore(cid, profile, label=label_of(changes), changes=changes, started=self.now())
+        self._send(P.Build(cid, profile.to_dict(full=True)))
+        return cid
+
+    def _send(self, msg: Any) -> None:
+        w = self._worker
+        if w is not None:
+            w.send(msg)
 
     def _kill_worker(self, graceful: bool = False) -> None:
-        proc, conn = self._proc, self._conn
-        self._proc = self._conn = None
-        if proc is None:
-            return
-        if graceful and conn is not None:
-            try:
-                conn.send(("stop",))
-            except (OSError, ValueError):
-                pass
-            proc.join(3)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(3)
-        if conn is not None:
-            conn.close()
+        w = self._worker
+        self._worker = None
+        if w is not None:
+            w.stop(graceful=graceful)
 
-    def _receive(self, conn, proc) -> None:
-        while True:
-            try:
-                msg = conn.recv()
-            except (EOFError, OSError, ValueError):
-                break
-            try:
-                self._handle(msg)
-            except Exception as exc:  # a bad message must not kill the receiver silently
-                with self._lock:
-                    self._event("error", f"internal: cannot handle worker message {msg[0]!r}: {exc}")
-        proc.join(1)
+    def _on_message(self, msg: Any) -> None:
+        try:
+            self._handle(msg)
+        except Exception as exc:  # a bad message must not kill the receiver silently
+            with self._lock:
+                self._event("error", f"internal: cannot handle worker message {type(msg).__name__}: {exc}")
+
+    def _on_exit(self, w) -> None:
         with self._lock:
-            if self._stopping or proc is not self._proc and self._proc is not None:
+            v = self._verify
+            if v is not None and v.interleaving is not None and v.temp_ids:
+                v.interleaving.abort("the worker process died")
+            if self._stopping or w is not self._worker and self._worker is not None:
                 return  # stopped on purpose, or replaced by a restart
-            code = proc.exitcode
+            if w is not self._worker:
+                return
+            code = w.exitcode
             why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             self._event("error", f"worker process died ({why})")
-            self._proc = self._conn = None
+            self._worker = None
             now = self.now()
             self._deaths = [d for d in self._deaths if now - d < RESTART_WINDOW_S] + [now]
             good = self._good
@@ -346,76 +471,111 @@ class Monitor:
             self._event("info", "restarting the worker with the last good profile")
             self._spawn(good)
 
-    def _handle(self, msg: tuple) -> None:
-        kind = msg[0]
+    def _handle(self, msg: Any) -> None:
+        v = self._verify
+        if v is not None and v.interleaving is not None and v.temp_ids:
+            if getattr(msg, "config_id", None) in v.temp_ids or isinstance(msg, P.AlternationDone):
+                v.interleaving.deliver(msg, 0)
         with self._lock:
-            if kind != "samples":
-                self._generation += 1
-            if kind == "samples":
-                _, cid, rows, window = msg
-                self._add_samples(cid, rows, window)
-            elif kind == "state":
-                # Failed stays failed until a build succeeds: the worker's "measuring" right after "built" (before
-                # a --strict-providers pause reaches it) and its "paused" must not hide the failure.
-                if not (self._fatal is not None and msg[1] in ("measuring", "paused")):
-                    self._set_state(msg[1])
-            elif kind == "built":
-                _, cid, info = msg
-                self._built(cid, info)
-            elif kind == "build_failed":
-                _, cid, message = msg
-                pending = self._pending
-                self._pending = None
-                if self._current is None:
-                    self._event("error", f"session failed to build: {message}")
-                    self._fail(f"cannot build a session: {message}")
-                elif not self._worker_has_session and self._good is not None:
-                    # A fresh worker (environment change) has nothing to fall back on: bring back the last good.
-                    self._event("error", f"rebuild failed: {message}; restarting with the previous settings")
-                    self._kill_worker()
-                    self._spawn(self._good)
+            if isinstance(msg, P.Samples):
+                self._add_samples(msg)
+                return
+            self._generation += 1
+            if isinstance(msg, P.State):
+                self._worker_state(msg)
+            elif isinstance(msg, P.Built):
+                if self._pending is not None and self._pending.config_id == msg.config_id:
+                    self._built(msg.config_id, msg.info)
+                elif msg.config_id in self._stores:
+                    self._stores[msg.config_id].info = msg.info
+                    self._in_worker.add(msg.config_id)
+            elif isinstance(msg, P.BuildFailed):
+                if self._pending is not None and self._pending.config_id == msg.config_id:
+                    self._build_failed(msg.message)
+                elif msg.config_id in self._stores:
+                    self._event("error", f"session #{msg.config_id} failed to build: {msg.message}")
+            elif isinstance(msg, P.BlockDone):
+                c = self._stores.get(msg.config_id)
+                if c is not None:
+                    c.block_done(msg.seq, msg.t_start_ns, msg.t_end_ns, msg.cpu_ns, msg.cpu_between_ns)
+            elif isinstance(msg, P.RunError):
+                if self._current is not None and msg.config_id == self._current.config_id:
+                    self._event("error", f"Run() failed: {msg.message}")
+                    self._fail(f"the model failed at run time: {msg.message}")
                 else:
-                    self._event("error", f"rebuild failed, previous session kept: {message}")
-                    self._set_state("measuring")
-                del pending
-            elif kind == "run_error":
-                _, cid, message = msg
-                self._event("error", f"Run() failed: {message}")
-                self._fail(f"the model failed at run time: {message}")
-            elif kind == "log":
-                self._log(msg[1])
+                    self._event("error", f"Run() failed in configuration #{msg.config_id}: {msg.message}")
+            elif isinstance(msg, P.Log):
+                self._log(msg.line)
             self._changed.notify_all()
+
+    def _worker_state(self, msg: P.State) -> None:
+        name = msg.name
+        # Failed stays failed until a build succeeds: the worker's "measuring" right after "built" (before a
+        # --strict-providers pause reaches it) and its "paused" must not hide the failure.
+        if self._fatal is not None and name in ("measuring", "paused", "idle", "alternating"):
+            return
+        if name == "idle" and (self._current is not None or self._pending is not None):
+            return  # between a build and the RunLive that follows it
+        if self._verify is not None and not self._verify.paused:
+            self._set_state(State.VERIFYING)
+            return
+        mapping = {"building": State.BUILDING, "warming": State.WARMING, "measuring": State.MEASURING,
+                   "paused": State.PAUSED, "idle": State.IDLE, "alternating": State.COMPARING}
+        if name in mapping:
+            self._set_state(mapping[name])
+
+    def _build_failed(self, message: str) -> None:
+        self._pending = None
+        if self._current is None:
+            self._event("error", f"session failed to build: {message}")
+            self._fail(f"cannot build a session: {message}")
+        elif not self._worker_has_session and self._good is not None:
+            # A fresh worker (environment change) has nothing to fall back on: bring back the last good.
+            self._event("error", f"rebuild failed: {message}; restarting with the previous settings")
+            self._kill_worker()
+            self._spawn(self._good)
+        else:
+            self._event("error", f"rebuild failed, previous session kept: {message}")
+            self._set_state(State.MEASURING)
 
     def _fail(self, message: str) -> None:
         self._fatal = message
-        self._set_state("failed")
+        self._set_state(State.FAILED)
         self._ready.set()
 
     def _built(self, cid: int, info: dict) -> None:
         pending = self._pending
-        if pending is None or pending.config_id != cid:
-            return
+        assert pending is not None
         self._pending = None
         self._worker_has_session = True
+        self._in_worker.add(cid)
         pending.info = info
         pending.started = self.now()
         prev = self._current
         self._current = pending
-        self._configs[cid] = pending
+        self._stores[cid] = pending
         self._good = pending.profile
         self._fatal = None
-        self._marker_buckets.add(int(self.now() // self.bucket_s))
+        self._series.mark(self.now())
         requested = [p for p in info["providers_requested"] if p != "CPUExecutionProvider"]
         missing = [p for p in requested if p not in info["providers_active"]]
+        strict_fail = False
         if missing:
             text = (f"{', '.join(missing)} requested but not active: running on "
                     f"{', '.join(info['providers_active'])} (silent fallback)")
             if self.strict_providers:
                 self._event("error", text)
                 self._fail(text + " — refused by --strict-providers")
-                self._send(("pause",))
-                return
-            self._event("warning", text)
+                self._send(P.Pause())
+                strict_fail = True
+            else:
+                self._event("warning", text)
+        self._send(P.RunLive(cid))
+        if prev is not None and prev.config_id in self._in_worker and prev.config_id != cid:
+            self._send(P.Drop(prev.config_id))
+            self._in_worker.discard(prev.config_id)
+        if strict_fail:
+            return
         verb = "session built" if prev is None else "rebuilt"
         self._event("info", f"{verb} in {info['create_ms']:.0f} ms, first run {info['first_run_ms']:.1f} ms"
                     + (f": {pending.label}" if pending.label != "start" else ""))
@@ -423,33 +583,19 @@ class Monitor:
             self._event("info", note)
         self._ready.set()
 
-    def _add_samples(self, cid: int, rows: np.ndarray, window: tuple[int, int]) -> None:
-        c = self._configs.get(cid)
-        if c is None or c is not self._current:
-            return
-        c.wall_ns += window[0]
-        c.cpu_ns += window[1]
-        if len(rows) == 0:
-            return
-        lat_ms = rows[:, 1] / 1e6
-        c.busy_ns += int(rows[:, 1].sum())
-        start_s = rows[:, 0] / 1e9
-        if c.first_start_ns is None:
-            c.first_start_ns = int(rows[0, 0])
-            # Map the worker's perf_counter to the monitor clock once per configuration.
-            c.offset_s = self.now() - (window[0] / 1e9) - start_s[0]
-        t = start_s + c.offset_s
-        block = np.column_stack([lat_ms, rows[:, 2] / 1e6, rows[:, 3] / 1e6, t])
-        c.ring.extend(block)
-        c.runs += len(rows)
-        idx = np.floor(t / self.bucket_s).astype(np.int64)
-        for i in np.unique(idx):
-            self._buckets.setdefault(int(i), []).append(lat_ms[idx == i])
-        while len(self._buckets) > SERIES_LEN:
-            old, _ = self._buckets.popitem(last=False)
-            self._bucket_cache.pop(old, None)
+    def _add_samples(self, msg: P.Samples) -> None:
+        c = self._stores.get(msg.config_id)
+        rows = msg.rows
+        if self._worker_offset is None and len(rows):
+            # Map the worker's perf_counter to the monitor clock once per worker.
+            self._worker_offset = self.now() - msg.wall_ns / 1e9 - rows[0, 0] / 1e9
+        t = rows[:, 0] / 1e9 + (self._worker_offset or 0.0)
+        if c is not None:
+            c.add(rows, msg.wall_ns, msg.cpu_ns, t, msg.block)
+        if len(rows):
+            self._series.add(t, rows[:, 1] / 1e6)
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: State) -> None:
         if state != self._state:
             self._state = state
             self._state_since = self.now()
@@ -474,55 +620,79 @@ class Monitor:
         if len(self._events) > 500:
             del self._events[:100]
 
-    # ---- figures ------------------------------------------------------------------------------------------
-    @staticmethod
-    def _cost(c: _Config, rows: np.ndarray) -> CpuCost:
-        if c.runs == 0 or c.wall_ns == 0:
-            return CpuCost()
-        wall_s = c.wall_ns / 1e9
-        per_run = c.cpu_ns / 1e6 / c.runs
-        between = math.nan
-        if c.profile.workload.concurrency == 1 and len(rows):
-            # Spin: CPU the process burned while no Run() was in flight, per second of wall time.
-            between = float(rows[:, 2].sum()) / (float(rows[-1, 3] - rows[0, 3]) or wall_s)
-        return CpuCost(per_run, between, c.cpu_ns / c.wall_ns * 100, c.busy_ns / c.wall_ns * 100)
+    def _run_trials(self, trials: Trials) -> None:
+        with self._lock:
+            back = self._current.config_id if self._current is not None else None
+        for trial in trials.trials:
+            with self._lock:
+                if self._schedule is not trials or self._stopping:
+                    return
+                self._send(P.RunLive(trial.config_id))
+            time.sleep(trial.seconds)
+        with self._lock:
+            if self._schedule is trials and back is not None:
+                self._send(P.RunLive(back))
+                self._schedule = Live(back)
 
-    def _record(self, c: _Config, prev: _Config | None) -> ConfigRecord:
+    # ---- figures ------------------------------------------------------------------------------------------
+    def _row_verdict(self, c: ConfigStore, prev: ConfigStore | None, rows: np.ndarray) -> RowVerdict | str:
+        v = self._verify
+        if v is not None and v.config_id == c.config_id:
+            il = v.interleaving
+            done = f" {il.elapsed():.0f}/{v.seconds:g} s" if il is not None and il.phase == "measuring" else ""
+            return RowVerdict("verifying", f"verifying…{done}",
+                              f"interleaving #{c.config_id} with #{v.against_id}{done}", (), "", v.against_id)
+        if c.verdict is not None:
+            return c.verdict
+        if prev is None:
+            return ""
+        return sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, 0])
+
+    def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
         rows = c.ring.view()
         lat = stats.latency_stats(rows[:, 0])
-        thr = c.runs / (c.wall_ns / 1e9) if c.wall_ns else math.nan
-        verdict = ""
-        if prev is not None:
-            v = stats.verdict(prev.ring.view()[:, 0], rows[:, 0])
-            verdict = v.text if v else "measuring…"
         return ConfigRecord(c.config_id, c.label, c.profile, c.started, c.info.get("create_ms", math.nan),
                             c.info.get("first_run_ms", math.nan), tuple(c.info.get("providers_active", ())), lat,
-                            thr, self._cost(c, rows), verdict)
+                            c.throughput(), c.cost(rows), self._row_verdict(c, prev, rows), False, c.changes)
 
-    def _record_cached(self, c: _Config, prev: _Config | None, now: float) -> ConfigRecord:
+    def _record_cached(self, c: ConfigStore, prev: ConfigStore | None, now: float) -> ConfigRecord:
         """A configuration's record, recomputed only when its runs (or its predecessor's) changed, and for the
         running configuration at most every RECORD_REFRESH_S once it has most of its runs: percentiles and the
         verdict over CONFIG_RING runs cost milliseconds each, and the UI asks for a snapshot several times a
         second."""
-        key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None)
+        v = self._verify
+        il = v.interleaving if v is not None and v.config_id == c.config_id else None
+        key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None, c.verdict_gen,
+               int(il.elapsed()) if il is not None else None)
         hit = self._record_cache.get(c.config_id)
         if hit is not None and (hit[0] == key or (
-                c is self._current and now - hit[1] < RECORD_REFRESH_S
+                c is self._current and now - hit[1] < RECORD_REFRESH_S and hit[0][4:] == key[4:]
                 and hit[2].latency.runs >= 0.9 * len(c.ring))):  # stale by < 1 s and < 10 % of the runs
             return hit[2]
         rec = self._record(c, prev)
         self._record_cache[c.config_id] = (key, now, rec)
         return rec
 
+    def _progress(self) -> VerifyProgress | None:
+        v = self._verify
+        if v is None:
+            return None
+        il = v.interleaving
+        return VerifyProgress(v.config_id, v.against_id, il.phase if il is not None else "building",
+                              il.elapsed() if il is not None else 0.0, v.seconds,
+                              il.blocks_so_far() if il is not None else 0)
+
     def snapshot(self) -> Snapshot:
         with self._lock:
             now = self.now()
             history = []
             prev = None
-            for c in self._configs.values():
+            for c in self._stores.values():
+                if not c.row:
+                    continue
                 history.append(self._record_cached(c, prev, now))
                 prev = c
-            measured = [h for h in history if h.latency.runs >= 20]
+            measured = [h for h in history if h.latency.runs >= MIN_VERDICT_RUNS]
             if measured:
                 best = min(measured, key=lambda h: h.latency.p50)
                 history = [replace(h, best=h is best) for h in history]
@@ -533,19 +703,6 @@ class Monitor:
                 rows = cur.ring.view()
                 recent = rows[rows[:, 3] >= now - self.window_s, 0] if len(rows) else rows[:, 0]
                 window = stats.latency_stats(recent)
-            series = []
-            last_full = int(now // self.bucket_s)
-            for i, chunks in self._buckets.items():
-                if i >= last_full:
-                    continue  # a bucket still filling would read as a throughput dip
-                hit = self._bucket_cache.get(i)
-                if hit is None or hit[0] != len(chunks):  # finished buckets are computed once, not per snapshot
-                    lat = np.concatenate(chunks)
-                    p50, p99 = np.percentile(lat, (50, 99)) if lat.size else (math.nan, math.nan)
-                    hit = (len(chunks), stats.Bucket(i * self.bucket_s, int(lat.size), float(p50), float(p99)))
-                    self._bucket_cache[i] = hit
-                b = hit[1]
-                series.append(replace(b, marker=True) if i in self._marker_buckets else b)
             info = cur.info if cur is not None else {}
             requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
             active = tuple(info.get("providers_active", ()))
@@ -559,38 +716,6 @@ class Monitor:
                 create_ms=info.get("create_ms", math.nan), first_run_ms=info.get("first_run_ms", math.nan),
                 latency=rec.latency if rec else stats.LatencyStats(), window=window,
                 throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
-                series=tuple(series), events=tuple(self._events), history=tuple(history),
-                worker_pid=self.worker_pid(), restarts=self._restarts,
+                series=self._series.buckets(now), events=tuple(self._events), history=tuple(history),
+                worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
             )
-
-
-def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict | None = None) -> dict[str, Any]:
-    """The JSON object ``--json`` prints and ``--summary FILE`` writes."""
-    def num(x: float) -> float | None:
-        return None if x is None or not math.isfinite(x) else round(float(x), 4)
-
-    warmup = snap.profile.workload.warmup_runs
-    out: dict[str, Any] = {
-        "model": snap.model_path,
-        "profile": snap.profile.to_dict(full=True),
-        "providers_requested": list(snap.providers_requested),
-        "providers_active": list(snap.providers_active),
-        "warnings": [e.text + (f" (x{e.count})" if e.count > 1 else "") for e in snap.events
-                     if e.level in ("warning", "error")],
-        "runs": snap.runs,
-        "warmup_runs": warmup,
-        "duration_s": round(duration_s, 3),
-        "latency_ms": snap.latency.as_dict(),
-        "throughput_per_s": num(snap.throughput_per_s),
-        "cpu": {
-            "cpu_ms_per_run": num(snap.cpu.cpu_ms_per_run),
-            "cpu_ms_between_runs_per_s": num(snap.cpu.cpu_ms_between_runs_per_s),
-            "process_cpu_percent": num(snap.cpu.process_cpu_percent),
-        },
-        "session": {"create_ms": num(snap.create_ms), "first_run_ms": num(snap.first_run_ms)},
-        "inputs": list(snap.feeds),
-        "gpu": gpu,
-    }
-    if extra:
-        out.update(extra)
-    return out

@@ -1,21 +1,15 @@
-"""The inference worker: a child process that owns the InferenceSession and runs the measured loop.
+"""The inference worker: a child process that holds built sessions by configuration id and runs them, measured.
 
 Why a process: its CPU time is the model's (inference plus the thread pool's spinning) and nothing else; ORT's
 writes to fd 2 are caught here instead of scribbling over a terminal UI; environment knobs that ORT reads at load
 time need a fresh process; and a crash or CUDA OOM kills only this process.
 
-Protocol (multiprocessing Connection, pickled tuples). Parent → worker:
-  ("apply", config_id, profile_dict)   build a new session; on failure keep the old one running
-  ("pause",) / ("resume",)             stop or restart the callers (the session stays)
-  ("stop",)                            exit
-Worker → parent:
-  ("state", name, config_id)           "building" | "warming" | "measuring" | "paused"
-  ("built", config_id, info)           session ready: create/first-run times, providers, feeds
-  ("build_failed", config_id, message) the new profile failed; the previous session (if any) keeps running
-  ("samples", config_id, rows, window) rows: int64 [start_ns, latency_ns, cpu_in_ns, cpu_between_ns] per run
-                                       (cpu columns -1 with concurrent callers); window: (wall_ns, cpu_ns)
-  ("run_error", config_id, message)    Run() raised: the loop stops until the next apply
-  ("log", line)                        a line ORT (or Python) wrote to stderr, ANSI colour stripped
+Protocol: the typed messages of :mod:`ortop.runtime.protocol`, pickled over a multiprocessing Connection.
+The worker keeps several sessions (``Build``/``Drop``) and either runs one continuously (``RunLive``; its runs go
+to the parent every ~100 ms as ``Samples(block=-1)``) or alternates several in blocks (``Alternate``: per block a
+settle period whose runs are not recorded, then the recorded block, sent as ``Samples(block=seq)`` followed by
+``BlockDone``). ``Pause``/``Resume`` stop and restart the callers of whichever of the two is set up; ``Stop``
+(or EOF on the connection: the parent is gone) ends the process.
 """
 
 from __future__ import annotations
@@ -27,12 +21,14 @@ import threading
 import time
 from typing import Any
 
-FLUSH_NS = 100_000_000  # samples reach the parent in batches every ~100 ms (the UI draws at 2 Hz)
+from ortop.runtime import protocol as P
+
+FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms (the UI draws at 2–4 Hz)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _capture_stderr(send) -> None:
-    """Point fd 2 at a pipe read by a thread that forwards each line to the parent.
+    """Point fd 2 (and 1) at a pipe read by a thread that forwards each line to the parent.
 
     Must run before onnxruntime is imported: ORT's logger writes to fd 2 directly. A pipe fd handed to a spawned
     child is not inherited, so the redirect happens here, inside the child.
@@ -57,7 +53,7 @@ def _capture_stderr(send) -> None:
                     text = ANSI.sub("", line.decode("utf-8", "replace")).rstrip()
                     if text:
                         try:
-                            send(("log", text))
+                            send(P.Log(text))
                         except (OSError, ValueError):
                             return
 
@@ -81,275 +77,360 @@ def _die_with_parent() -> None:
 
 
 class _Sender:
-    """Connection.send from several threads (callers, stderr reader) needs one lock."""
+    """Connection.send from several threads (the main loop, the stderr reader) needs one lock."""
 
     def __init__(self, conn):
         self.conn = conn
         self.lock = threading.Lock()
 
-    def __call__(self, msg: tuple) -> None:
+    def __call__(self, msg: Any) -> None:
         with self.lock:
             self.conn.send(msg)
 
 
-class _Session:
-    """A built session with its feeds and the way one run is made (plain run or IO binding)."""
+def _rss() -> int:
+    try:
+        import psutil
 
-    def __init__(self, profile, model_info, send):
-        import numpy as np  # noqa: F401  (imported here so the module stays cheap for the parent)
-        import onnxruntime as ort
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # psutil missing or refused: the figure is optional
+        return -1
 
+
+class _Block:
+    """One block of an alternation in progress: a loop that settles, then records until its end."""
+
+    def __init__(self, loop, seq: int, settle_ns: int, block_ns: int):
+        self.loop = loop
+        self.seq = seq
+        self.block_ns = block_ns
+        self.recording = False
+        self.t_start = 0
+        self.cpu_start = 0
+        self.deadline = time.perf_counter_ns() + settle_ns
+
+    def begin_recording(self) -> None:
+        self.loop.take()  # settle runs: not recorded
+        self.t_start = time.perf_counter_ns()
+        self.cpu_start = time.process_time_ns()
+        self.recording = True
+        self.deadline = self.t_start + self.block_ns
+
+
+class _Alternation:
+    """The sessions to alternate and where in the schedule the next block is."""
+
+    def __init__(self, msg: P.Alternate):
+        self.ids = tuple(msg.config_ids)
+        self.block_ns = int(msg.block_s * 1e9)
+        self.settle_ns = int(msg.settle_s * 1e9)
+        self.rounds = msg.rounds
+        self.pos = 0                   # schedule position of the next (or current) block
+        self.block: _Block | None = None
+        self._order: list[int] = []
+
+    def total(self) -> int | None:
+        return None if self.rounds is None else self.rounds * len(self.ids)
+
+    def config_at(self, pos: int) -> int:
+        from ortop.measure.compare import schedule
+
+        if pos >= len(self._order):  # the schedule's prefix does not depend on its length: extend it as needed
+            rounds = max(2, 2 * (pos // len(self.ids) + 1))
+            if self.rounds is not None:
+                rounds = self.rounds
+            self._order = schedule(len(self.ids), rounds)
+        return self.ids[self._order[pos]]
+
+
+class Worker:
+    """The worker's state: sessions by id, the live choice, an alternation, pause and failed sessions."""
+
+    def __init__(self, conn, send, model_path: str):
         from ortop import model as model_mod
-        from ortop.runtime import options as ortopts
 
-        self.profile = profile
-        w = profile.workload
-        self.feeds, self.notes = model_mod.make_feeds(
-            model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs, batch=w.batch, seed=w.seed
-        )
-        so = ortopts.session_options(profile)
-        t0 = time.perf_counter_ns()
-        self.sess = ort.InferenceSession(profile.model, sess_options=so, providers=ortopts.provider_list(profile))
-        self.create_ns = time.perf_counter_ns() - t0
-        self.providers_active = list(self.sess.get_providers())
-        self.output_names = [o.name for o in self.sess.get_outputs()]
-        self.io_binding = profile.provider.io_binding
-        self.device = "cpu"
-        self.device_id = int(profile.provider.options.get("device_id", 0) or 0)
-        if profile.provider_name() == "CUDAExecutionProvider" and "CUDAExecutionProvider" in self.providers_active:
-            self.device = "cuda"
-        self._bound: dict[int, Any] = {}
-
-    def binding_for_thread(self):
-        """One IOBinding per caller thread: inputs copied to the device once, outputs left on the device."""
-        import onnxruntime as ort
-
-        key = threading.get_ident()
-        b = self._bound.get(key)
-        if b is None:
-            b = self.sess.io_binding()
-            for name, arr in self.feeds.items():
-                b.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, self.device, self.device_id))
-            if self.profile.cuda_graph():
-                # CUDA graph replay needs outputs at fixed addresses: preallocate them from the first plain run.
-                outs = self.sess.run(None, self.feeds)
-                for name, arr in zip(self.output_names, outs):
-                    b.bind_ortvalue_output(
-                        name, ort.OrtValue.ortvalue_from_shape_and_type(arr.shape, arr.dtype, self.device, self.device_id)
-                    )
-            else:
-                for name in self.output_names:
-                    b.bind_output(name, self.device, self.device_id)
-            self._bound[key] = b
-        return b
-
-    def runner(self):
-        """A zero-argument callable that makes one inference: what the timed loop calls."""
-        if self.io_binding:
-            b = self.binding_for_thread()
-            run = self.sess.run_with_iobinding
-            return lambda: run(b)
-        if any(a.dtype.name == "bfloat16" for a in self.feeds.values()):
-            # run() cannot take ml_dtypes arrays: bfloat16 goes in as an OrtValue of its raw bits.
-            from onnx import TensorProto
-            import onnxruntime as ort
-
-            values = {}
-            for name, arr in self.feeds.items():
-                if arr.dtype.name == "bfloat16":
-                    values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                        arr.view("uint16"), TensorProto.BFLOAT16)
-                else:
-                    values[name] = ort.OrtValue.ortvalue_from_numpy(arr)
-            run_ov = self.sess.run_with_ort_values
-            return lambda: run_ov(None, values)
-        run, feeds = self.sess.run, self.feeds
-        return lambda: run(None, feeds)
-
-
-class _Loop:
-    """K caller threads driving one session, closed loop or paced; each appends per-run rows to its own list."""
-
-    def __init__(self, session: _Session, config_id: int, send, on_error):
-        self.session = session
-        self.config_id = config_id
+        self.conn = conn
         self.send = send
-        self.on_error = on_error
-        self.stop = threading.Event()
-        w = session.profile.workload
-        self.k = w.concurrency
-        self.period_ns = int(1e9 * self.k / w.rate_hz) if w.rate_hz > 0 else 0
-        self.rows: list[list[tuple]] = [[] for _ in range(self.k)]
-        self.threads = [
-            threading.Thread(target=self._caller, args=(i,), name=f"ortop-caller-{i}", daemon=True)
-            for i in range(self.k)
-        ]
-        self.last_flush = time.perf_counter_ns()
-        self.last_cpu = time.process_time_ns()
+        self.info = model_mod.load_model(model_path)
+        self.sessions: dict[int, Any] = {}
+        self.live_id: int | None = None
+        self.loop: Any = None                # the live loop (session.Loop)
+        self.last_flush = 0
+        self.last_cpu = 0
+        self.alt: _Alternation | None = None
+        self.paused = False
+        self.failed: set[int] = set()        # sessions whose Run() raised: not run again until told to
+        self.errors: list[tuple[int, str]] = []  # appended by caller threads
+        self._said: P.State | None = None
 
-    def start(self) -> None:
-        self.last_flush = time.perf_counter_ns()
-        self.last_cpu = time.process_time_ns()
-        for t in self.threads:
-            t.start()
+    def _state(self, name: str, config_id: int | None) -> None:
+        st = P.State(name, -1 if config_id is None else config_id)
+        if st != self._said or name in ("building", "warming"):
+            self._said = st
+            self.send(st)
 
-    def _caller(self, i: int) -> None:
-        run = self.session.runner()
-        out = self.rows[i]
-        append = out.append
-        perf, cpu = time.perf_counter_ns, time.process_time_ns
-        stop = self.stop
-        track_cpu = self.k == 1
-        period = self.period_ns
-        next_at = perf() + (period * i) // max(1, self.k)
-        prev_end_cpu = cpu()
-        try:
-            while not stop.is_set():
-                if period:
-                    wait = next_at - perf()
-                    if wait > 0:
-                        if stop.wait(wait / 1e9):
-                            break
-                    next_at += period
-                    now = perf()
-                    if next_at < now - period:  # fell behind: do not burst to catch up
-                        next_at = now
-                if track_cpu:
-                    c0 = cpu()
-                    t0 = perf()
-                    run()
-                    t1 = perf()
-                    c1 = cpu()
-                    append((t0, t1 - t0, c1 - c0, c0 - prev_end_cpu))
-                    prev_end_cpu = c1
-                else:
-                    t0 = perf()
-                    run()
-                    append((t0, perf() - t0, -1, -1))
-        except Exception as exc:  # a Run() failure is reported, never raised into the void
-            self.on_error(self.config_id, f"{type(exc).__name__}: {_one_line(exc)}")
+    # ---- the main loop ---------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            try:
+                timeout = self._timeout()
+                msg = self.conn.recv() if (timeout is None or self.conn.poll(timeout)) else None
+            except (EOFError, OSError):
+                break  # parent gone
+            self.tick()
+            if msg is None:
+                continue
+            if isinstance(msg, P.Stop):
+                break
+            self.handle(msg)
+        self._halt_live()
+        self._abort_block()
 
-    def flush(self, force: bool = False) -> None:
-        import numpy as np
+    def _timeout(self) -> float | None:
+        if self.alt is not None and self.alt.block is not None:
+            return max(0.0, (self.alt.block.deadline - time.perf_counter_ns()) / 1e9)
+        if self.loop is not None:
+            return 0.02
+        return None
 
+    def tick(self) -> None:
+        """Between commands: flush the live loop, report run errors, move an alternation on."""
+        if self.errors:
+            self._on_errors()
+        if self.loop is not None:
+            self._flush_live()
+        alt = self.alt
         now = time.perf_counter_ns()
-        if not force and now - self.last_flush < FLUSH_NS:
+        while alt is not None and alt.block is not None and now >= alt.block.deadline:
+            b = alt.block
+            if not b.recording:
+                b.begin_recording()
+            else:
+                self._finish_block()
+                if self.errors:
+                    self._on_errors()
+                elif self.alt is not None:
+                    self._run()  # the next block
+            alt = self.alt
+            now = time.perf_counter_ns()
+
+    def handle(self, msg: Any) -> None:
+        if isinstance(msg, P.Build):
+            self._build(msg.config_id, msg.profile)
+        elif isinstance(msg, P.Drop):
+            self._drop(msg.config_id)
+        elif isinstance(msg, P.RunLive):
+            self._end_alternation(completed=False)
+            if self.loop is not None and self.loop.config_id != msg.config_id:
+                self._halt_live()
+            self.live_id = msg.config_id
+            self.failed.discard(msg.config_id)
+            self._run()
+        elif isinstance(msg, P.Alternate):
+            missing = [c for c in msg.config_ids if c not in self.sessions]
+            if missing or not msg.config_ids or msg.block_s <= 0 or (msg.rounds is not None and msg.rounds < 1):
+                why = f"no session for configuration {missing[0]}" if missing else "nothing to run"
+                self.send(P.Log(f"ortop worker: cannot alternate: {why}"))
+                self.send(P.AlternationDone(False))
+                return
+            self._end_alternation(completed=False)
+            self._halt_live()
+            self.failed.difference_update(msg.config_ids)
+            self.alt = _Alternation(msg)
+            self._run()
+        elif isinstance(msg, P.Pause):
+            self.paused = True
+            self._halt_live()
+            self._abort_block()
+            self._run()
+        elif isinstance(msg, P.Resume):
+            self.paused = False
+            self.errors.clear()
+            self.failed.clear()
+            self._run()
+
+    # ---- what runs -------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        """Start whatever should run now (if it is not running yet) and say so."""
+        alt = self.alt
+        if self.paused:
+            self._state("paused", self.live_id)
             return
-        batch: list[tuple] = []
-        for lst in self.rows:
-            n = len(lst)
-            if n:
-                batch.extend(lst[:n])
-                del lst[:n]
+        if alt is not None:
+            if alt.block is None:
+                cid = alt.config_at(alt.pos)
+                if cid in self.failed:
+                    return
+                from ortop.runtime.session import Loop
+
+                loop = Loop(self.sessions[cid], cid, self._on_error)
+                alt.block = _Block(loop, alt.pos, alt.settle_ns, alt.block_ns)
+                loop.start()
+                self._state("alternating", -1)
+            return
+        live = self.live_id
+        if live is None or live not in self.sessions or live in self.failed:
+            self._state("idle", live)
+            return
+        if self.loop is None:
+            from ortop.runtime.session import Loop
+
+            self.loop = Loop(self.sessions[live], live, self._on_error)
+            self.loop.start()
+            self.last_flush, self.last_cpu = self.loop.started_ns, time.process_time_ns()
+        self._state("measuring", live)
+
+    def _on_error(self, config_id: int, message: str) -> None:
+        self.errors.append((config_id, message))
+
+    def _on_errors(self) -> None:
+        cid, message = self.errors[0]
+        self.errors.clear()
+        self.failed.add(cid)
+        if self.loop is not None and self.loop.config_id == cid:
+            self._halt_live()  # the runs before the failure are sent
+        alt = self.alt
+        if alt is not None and cid in alt.ids:
+            self._abort_block()
+            self.alt = None
+            self.send(P.RunError(cid, message))
+            self.send(P.AlternationDone(False))
+            self._run()
+            return
+        self.send(P.RunError(cid, message))
+
+    def _flush_live(self, force: bool = False) -> None:
+        loop = self.loop
+        now = time.perf_counter_ns()
+        if loop is None or (not force and now - self.last_flush < FLUSH_NS):
+            return
+        rows = loop.take()
         cpu_now = time.process_time_ns()
-        window = (now - self.last_flush, cpu_now - self.last_cpu)
+        wall, cpu = now - self.last_flush, cpu_now - self.last_cpu
         self.last_flush, self.last_cpu = now, cpu_now
-        rows = np.array(batch, dtype=np.int64).reshape(-1, 4)
-        self.send(("samples", self.config_id, rows, window))
+        self.send(P.Samples(loop.config_id, rows, wall, cpu, P.LIVE))
 
-    def halt(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join()
-        self.flush(force=True)
+    def _halt_live(self) -> None:
+        if self.loop is not None:
+            self.loop.halt()
+            self._flush_live(force=True)
+            self.loop = None
+
+    def _abort_block(self) -> None:
+        """Stop the block in progress without recording it: it runs again, whole, when the alternation goes on."""
+        alt = self.alt
+        if alt is not None and alt.block is not None:
+            alt.block.loop.halt()
+            alt.block = None
+
+    def _finish_block(self) -> None:
+        alt = self.alt
+        assert alt is not None and alt.block is not None
+        b = alt.block
+        b.loop.halt()
+        t_end = time.perf_counter_ns()
+        cpu_end = time.process_time_ns()
+        alt.block = None
+        if self.errors:
+            return  # reported by the caller of this; the block is not recorded
+        rows = b.loop.take()
+        rows = rows[rows[:, 0] >= b.t_start]
+        cid = b.loop.config_id
+        between = int(rows[:, 3].sum()) if b.loop.k == 1 else -1
+        self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq))
+        self.send(P.BlockDone(cid, b.seq, b.t_start, t_end, cpu_end - b.cpu_start, between, len(rows)))
+        alt.pos += 1
+        total = alt.total()
+        if total is not None and alt.pos >= total:
+            self.alt = None
+            self.send(P.AlternationDone(True))
+            self._run()  # back to the live session, if any
+
+    def _end_alternation(self, completed: bool) -> None:
+        if self.alt is not None:
+            self._abort_block()
+            self.alt = None
+            self.send(P.AlternationDone(completed))
+
+    # ---- sessions ----------------------------------------------------------------------------------------------
+    def _build(self, config_id: int, data: dict) -> None:
+        from ortop import model as model_mod
+        from ortop.config import profile as profile_mod
+        from ortop.runtime.session import Session, one_line
+
+        self._halt_live()
+        self._abort_block()
+        self._state("building", config_id)
+        rss_before = _rss()
+        try:
+            prof = profile_mod.from_dict(data)
+            new = Session(prof, self.info)
+            self._state("warming", config_id)
+            first_ns, warm_ms = new.warm()
+        except Exception as exc:
+            self.send(P.BuildFailed(config_id, f"{type(exc).__name__}: {one_line(exc)}"))
+            self._run()  # whatever ran before keeps running
+            return
+        old = self.sessions.pop(config_id, None)
+        del old
+        self.sessions[config_id] = new
+        self.send(P.Built(config_id, {
+            "create_ms": new.create_ns / 1e6,
+            "first_run_ms": first_ns / 1e6,
+            "warmup_ms": warm_ms,
+            "providers_active": new.providers_active,
+            "providers_requested": prof.providers(),
+            "feeds": model_mod.describe_feeds(new.feeds),
+            "notes": list(new.notes),
+            "pid": os.getpid(),
+            "rss_before": rss_before,
+            "rss_after": _rss(),
+        }))
+        self._run()
+
+    def _drop(self, config_id: int) -> None:
+        if self.loop is not None and self.loop.config_id == config_id:
+            self._halt_live()
+        if self.alt is not None and config_id in self.alt.ids:
+            self._end_alternation(completed=False)
+        if self.live_id == config_id:
+            self.live_id = None
+        self.failed.discard(config_id)
+        if self.sessions.pop(config_id, None) is not None:
+            _release_memory()
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:500] if text else type(exc).__name__
+def _release_memory() -> None:
+    """Give a dropped session's memory back to the system now: collect it, then ask glibc to return its free
+    heap (freed blocks otherwise stay in the process: a 16 MB initializer freed reads as no change in RSS)."""
+    import gc
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
 
 
 def worker_main(conn, model_path: str) -> None:
     """Entry point of the worker process (spawned)."""
+    import signal
+
+    # Ctrl-C at a terminal reaches the whole process group: the parent decides what an interrupt means (finish
+    # with what was measured) and stops this worker itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     send = _Sender(conn)
     _capture_stderr(send)
     _die_with_parent()
-
-    from ortop import model as model_mod
-    from ortop.config import profile as profile_mod
-
-    info = model_mod.load_model(model_path)
-    session: _Session | None = None
-    loop: _Loop | None = None
-    paused = False
-    errors: list[tuple[int, str]] = []
-
-    def on_error(config_id: int, message: str) -> None:
-        errors.append((config_id, message))
-
-    def start_loop() -> None:
-        nonlocal loop
-        if session is not None and not paused and not errors:
-            loop = _Loop(session, current_id, send, on_error)
-            loop.start()
-            send(("state", "measuring", current_id))
-        elif session is not None and paused:
-            send(("state", "paused", current_id))  # rebuilt while paused: still paused, not "warming"
-
-    current_id = -1
-    while True:
-        try:
-            timeout = 0.02 if loop is not None else None
-            msg = conn.recv() if (timeout is None or conn.poll(timeout)) else None
-        except (EOFError, OSError):
-            break  # parent gone
-        if loop is not None:
-            loop.flush()
-            if errors:
-                loop.halt()
-                loop = None
-                cid, message = errors.pop(0)
-                errors.clear()
-                send(("run_error", cid, message))
-        if msg is None:
-            continue
-        cmd = msg[0]
-        if cmd == "stop":
-            break
-        if cmd == "pause":
-            paused = True
-            if loop is not None:
-                loop.halt()
-                loop = None
-            send(("state", "paused", current_id))
-        elif cmd == "resume":
-            paused = False
-            errors.clear()
-            if loop is None:
-                start_loop()
-        elif cmd == "apply":
-            _, config_id, data = msg
-            if loop is not None:
-                loop.halt()
-                loop = None
-            send(("state", "building", config_id))
-            try:
-                prof = profile_mod.from_dict(data)
-                new = _Session(prof, info, send)
-                send(("state", "warming", config_id))
-                run = new.runner()
-                t0 = time.perf_counter_ns()
-                run()
-                first_ns = time.perf_counter_ns() - t0
-                for _ in range(max(0, prof.workload.warmup_runs - 1)):
-                    run()
-            except Exception as exc:
-                send(("build_failed", config_id, f"{type(exc).__name__}: {_one_line(exc)}"))
-                errors.clear()
-                start_loop()  # the previous session, if any, keeps running
-                continue
-            session, current_id = new, config_id
-            errors.clear()
-            send(("built", config_id, {
-                "create_ms": new.create_ns / 1e6,
-                "first_run_ms": first_ns / 1e6,
-                "providers_active": new.providers_active,
-                "providers_requested": prof.providers(),
-                "feeds": model_mod.describe_feeds(new.feeds),
-                "notes": list(new.notes),
-                "pid": os.getpid(),
-            }))
-            start_loop()
-    if loop is not None:
-        loop.halt()
-    conn.close()
+    try:
+        import onnxruntime  # noqa: F401  (loaded once, up front: a build's memory figure is then the session's own)
+    except Exception as exc:  # reported by the first Build
+        send(P.Log(f"cannot import onnxruntime: {exc}"))
+    worker = Worker(conn, send, model_path)
+    try:
+        worker.serve()
+    finally:
+        conn.close()

@@ -1,0 +1,438 @@
+"""Interleaved comparison of two or more profiles: build every session, alternate them in short blocks, pair
+neighbouring blocks, and say what differs (``ortop compare``, and ``Monitor.verify`` for a history row).
+
+On a drifting host a before/after measured minutes (or seconds) apart reports drift as an effect; blocks of about
+0.3 s that alternate A B B A … share the host's state pairwise, so the paired ratios cancel it (see
+:mod:`ortop.measure.compare` for the statistics).
+
+Profiles that can share a process (the same ``Profile.restart_key()``: environment and global thread pool) live
+as sessions in one worker, which alternates them itself. Profiles that cannot get one worker each; the parent then
+runs the schedule block by block, telling one worker at a time to run a single block while the others wait
+blocked on their command pipe (no loop, no spinning, nothing measured), and every block starts with a settle
+period so the previous worker's pool threads have stopped spinning before anything is recorded.
+
+Holding several sessions costs memory: each build reports the worker's resident memory before and after, the
+cost of the next sessions is predicted from the first, and a comparison that would not fit in the memory
+available is refused before it builds them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ortop.config.profile import Profile
+from ortop.engine.schedule import plan_blocks
+from ortop.measure import stats
+from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
+from ortop.runtime import protocol as P
+
+BUILD_TIMEOUT_S = 600.0
+MEMORY_HEADROOM = 0.85   # refuse when the predicted sessions need more than this share of the available memory
+MiB = 1 << 20
+
+
+class AbError(Exception):
+    """The comparison could not run: a session failed to build, a run failed, a worker died (exit 1)."""
+
+
+class NotEnoughMemory(AbError):
+    """The sessions would not fit in the memory available: refused before building them (exit 2)."""
+
+
+@dataclass(frozen=True)
+class ConfigFigures:
+    """One configuration's figures over all its recorded blocks."""
+
+    index: int
+    name: str
+    profile: Profile
+    runs: int
+    p50_ms: float
+    p99_ms: float
+    throughput_per_s: float
+    cpu_ms_per_run: float
+    blocks: int
+    create_ms: float = math.nan
+    providers_active: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"profile": self.name, "runs": self.runs, "p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms),
+                "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run),
+                "blocks": self.blocks, "providers_active": list(self.providers_active)}
+
+
+@dataclass(frozen=True)
+class MemoryCost:
+    """What holding the sessions cost (bytes; None where not measured)."""
+
+    rss_one: int | None          # the first worker with its first session built
+    rss_all: int | None          # all workers with all their sessions built
+    per_session: int | None      # the first session's own cost (rss after − before its build)
+    available: int | None        # memory available on the host when the comparison started
+    workers: int
+
+    def text(self) -> str:
+        def mib(x: int | None) -> str:
+            return "?" if x is None else f"{x / MiB:.0f} MiB"
+
+        where = f"{self.workers} workers" if self.workers > 1 else "the worker"
+        return (f"memory: {where} {mib(self.rss_all)} with every session built vs {mib(self.rss_one)} with one "
+                f"(a session ≈ {mib(self.per_session)}; {mib(self.available)} available)")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rss_one_mib": _mib(self.rss_one), "rss_all_mib": _mib(self.rss_all),
+                "per_session_mib": _mib(self.per_session), "available_mib": _mib(self.available),
+                "workers": self.workers}
+
+
+@dataclass(frozen=True)
+class AbResult:
+    configs: tuple[ConfigFigures, ...]
+    comparisons: tuple[Comparison, ...]
+    blocks: tuple[Block, ...]
+    elapsed_s: float             # measuring time (builds not counted)
+    block_s: float
+    settle_s: float
+    memory: MemoryCost
+    workers: int
+    stopped: bool                # cut short by the stop flag
+    warnings: tuple[str, ...] = ()
+
+    def comparison(self, other: int, metric: str) -> Comparison | None:
+        return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 4)
+
+
+def _mib(x: int | None) -> float | None:
+    return None if x is None else round(x / MiB, 1)
+
+
+def available_memory() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return None
+
+
+class Interleaving:
+    """One interleaved comparison over workers reached through ``channels`` (a send function per worker).
+
+    ``config_ids[i]`` is the worker-side id of profile i, built on ``channels[channel_of[i]]``; the owner routes
+    every worker message to :meth:`deliver` (with its channel index) and calls :meth:`abort` if a worker dies.
+    ``finish(channel)`` ends an alternation on a worker (default: ``Pause``). ``run()`` blocks until the budget is
+    spent (or ``stop`` is set) and returns the result; it raises AbError / NotEnoughMemory.
+    """
+
+    def __init__(self, profiles: Sequence[Profile], config_ids: Sequence[int], channels: Sequence[Callable[[Any], Any]],
+                 channel_of: Sequence[int], *, budget_s: float, names: Sequence[str] | None = None,
+                 stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
+                 per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
+                 metrics: Sequence[str] = METRICS):
+        if len(profiles) < 2:
+            raise ValueError("a comparison needs at least two profiles")
+        self.profiles = list(profiles)
+        self.ids = list(config_ids)
+        self.names = list(names) if names else [f"config {i}" for i in range(len(profiles))]
+        self.channels = list(channels)
+        self.channel_of = list(channel_of)
+        self.budget_s = budget_s
+        self.stop = stop or threading.Event()
+        self.finish = finish
+        self.per_session_hint = per_session_hint
+        self.block_s, self.settle_s = block_s, settle_s
+        self.metrics = tuple(metrics)
+        self._index = {cid: i for i, cid in enumerate(self.ids)}
+        self._cv = threading.Condition()
+        self._built: dict[int, dict] = {}
+        self._failed: dict[int, str] = {}
+        self._error: str | None = None
+        self._pending_rows: dict[int, tuple[int, np.ndarray]] = {}
+        self._blocks: list[Block] = []
+        self._lat: list[list[np.ndarray]] = [[] for _ in self.profiles]
+        self._alt_done = [0] * len(self.channels)
+        self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
+        self._closed = False
+        self._phase = "building"
+        self._t0: float | None = None
+        self.warnings: list[str] = []
+
+    # ---- progress ----------------------------------------------------------------------------------------------
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    def elapsed(self) -> float:
+        return 0.0 if self._t0 is None else time.monotonic() - self._t0
+
+    def blocks_so_far(self) -> int:
+        return len(self._blocks)
+
+    # ---- messages ------------------------------------------------------------------------------------------------
+    def deliver(self, msg: Any, channel: int = 0) -> None:
+        with self._cv:
+            if self._closed:
+                return
+            if isinstance(msg, P.Built) and msg.config_id in self._index:
+                self._built[msg.config_id] = msg.info
+            elif isinstance(msg, P.BuildFailed) and msg.config_id in self._index:
+                self._failed[msg.config_id] = msg.message
+            elif isinstance(msg, P.Samples) and msg.config_id in self._index and msg.block >= 0:
+                self._pending_rows[msg.config_id] = (msg.block, msg.rows[:, 1] / 1e6)
+            elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
+                i = self._index[msg.config_id]
+                seq, lat = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0)))
+                gseq = self._renumber.get(channel, msg.seq)
+                between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
+                self._blocks.append(block_from_runs(i, gseq, lat, t_start=msg.t_start_ns / 1e9,
+                                                    t_end=msg.t_end_ns / 1e9, cpu_ms=msg.cpu_ns / 1e6,
+                                                    cpu_between_ms=between))
+                self._lat[i].append(lat)
+            elif isinstance(msg, P.AlternationDone):
+                self._alt_done[channel] += 1
+            elif isinstance(msg, P.RunError) and msg.config_id in self._index:
+                self._error = f"{self.names[self._index[msg.config_id]]}: Run() failed: {msg.message}"
+            elif isinstance(msg, P.Log):
+                self._log(msg.line)
+            else:
+                return
+            self._cv.notify_all()
+
+    def _log(self, line: str) -> None:
+        if len(self.warnings) < 200 and line not in self.warnings:
+            self.warnings.append(line)
+
+    def abort(self, message: str) -> None:
+        with self._cv:
+            if self._error is None:
+                self._error = message
+            self._cv.notify_all()
+
+    def _wait(self, cond: Callable[[], bool], timeout: float) -> bool:
+        """Wait for ``cond`` (under the lock) until timeout; raises on an error; False on timeout or stop."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while True:
+                if self._error is not None:
+                    raise AbError(self._error)
+                if cond():
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0 or self.stop.is_set():
+                    return False
+                self._cv.wait(min(left, 0.05))
+
+    # ---- the run -------------------------------------------------------------------------------------------------
+    def run(self) -> AbResult:
+        try:
+            memory = self._build_all()
+            if self.stop.is_set():
+                return self._result(memory, stopped=True)
+            lat = max(self._latency_estimate(i) for i in range(len(self.profiles)))
+            block, settle = plan_blocks(lat, self.budget_s, len(self.profiles))
+            block = self.block_s or block
+            settle = self.settle_s if self.settle_s is not None else settle
+            self.block_s, self.settle_s = block, settle
+            self._phase = "measuring"
+            self._t0 = time.monotonic()
+            if len(self.channels) == 1:
+                self._alternate_in_one(block, settle)
+            else:
+                self._alternate_across(block, settle)
+            stopped = self.stop.is_set()
+            self._phase = "finishing"
+            return self._result(memory, stopped=stopped)
+        finally:
+            with self._cv:
+                self._closed = True
+            self._end_all()
+
+    def _end_all(self) -> None:
+        for ch in range(len(self.channels)):
+            if self.finish is not None:
+                self.finish(ch)
+            else:
+                self.channels[ch](P.Pause())
+
+    def _build_all(self) -> MemoryCost:
+        available = available_memory()
+        per = self.per_session_hint
+        rss_one: int | None = None
+        last_rss: dict[int, int] = {}
+        n = len(self.profiles)
+        for i, (prof, cid) in enumerate(zip(self.profiles, self.ids)):
+            if per is not None and per > 0 and available is not None:
+                need = per * (n - i)
+                if need > MEMORY_HEADROOM * available:
+                    raise NotEnoughMemory(
+                        f"the {n - i} session{'s' if n - i > 1 else ''} still to build need about {need / MiB:.0f} "
+                        f"MiB ({per / MiB:.0f} MiB each, as a build measured it) but only "
+                        f"{available / MiB:.0f} MiB of memory is available: compare fewer profiles at once")
+            self.channels[self.channel_of[i]](P.Build(cid, prof.to_dict(full=True)))
+            ok = self._wait(partial(self._answered, cid), BUILD_TIMEOUT_S)
+            if not ok:
+                if self.stop.is_set():
+                    return MemoryCost(rss_one, None, per, available, len(self.channels))
+                raise AbError(f"{self.names[i]}: the session did not finish building in {BUILD_TIMEOUT_S:.0f} s")
+            if cid in self._failed:
+                raise AbError(f"{self.names[i]}: the session failed to build: {self._failed[cid]}")
+            info = self._built[cid]
+            before, after = int(info.get("rss_before", -1)), int(info.get("rss_after", -1))
+            if before >= 0 and after >= 0:
+                last_rss[self.channel_of[i]] = after
+                if rss_one is None:
+                    rss_one = after
+                cost = max(0, after - before)
+                per = cost if per is None else max(per, cost)
+            self._check_providers(i, info)
+        rss_all = sum(last_rss.values()) if last_rss else None
+        return MemoryCost(rss_one, rss_all, per, available, len(self.channels))
+
+    def _answered(self, cid: int) -> bool:
+        return cid in self._built or cid in self._failed
+
+    def _blocks_done(self, channel: int, count: int) -> bool:
+        return self._alt_done[channel] >= count
+
+    def _check_providers(self, i: int, info: dict) -> None:
+        requested = [p for p in info.get("providers_requested", ()) if p != "CPUExecutionProvider"]
+        missing = [p for p in requested if p not in info.get("providers_active", ())]
+        if missing:
+            self.warnings.append(f"{self.names[i]}: {', '.join(missing)} requested but not active: running on "
+                                 f"{', '.join(info.get('providers_active', ()))} (silent fallback)")
+
+    def _latency_estimate(self, i: int) -> float:
+        """About how long one run takes (ms), or the pacing interval when that is longer."""
+        info = self._built.get(self.ids[i], {})
+        warm = float(info.get("warmup_ms", math.nan))
+        lat = warm if math.isfinite(warm) and warm > 0 else float(info.get("first_run_ms", 1.0))
+        rate = self.profiles[i].workload.rate_hz
+        return max(lat, 1000.0 / rate) if rate > 0 else lat
+
+    def _over_budget(self, ahead_s: float = 0.0) -> bool:
+        return self.stop.is_set() or self.elapsed() + ahead_s >= self.budget_s
+
+    def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
+        self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None))
+        with self._cv:
+            while not self._over_budget():
+                if self._error is not None:
+                    raise AbError(self._error)
+                if self._alt_done[0]:
+                    raise AbError("the worker stopped alternating")
+                self._cv.wait(0.05)
+
+    def _alternate_across(self, block_s: float, settle_s: float) -> None:
+        n = len(self.profiles)
+        order: list[int] = []
+        pos = 0
+        # A block costs its settle and its recording plus a round trip; do not start one that would end past the
+        # budget by more than half of it.
+        per_block = block_s + settle_s
+        while not self._over_budget(per_block / 2):
+            if pos >= len(order):
+                order = schedule(n, 2 * (pos // n + 2))
+            i = order[pos]
+            ch = self.channel_of[i]
+            with self._cv:
+                self._renumber[ch] = pos
+                expect = self._alt_done[ch] + 1
+            self.channels[ch](P.Alternate((self.ids[i],), block_s, settle_s, 1))
+            if not self._wait(partial(self._blocks_done, ch, expect), 30.0 + 4 * per_block):
+                if self.stop.is_set():
+                    return
+                raise AbError(f"{self.names[i]}: the worker did not finish a block")
+            pos += 1
+
+    def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
+        with self._cv:
+            blocks = list(self._blocks)
+            lats = [list(x) for x in self._lat]
+            elapsed = self.elapsed()
+        figures = []
+        for i, prof in enumerate(self.profiles):
+            mine = [b for b in blocks if b.config == i]
+            lat = np.concatenate(lats[i]) if lats[i] else np.zeros(0)
+            st = stats.latency_stats(lat)
+            wall = sum(b.t_end - b.t_start for b in mine)
+            cpu_known = [b for b in mine if math.isfinite(b.cpu_ms_per_run) and b.runs]
+            cpu = (sum(b.cpu_ms_per_run * b.runs for b in cpu_known) / sum(b.runs for b in cpu_known)
+                   if cpu_known else math.nan)
+            info = self._built.get(self.ids[i], {})
+            figures.append(ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
+                                         lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
+                                         float(info.get("create_ms", math.nan)),
+                                         tuple(info.get("providers_active", ()))))
+        comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None)) \
+            if blocks else ()
+        return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
+                        self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
+                        stopped, tuple(self.warnings))
+
+
+def restart_groups(profiles: Sequence[Profile]) -> list[int]:
+    """For each profile, the index of the worker it needs: one per distinct ``restart_key()``, in order."""
+    keys: list[tuple] = []
+    out = []
+    for p in profiles:
+        k = p.restart_key()
+        if k not in keys:
+            keys.append(k)
+        out.append(keys.index(k))
+    return out
+
+
+def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: float,
+                     names: Sequence[str] | None = None, stop: threading.Event | None = None,
+                     on_start: Callable[[Interleaving], None] | None = None, **kw: Any) -> AbResult:
+    """Compare ``profiles`` (two or more) on ``model_path`` in fresh workers: one per restart group.
+
+    Profiles are compared as given (their workloads included); ``kw`` goes to :class:`Interleaving`.
+    """
+    from ortop.engine.workerproc import WorkerProc
+
+    profiles = [replace(p, model=model_path) for p in profiles]
+    groups = restart_groups(profiles)
+    n_workers = max(groups) + 1
+    holder: dict[str, Interleaving] = {}
+    stopping = threading.Event()
+    workers: list[WorkerProc] = []
+
+    def on_message(ch: int) -> Callable[[Any], None]:
+        return lambda msg: holder["il"].deliver(msg, ch) if "il" in holder else None
+
+    def on_exit(wp: WorkerProc) -> None:
+        if stopping.is_set() or "il" not in holder:
+            return
+        code = wp.exitcode
+        why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        holder["il"].abort(f"the worker process died ({why})")
+
+    for g in range(n_workers):
+        env = next(p.env for p, gg in zip(profiles, groups) if gg == g)
+        workers.append(WorkerProc(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}"))
+    il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in workers], groups,
+                      budget_s=budget_s, names=names, stop=stop, **kw)
+    holder["il"] = il
+    try:
+        for w in workers:
+            w.start()
+        if on_start is not None:
+            on_start(il)
+        return il.run()
+    finally:
+        stopping.set()
+        for w in workers:
+            w.stop(graceful=True)

@@ -1,0 +1,116 @@
+"""The one headless runner: measure a profile for a while, or compare profiles, with no UI and no argparse.
+
+``ortop MODEL --headless``, ``ortop compare`` (and whatever else runs without a screen) call these functions and
+only format what they return. Stopping early is a ``threading.Event`` the caller sets (from a signal handler, say):
+the runner then finishes with what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ortop.config.profile import Profile
+from ortop.engine.snapshot import Snapshot, summary
+
+
+@dataclass(frozen=True)
+class HeadlessResult:
+    summary: dict[str, Any]     # the one summary schema (engine.snapshot.summary)
+    fatal: str | None           # why the model could not be measured (build or run failure), else None
+    measured: bool              # False when it failed before measuring started (nothing on stdout then)
+    snapshot: Snapshot
+    duration_s: float
+
+
+def gpu_summary(collector: Any) -> Any:
+    """GPU figures for the summary; None without a GPU (or without a collector)."""
+    if collector is None:
+        return None
+    sample = collector.sample()
+    if not sample.devices:
+        return None
+    return [
+        {"index": d.index, "name": d.name, "mem_used": d.mem_used, "mem_total": d.mem_total,
+         "util_percent": d.util_percent, "worker_mem": d.process_mem}
+        for d in sample.devices
+    ]
+
+
+def check_profile(model_info: Any, profile: Profile) -> None:
+    """Refuse (ProfileError / ModelError) a profile that is invalid or cannot feed the model."""
+    import os
+
+    from ortop import model as model_mod
+    from ortop.config import profile as profile_mod
+
+    profile_mod.validate(profile, host_cpus=os.cpu_count())
+    w = profile.workload
+    model_mod.make_feeds(model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
+                         batch=w.batch, seed=w.seed)
+
+
+def measure(model_path: str, profile: Profile, *, duration_s: float, strict_providers: bool = False,
+            stop: threading.Event | None = None, gpu: Any = None,
+            on_monitor: Callable[[Any], None] | None = None) -> HeadlessResult:
+    """Build ``profile``, forget the warm-up, measure for ``duration_s`` (or until ``stop``), and summarise.
+
+    Raises ProfileError / ModelError for bad input (before any worker starts). A build or run failure is not
+    raised: ``fatal`` says it, and ``measured`` says whether measuring had begun.
+    """
+    from ortop.engine.monitor import Monitor
+
+    if not (duration_s > 0 and math.isfinite(duration_s)):
+        raise ValueError(f"duration must be > 0, got {duration_s}")
+    stop = stop or threading.Event()
+    monitor = Monitor(model_path, profile, strict_providers=strict_providers)
+    if on_monitor is not None:
+        on_monitor(monitor)
+    monitor.start()
+    t_start = time.monotonic()
+    try:
+        while not monitor.wait_ready(0.2):
+            if stop.is_set():
+                break
+        if monitor.fatal:
+            snap = monitor.snapshot()
+            took = time.monotonic() - t_start
+            return HeadlessResult(summary(snap, duration_s=took, gpu=gpu_summary(gpu)), monitor.fatal, False,
+                                  snap, took)
+        if gpu is not None:
+            gpu.watch(monitor.worker_pid())
+        monitor.reset_stats()
+        t0 = time.monotonic()
+        while not stop.is_set() and time.monotonic() - t0 < duration_s and not monitor.fatal:
+            stop.wait(0.05)
+        measured = time.monotonic() - t0
+        snap = monitor.snapshot()
+        gpu_info = gpu_summary(gpu)
+    finally:
+        monitor.stop()
+    return HeadlessResult(summary(snap, duration_s=measured, gpu=gpu_info), monitor.fatal, True, snap, measured)
+
+
+def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, names: Sequence[str] | None = None,
+            stop: threading.Event | None = None, **kw: Any):
+    """Interleave ``profiles`` on ``model_path`` for ``budget_s`` seconds and compare each with the first.
+
+    Returns an ``engine.ab.AbResult``. Raises ProfileError / ModelError for bad input, ``ab.NotEnoughMemory``
+    when the sessions would not fit, ``ab.AbError`` when a session fails to build or run.
+    """
+    from ortop import model as model_mod
+    from ortop.engine import ab
+
+    if len(profiles) < 2:
+        raise ValueError("a comparison needs at least two profiles")
+    if not (budget_s > 0 and math.isfinite(budget_s)):
+        raise ValueError(f"budget must be > 0 seconds, got {budget_s}")
+    info = model_mod.load_model(model_path)
+    profiles = [replace(p, model=model_path) for p in profiles]
+    for p in profiles:
+        check_profile(info, p)
+    return ab.compare_profiles(model_path, profiles, budget_s=budget_s, names=names, stop=stop, **kw)

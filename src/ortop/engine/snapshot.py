@@ -1,0 +1,280 @@
+"""What views read: frozen snapshots of the monitor, a history row per configuration, and the one summary schema.
+
+``summary()`` is the JSON object ``--headless --json`` prints and ``--summary FILE`` writes, from the headless
+runner and from the TUI alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ortop import model as model_mod
+from ortop.config.profile import Profile
+from ortop.measure import stats
+
+MINUS = "\u2212"
+
+
+class State(str, Enum):
+    """The monitor's state; a ``str`` so ``snap.state == "measuring"`` keeps working, and prints as its value."""
+
+    STARTING = "starting"
+    BUILDING = "building"
+    WARMING = "warming"
+    MEASURING = "measuring"
+    VERIFYING = "verifying"    # an interleaved comparison runs in the worker (Monitor.verify)
+    COMPARING = "comparing"    # the worker alternates sessions for another caller
+    PAUSED = "paused"
+    IDLE = "idle"              # a worker with nothing to run
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+@dataclass(frozen=True)
+class Event:
+    t: float          # seconds since the monitor started
+    level: str        # "info" | "warning" | "error"
+    text: str
+    count: int = 1    # repeats of the same text are grouped
+
+
+@dataclass(frozen=True)
+class CpuCost:
+    """What the worker's CPU time says: per run, between runs (spinning), and as a share of one core."""
+
+    cpu_ms_per_run: float = math.nan
+    cpu_ms_between_runs_per_s: float = math.nan
+    process_cpu_percent: float = math.nan
+    busy_percent: float = math.nan  # share of wall time spent inside Run()
+
+
+@dataclass(frozen=True)
+class Change:
+    """One knob that differs from the start profile (dotted key; None = ORT's default / not set)."""
+
+    key: str
+    before: Any
+    after: Any
+
+    def text(self) -> str:
+        return f"{self.key}: {fmt_value(self.before)} → {fmt_value(self.after)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "before": _plain(self.before), "after": _plain(self.after)}
+
+
+ROW_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
+             "not comparable")
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """How a history row compares with the row before it (or the one it was verified against).
+
+    kind: ``measuring`` (too few runs yet), ``unverified`` (measured one after the other: drift and change are
+    mixed, so no claim is made), ``verifying`` (an interleaved comparison is running), the interleaved
+    comparison's ``faster`` | ``slower`` | ``no difference`` | ``undecided``, or ``not comparable`` (the
+    workloads differ). ``short`` fits a table cell; ``text`` says it in full; ``comparisons`` holds every
+    metric's :class:`ortop.measure.compare.Comparison` after a verification.
+    """
+
+    kind: str
+    short: str
+    text: str
+    comparisons: tuple = ()
+    metric: str = ""            # the metric the kind is about ("p50", "p99", "throughput", "cpu")
+    against: int | None = None  # the config id compared with
+
+    def __str__(self) -> str:
+        return self.short
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "short": self.short, "text": self.text, "metric": self.metric or None,
+                "against": self.against, "comparisons": [c.as_dict() for c in self.comparisons]}
+
+
+@dataclass(frozen=True)
+class VerifyProgress:
+    """An interleaved verification under way (``Snapshot.verifying``)."""
+
+    config_id: int
+    against_id: int
+    phase: str          # "building" | "measuring" | "finishing"
+    elapsed_s: float    # measuring time so far (builds not counted)
+    budget_s: float
+    blocks: int         # blocks recorded so far, both configurations together
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    """One applied configuration: a row of the history table."""
+
+    config_id: int
+    label: str                  # its changes from the start profile, or "start"
+    profile: Profile
+    started: float              # seconds since monitor start
+    create_ms: float
+    first_run_ms: float
+    providers_active: tuple[str, ...]
+    latency: stats.LatencyStats
+    throughput_per_s: float
+    cpu: CpuCost
+    verdict: RowVerdict | str = ""  # against the previous row; "" for the first
+    best: bool = False
+    changes: tuple[Change, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "config_id": self.config_id,
+            "label": self.label,
+            "changes": [c.as_dict() for c in self.changes],
+            "runs": self.latency.runs,
+            "p50_ms": _num(self.latency.p50),
+            "p99_ms": _num(self.latency.p99),
+            "throughput_per_s": _num(self.throughput_per_s),
+            "cpu_ms_per_run": _num(self.cpu.cpu_ms_per_run),
+            "verdict": v.as_dict() if isinstance(v, RowVerdict) else None,
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a view needs, frozen at one instant."""
+
+    t: float
+    state: str                  # a State: starting | building | warming | measuring | verifying | paused | …
+    state_elapsed: float
+    model_path: str
+    model: model_mod.ModelInfo | None
+    profile: Profile            # the profile of the running session (last good)
+    pending: Profile | None     # a profile being built
+    config_id: int
+    runs: int                   # measured runs of the running configuration (warm-up excluded)
+    feeds: tuple[str, ...]
+    notes: tuple[str, ...]
+    providers_requested: tuple[str, ...]
+    providers_active: tuple[str, ...]
+    fallback: bool              # a requested provider is not active
+    create_ms: float
+    first_run_ms: float
+    latency: stats.LatencyStats   # the running configuration, all runs since it was built (capped)
+    window: stats.LatencyStats    # the last few seconds
+    throughput_per_s: float
+    cpu: CpuCost
+    series: tuple[Any, ...]       # measure.series.Bucket
+    events: tuple[Event, ...]
+    history: tuple[ConfigRecord, ...]
+    worker_pid: int | None
+    restarts: int
+    verifying: VerifyProgress | None = None
+
+
+# ---- changes -----------------------------------------------------------------------------------------------------
+def fmt_value(v: Any) -> str:
+    if v is None:
+        return "default"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def changes_between(base: Profile, profile: Profile) -> tuple[Change, ...]:
+    """Every knob whose value differs, by dotted key in sorted order (the model path is not a knob)."""
+    a, b = _flatten(base.to_dict(full=True)), _flatten(profile.to_dict(full=True))
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key in ("model", "description"):
+            continue
+        if a.get(key) != b.get(key):
+            out.append(Change(key, _freeze(a.get(key)), _freeze(b.get(key))))
+    return tuple(out)
+
+
+def label_of(changes: tuple[Change, ...]) -> str:
+    return "; ".join(c.text() for c in changes) if changes else "start"
+
+
+WORKLOAD_KEYS = ("rate_hz", "concurrency", "batch", "dims", "shapes", "values", "inputs")
+
+
+def workload_difference(a: Profile, b: Profile) -> list[str]:
+    """The workload fields that differ (what is run, not how): such configurations are not comparable."""
+    return [k for k in WORKLOAD_KEYS if _plain_map(getattr(a.workload, k)) != _plain_map(getattr(b.workload, k))]
+
+
+def _plain_map(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def signed_pct(x: float, decimals: int = 1) -> str:
+    return f"{x:+.{decimals}f}".replace("-", MINUS)
+
+
+# ---- the summary ---------------------------------------------------------------------------------------------------
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 4)
+
+
+def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict | None = None) -> dict[str, Any]:
+    """The JSON object ``--json`` prints and ``--summary FILE`` writes (headless and TUI alike)."""
+    warmup = snap.profile.workload.warmup_runs
+    out: dict[str, Any] = {
+        "model": snap.model_path,
+        "profile": snap.profile.to_dict(full=True),
+        "providers_requested": list(snap.providers_requested),
+        "providers_active": list(snap.providers_active),
+        "warnings": [e.text + (f" (x{e.count})" if e.count > 1 else "") for e in snap.events
+                     if e.level in ("warning", "error")],
+        "runs": snap.runs,
+        "warmup_runs": warmup,
+        "duration_s": round(duration_s, 3),
+        "latency_ms": snap.latency.as_dict(),
+        "throughput_per_s": _num(snap.throughput_per_s),
+        "cpu": {
+            "cpu_ms_per_run": _num(snap.cpu.cpu_ms_per_run),
+            "cpu_ms_between_runs_per_s": _num(snap.cpu.cpu_ms_between_runs_per_s),
+            "process_cpu_percent": _num(snap.cpu.process_cpu_percent),
+        },
+        "session": {"create_ms": _num(snap.create_ms), "first_run_ms": _num(snap.first_run_ms)},
+        "inputs": list(snap.feeds),
+        "gpu": gpu,
+        "history": [h.as_dict() for h in snap.history],
+    }
+    if extra:
+        out.update(extra)
+    return out

@@ -1,0 +1,96 @@
+"""Per-configuration stores, keyed by configuration id: every run the worker sends lands in its own store.
+
+A store keeps a ring of recent runs (latency, CPU in and between runs, start time), the wall/CPU/busy totals the
+throughput and CPU figures come from, and the blocks of alternations. Nothing filters by "the current one": a
+worker that alternates two sessions fills both stores.
+
+Not thread-safe by itself: the monitor calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ortop.config.profile import Profile
+from ortop.engine.snapshot import Change, CpuCost, RowVerdict
+from ortop.measure import stats
+from ortop.measure.compare import Block, block_from_runs
+
+CONFIG_RING = 50_000  # runs kept per configuration for its percentiles and verdicts
+
+
+class ConfigStore:
+    """One configuration's runs and totals (columns of the ring: latency_ms, cpu_in_ms, cpu_between_ms, t_s)."""
+
+    def __init__(self, config_id: int, profile: Profile, *, label: str = "start", changes: tuple[Change, ...] = (),
+                 started: float = 0.0, row: bool = True, capacity: int = CONFIG_RING):
+        self.config_id = config_id
+        self.profile = profile
+        self.label = label
+        self.changes = changes
+        self.started = started
+        self.row = row                      # a history row (False: a session built for a comparison only)
+        self.ring = stats.Ring(capacity, 4)
+        self.runs = 0
+        self.wall_ns = 0
+        self.cpu_ns = 0
+        self.busy_ns = 0
+        self.info: dict[str, Any] = {}
+        self.blocks: list[Block] = []       # blocks of alternations, config = this id, seq per alternation
+        self._block_rows: dict[int, np.ndarray] = {}  # latency ms of a block whose BlockDone has not come yet
+        self.verdict: RowVerdict | None = None        # set by a verification; else the row's verdict is computed
+        self.verdict_gen = 0                          # moves with every change of the verification state
+
+    def clear(self) -> None:
+        self.ring.clear()
+        self.runs = self.wall_ns = self.cpu_ns = self.busy_ns = 0
+
+    def add(self, rows: np.ndarray, wall_ns: int, cpu_ns: int, t_s: np.ndarray, block: int = -1) -> None:
+        """A batch of runs (the protocol's int64 rows) started at ``t_s`` (seconds, the monitor's clock)."""
+        self.wall_ns += int(wall_ns)
+        self.cpu_ns += int(cpu_ns)
+        if len(rows) == 0:
+            if block >= 0:
+                self._block_rows[block] = np.zeros(0)
+            return
+        lat_ms = rows[:, 1] / 1e6
+        self.busy_ns += int(rows[:, 1].sum())
+        self.ring.extend(np.column_stack([lat_ms, rows[:, 2] / 1e6, rows[:, 3] / 1e6, t_s]))
+        self.runs += len(rows)
+        if block >= 0:
+            self._block_rows[block] = lat_ms
+
+    def block_done(self, seq: int, t_start_ns: int, t_end_ns: int, cpu_ns: int, cpu_between_ns: int) -> Block:
+        """Close block ``seq`` (its runs came just before): its figures, kept in ``blocks`` and returned."""
+        lat = self._block_rows.pop(seq, np.zeros(0))
+        between = cpu_between_ns / 1e6 if cpu_between_ns >= 0 else math.nan
+        b = block_from_runs(self.config_id, seq, lat, t_start=t_start_ns / 1e9, t_end=t_end_ns / 1e9,
+                            cpu_ms=cpu_ns / 1e6, cpu_between_ms=between)
+        self.blocks.append(b)
+        return b
+
+    def latency_ms(self) -> np.ndarray:
+        return self.ring.view()[:, 0]
+
+    def throughput(self) -> float:
+        return self.runs / (self.wall_ns / 1e9) if self.wall_ns else math.nan
+
+    def cost(self, rows: np.ndarray | None = None) -> CpuCost:
+        if self.runs == 0 or self.wall_ns == 0:
+            return CpuCost()
+        rows = self.ring.view() if rows is None else rows
+        wall_s = self.wall_ns / 1e9
+        per_run = self.cpu_ns / 1e6 / self.runs
+        between = math.nan
+        if self.profile.workload.concurrency == 1 and len(rows):
+            # Spin: CPU the process burned while no Run() was in flight, per second of wall time.
+            between = float(rows[:, 2].sum()) / (float(rows[-1, 3] - rows[0, 3]) or wall_s)
+        return CpuCost(per_run, between, self.cpu_ns / self.wall_ns * 100, self.busy_ns / self.wall_ns * 100)
+
+    def session_bytes(self) -> int | None:
+        """What building this configuration's session added to the worker's resident memory, if measured."""
+        before, after = self.info.get("rss_before", -1), self.info.get("rss_after", -1)
+        return after - before if before >= 0 and after >= 0 else None

@@ -1,0 +1,101 @@
+"""One worker process seen from the parent: spawn it with its environment, send it commands, hand its messages
+to a callback on a receiver thread, and notice when it exits."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_spawn_lock = threading.Lock()  # os.environ is process-wide: one spawn at a time sets it
+
+
+class WorkerProc:
+    """``on_message(msg)`` runs on the receiver thread for every message; ``on_exit(self)`` once, after EOF."""
+
+    def __init__(self, model_path: str, env: Mapping[str, str], on_message: Callable[[Any], None],
+                 on_exit: Callable[[WorkerProc], None] | None = None, name: str = "ortop-worker"):
+        self.model_path = model_path
+        self.env = dict(env)
+        self.on_message = on_message
+        self.on_exit = on_exit
+        self.name = name
+        self.proc: Any = None   # multiprocessing SpawnProcess
+        self.conn: Any = None   # multiprocessing Connection
+        self._receiver: threading.Thread | None = None
+        self._send_lock = threading.Lock()
+
+    def start(self) -> None:
+        from ortop.runtime.worker import worker_main
+
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        with _spawn_lock:
+            # Env knobs (LD_PRELOAD, OMP_*) must be in place when the child process starts; spawn copies
+            # os.environ at start, so set them around start() only.
+            backup = {k: os.environ.get(k) for k in self.env}
+            try:
+                os.environ.update(self.env)
+                proc = ctx.Process(target=worker_main, args=(child, self.model_path), daemon=True, name=self.name)
+                proc.start()
+            finally:
+                for k, v in backup.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        child.close()
+        self.proc, self.conn = proc, parent
+        self._receiver = threading.Thread(target=self._receive, name=f"{self.name}-receiver", daemon=True)
+        self._receiver.start()
+
+    @property
+    def pid(self) -> int | None:
+        p = self.proc
+        return p.pid if p is not None and p.is_alive() else None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.proc.exitcode if self.proc is not None else None
+
+    def send(self, msg: Any) -> bool:
+        conn = self.conn
+        if conn is None:
+            return False
+        try:
+            with self._send_lock:
+                conn.send(msg)
+            return True
+        except (OSError, ValueError, BrokenPipeError):
+            return False  # the receiver sees the death and reports it
+
+    def stop(self, graceful: bool = True, timeout: float = 3.0) -> None:
+        """Ask the worker to exit (graceful), then kill it if it is still there; idempotent."""
+        from ortop.runtime.protocol import Stop
+
+        proc, conn = self.proc, self.conn
+        if proc is None:
+            return
+        if graceful and conn is not None and proc.is_alive():
+            self.send(Stop())
+            proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout)
+        self.conn = None
+        if conn is not None:
+            conn.close()
+
+    def _receive(self) -> None:
+        conn, proc = self.conn, self.proc
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError, ValueError, TypeError):
+                break
+            self.on_message(msg)
+        proc.join(1)
+        if self.on_exit is not None:
+            self.on_exit(self)

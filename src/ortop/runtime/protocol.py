@@ -1,0 +1,168 @@
+"""The messages between the parent (the Monitor) and the inference worker: frozen, picklable dataclasses.
+
+The worker holds several built sessions, each under a configuration id the parent chose, and runs the one it is
+told to (``RunLive``) or alternates several in blocks (``Alternate``). A live rebuild is ``Build(new)``, then, on
+``Built``, ``RunLive(new)`` and ``Drop(old)``; on ``BuildFailed`` the old session simply keeps running.
+
+Parent → worker                                   Worker → parent
+  Build(config_id, profile)  build + warm, keep      State(name, config_id)
+  Drop(config_id)            free a session          Built(config_id, info) / BuildFailed(config_id, message)
+  RunLive(config_id)         run it continuously     Samples(config_id, rows, wall_ns, cpu_ns, block)
+  Alternate(ids, block_s, settle_s, rounds)          BlockDone(config_id, seq, t_start_ns, t_end_ns, cpu_ns,
+  Pause / Resume / Stop                                        cpu_between_ns, runs)
+                                                     AlternationDone(completed)
+                                                     RunError(config_id, message) / Log(line)
+
+``Samples.rows`` is an int64 array, one row per run: [start_ns, latency_ns, cpu_in_ns, cpu_between_ns] (the cpu
+columns are -1 with concurrent callers); ``wall_ns``/``cpu_ns`` are the wall and process CPU time the batch
+covers. Clocks are the worker's ``perf_counter_ns`` and ``process_time_ns``.
+
+This module imports nothing heavy: the parent imports it without onnxruntime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+LIVE = -1  # Samples.block of runs from the live loop
+
+
+# ---- parent → worker ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Build:
+    """Build and warm a session for ``profile`` (``Profile.to_dict(full=True)``) and keep it under ``config_id``.
+
+    What runs does not change: the running loop pauses while the session builds (its figures would carry the
+    build's CPU) and goes on afterwards.
+    """
+
+    config_id: int
+    profile: dict
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Free a session (a running loop of it stops first)."""
+
+    config_id: int
+
+
+@dataclass(frozen=True)
+class RunLive:
+    """Run this session continuously (ends an alternation); paused stays paused."""
+
+    config_id: int
+
+
+@dataclass(frozen=True)
+class Alternate:
+    """Run the sessions in blocks, in the order of ``ortop.measure.compare.schedule(len(ids), rounds)``.
+
+    Each block first runs ``settle_s`` of runs that are not recorded (another session's pool threads may still
+    be spin-waiting after its block), then records for ``block_s``. ``rounds=None`` goes on until another command
+    (RunLive, Alternate, Pause) ends it. When it ends, the worker goes back to the live session it ran before.
+    """
+
+    config_ids: tuple[int, ...]
+    block_s: float
+    settle_s: float
+    rounds: int | None = None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Stop the callers; the sessions stay built."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Start the callers again (what was running before the pause)."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Exit the worker."""
+
+
+# ---- worker → parent ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class State:
+    """``building`` | ``warming`` | ``measuring`` | ``alternating`` | ``paused`` | ``idle`` (of ``config_id``)."""
+
+    name: str
+    config_id: int
+
+
+@dataclass(frozen=True)
+class Built:
+    """The session is ready. ``info``: create_ms, first_run_ms, warmup_ms, providers_active, providers_requested,
+    feeds, notes, pid, rss_before, rss_after (bytes, the worker's resident memory around the build)."""
+
+    config_id: int
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BuildFailed:
+    """The profile did not build (or its first runs failed); whatever ran before keeps running."""
+
+    config_id: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A batch of runs of one session; ``block`` is the schedule position in an alternation, ``LIVE`` (-1) else."""
+
+    config_id: int
+    rows: Any  # np.ndarray int64 (n, 4)
+    wall_ns: int
+    cpu_ns: int
+    block: int = LIVE
+
+
+@dataclass(frozen=True)
+class BlockDone:
+    """One recorded block of an alternation: its runs arrived just before as ``Samples(block=seq)``.
+
+    ``t_start_ns``..``t_end_ns`` is the recorded window (settle runs excluded); ``cpu_ns`` the process CPU over
+    it; ``cpu_between_ns`` the CPU burned between runs (-1 with concurrent callers).
+    """
+
+    config_id: int
+    seq: int
+    t_start_ns: int
+    t_end_ns: int
+    cpu_ns: int
+    cpu_between_ns: int
+    runs: int
+
+
+@dataclass(frozen=True)
+class AlternationDone:
+    """The alternation ended: all its rounds done (``completed``), or cut short by a command or a run error."""
+
+    completed: bool = True
+
+
+@dataclass(frozen=True)
+class RunError:
+    """Run() raised: that session's loop stops (until the next RunLive or Resume)."""
+
+    config_id: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Log:
+    """A line ORT (or Python) wrote to stderr/stdout in the worker, ANSI colour stripped."""
+
+    line: str
+
+
+ToWorker = Build | Drop | RunLive | Alternate | Pause | Resume | Stop
+FromWorker = State | Built | BuildFailed | Samples | BlockDone | AlternationDone | RunError | Log
+
+__all__ = ["LIVE", "Build", "Drop", "RunLive", "Alternate", "Pause", "Resume", "Stop", "State", "Built",
+           "BuildFailed", "Samples", "BlockDone", "AlternationDone", "RunError", "Log", "ToWorker", "FromWorker"]

@@ -1,0 +1,193 @@
+"""A built session (feeds, the way one run is made) and the timed caller loop that drives it.
+
+Imported by the worker process only after it has redirected fd 2: onnxruntime is imported inside the functions,
+so this module stays cheap and ORT's first words land in the captured pipe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ortop.config.profile import Profile
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:500] if text else type(exc).__name__
+
+
+class Session:
+    """A built session with its feeds and the way one run is made (plain run or IO binding)."""
+
+    def __init__(self, profile: Profile, model_info: Any) -> None:
+        import onnxruntime as ort
+
+        from ortop import model as model_mod
+        from ortop.runtime import options as ortopts
+
+        self.profile = profile
+        w = profile.workload
+        self.feeds, self.notes = model_mod.make_feeds(
+            model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs, batch=w.batch, seed=w.seed
+        )
+        so = ortopts.session_options(profile)
+        t0 = time.perf_counter_ns()
+        self.sess = ort.InferenceSession(profile.model, sess_options=so, providers=ortopts.provider_list(profile))
+        self.create_ns = time.perf_counter_ns() - t0
+        self.providers_active = list(self.sess.get_providers())
+        self.output_names = [o.name for o in self.sess.get_outputs()]
+        self.io_binding = profile.provider.io_binding
+        self.device = "cpu"
+        self.device_id = int(profile.provider.options.get("device_id", 0) or 0)
+        if profile.provider_name() == "CUDAExecutionProvider" and "CUDAExecutionProvider" in self.providers_active:
+            self.device = "cuda"
+        self._bound: dict[int, Any] = {}  # caller index -> IOBinding (one loop at a time drives a session)
+
+    def warm(self) -> tuple[int, float]:
+        """The first run (timed apart: it pays for lazy initialisation) and the profile's other warm-up runs.
+
+        Returns (first run ns, mean ms of the other warm-up runs, nan when there were none).
+        """
+        run = self.runner(0)
+        t0 = time.perf_counter_ns()
+        run()
+        first_ns = time.perf_counter_ns() - t0
+        n = max(0, self.profile.workload.warmup_runs - 1)
+        t1 = time.perf_counter_ns()
+        for _ in range(n):
+            run()
+        mean_ms = (time.perf_counter_ns() - t1) / 1e6 / n if n else float("nan")
+        return first_ns, mean_ms
+
+    def binding(self, caller: int):
+        """One IOBinding per caller: inputs copied to the device once, outputs left on the device."""
+        import onnxruntime as ort
+
+        b = self._bound.get(caller)
+        if b is None:
+            b = self.sess.io_binding()
+            for name, arr in self.feeds.items():
+                b.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, self.device, self.device_id))
+            if self.profile.cuda_graph():
+                # CUDA graph replay needs outputs at fixed addresses: preallocate them from the first plain run.
+                outs = self.sess.run(None, self.feeds)
+                for name, arr in zip(self.output_names, outs):
+                    value = ort.OrtValue.ortvalue_from_shape_and_type(arr.shape, arr.dtype, self.device, self.device_id)
+                    b.bind_ortvalue_output(name, value)
+            else:
+                for name in self.output_names:
+                    b.bind_output(name, self.device, self.device_id)
+            self._bound[caller] = b
+        return b
+
+    def runner(self, caller: int = 0) -> Callable[[], Any]:
+        """A zero-argument callable that makes one inference: what the timed loop calls."""
+        if self.io_binding:
+            b = self.binding(caller)
+            run = self.sess.run_with_iobinding
+            return lambda: run(b)
+        if any(a.dtype.name == "bfloat16" for a in self.feeds.values()):
+            # run() cannot take ml_dtypes arrays: bfloat16 goes in as an OrtValue of its raw bits.
+            import onnxruntime as ort
+            from onnx import TensorProto
+
+            values = {}
+            for name, arr in self.feeds.items():
+                if arr.dtype.name == "bfloat16":
+                    values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                        arr.view("uint16"), TensorProto.BFLOAT16)
+                else:
+                    values[name] = ort.OrtValue.ortvalue_from_numpy(arr)
+            run_ov = self.sess.run_with_ort_values
+            return lambda: run_ov(None, values)
+        run, feeds = self.sess.run, self.feeds
+        return lambda: run(None, feeds)
+
+
+class Loop:
+    """K caller threads driving one session, closed loop or paced; each appends per-run rows to its own list.
+
+    A row is (start_ns, latency_ns, cpu_in_ns, cpu_between_ns); the cpu columns are -1 with K > 1, where one
+    process clock cannot be split between overlapping runs. ``take()`` hands over the rows so far.
+    """
+
+    def __init__(self, session: Session, config_id: int, on_error: Callable[[int, str], None]):
+        self.session = session
+        self.config_id = config_id
+        self.on_error = on_error
+        self.stop = threading.Event()
+        w = session.profile.workload
+        self.k = w.concurrency
+        self.period_ns = int(1e9 * self.k / w.rate_hz) if w.rate_hz > 0 else 0
+        self.rows: list[list[tuple]] = [[] for _ in range(self.k)]
+        self.threads = [
+            threading.Thread(target=self._caller, args=(i,), name=f"ortop-caller-{i}", daemon=True)
+            for i in range(self.k)
+        ]
+        self.started_ns = 0
+
+    def start(self) -> None:
+        self.started_ns = time.perf_counter_ns()
+        for t in self.threads:
+            t.start()
+
+    def _caller(self, i: int) -> None:
+        try:
+            run = self.session.runner(i)
+        except Exception as exc:
+            self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
+            return
+        out = self.rows[i]
+        append = out.append
+        perf, cpu = time.perf_counter_ns, time.process_time_ns
+        stop = self.stop
+        track_cpu = self.k == 1
+        period = self.period_ns
+        next_at = perf() + (period * i) // max(1, self.k)
+        prev_end_cpu = cpu()
+        try:
+            while not stop.is_set():
+                if period:
+                    wait = next_at - perf()
+                    if wait > 0:
+                        if stop.wait(wait / 1e9):
+                            break
+                    next_at += period
+                    now = perf()
+                    if next_at < now - period:  # fell behind: do not burst to catch up
+                        next_at = now
+                if track_cpu:
+                    c0 = cpu()
+                    t0 = perf()
+                    run()
+                    t1 = perf()
+                    c1 = cpu()
+                    append((t0, t1 - t0, c1 - c0, c0 - prev_end_cpu))
+                    prev_end_cpu = c1
+                else:
+                    t0 = perf()
+                    run()
+                    append((t0, perf() - t0, -1, -1))
+        except Exception as exc:  # a Run() failure is reported, never raised into the void
+            self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
+
+    def take(self) -> np.ndarray:
+        """The rows appended since the last take, as int64 (n, 4), callers' rows one after the other."""
+        batch: list[tuple] = []
+        for lst in self.rows:
+            n = len(lst)
+            if n:
+                batch.extend(lst[:n])
+                del lst[:n]
+        return np.array(batch, dtype=np.int64).reshape(-1, 4)
+
+    def halt(self) -> None:
+        """Stop the callers and wait for them (a run in flight finishes first); the rows stay for take()."""
+        self.stop.set()
+        for t in self.threads:
+            t.join()

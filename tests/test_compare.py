@@ -1,0 +1,245 @@
+"""Interleaved comparisons on real workers: ``ortop compare`` as a user runs it, and the live history's verdicts
+(sequential rows stay unverified; ``Monitor.verify`` interleaves the two and stores an interval on the row)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+
+from ortop.config import profile as P
+from ortop.config.profile import Profile
+from ortop.engine.monitor import Monitor
+from ortop.engine.snapshot import RowVerdict
+from ortop.measure.compare import METRICS
+from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
+
+READY_S = 30.0
+CONFIG_KEYS = {"profile", "runs", "p50_ms", "p99_ms", "throughput_per_s", "cpu_ms_per_run"}
+COMPARISON_KEYS = {"baseline", "other", "metric", "change_pct", "ci_low_pct", "ci_high_pct", "significant", "verdict"}
+VERDICTS = {"faster", "slower", "no difference", "undecided"}
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory) -> str:
+    from ortop.model.demo import build_demo
+
+    return str(build_demo(tmp_path_factory.mktemp("demo") / "demo.onnx"))
+
+
+@pytest.fixture
+def threads_profiles(tmp_path):
+    a, b = tmp_path / "one.toml", tmp_path / "two.toml"
+    a.write_text("[session]\nintra_op_num_threads = 1\n")
+    b.write_text("[session]\nintra_op_num_threads = 2\n")
+    return a, b
+
+
+def wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def check_comparison_json(d: dict, n_configs: int, budget: float) -> None:
+    assert {"model", "budget_s", "configs", "comparisons"} <= set(d)
+    assert d["budget_s"] == budget
+    assert len(d["configs"]) == n_configs
+    for c in d["configs"]:
+        assert CONFIG_KEYS <= set(c)
+        assert c["runs"] > 0
+        assert 0 < c["p50_ms"] <= c["p99_ms"]
+        assert c["throughput_per_s"] > 0 and c["cpu_ms_per_run"] > 0
+        # A closed loop: runs/s cannot beat one run per p50 by much (mean ≥ a good share of the median).
+        assert c["throughput_per_s"] < 1.5 * 1000 / c["p50_ms"]
+    comps = d["comparisons"]
+    assert len(comps) == (n_configs - 1) * len(METRICS)  # one per other configuration and metric
+    assert {(c["other"], c["metric"]) for c in comps} == {(i, m) for i in range(1, n_configs) for m in METRICS}
+    for c in comps:
+        assert COMPARISON_KEYS <= set(c)
+        assert c["baseline"] == 0
+        assert c["verdict"] in VERDICTS
+        assert isinstance(c["significant"], bool)
+        assert c["significant"] == (c["verdict"] in ("faster", "slower"))
+        if c["ci_low_pct"] is not None:
+            assert c["ci_low_pct"] <= c["change_pct"] <= c["ci_high_pct"]
+        else:
+            assert c["verdict"] == "undecided"
+
+
+# ---- ortop compare ---------------------------------------------------------------------------------------------------
+def test_compare_json_on_the_demo_model(demo_model, threads_profiles, env):  # noqa: F811
+    a, b = threads_profiles
+    t0 = time.monotonic()
+    r = ortop("compare", demo_model, a, b, "--budget", 4, "--json", "--objective", "throughput", env=env)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    check_comparison_json(d, 2, 4.0)
+    assert d["model"] == demo_model
+    assert [c["profile"] for c in d["configs"]] == [str(a), str(b)]
+    assert d["comparisons"][0]["metric"] == "throughput"  # the objective first
+    assert d["workers"] == 1  # both sessions in one worker
+    assert 3.5 <= d["elapsed_s"] <= 5.0 and took < 30
+    # Blocks alternate: each configuration ran about half of the time, in about as many blocks.
+    assert d["blocks"] >= 12 and abs(d["configs"][0]["blocks"] - d["configs"][1]["blocks"]) <= 1
+    mem = d["memory"]
+    assert mem["rss_all_mib"] >= mem["rss_one_mib"] > 0 and mem["per_session_mib"] >= 0
+    assert r.stderr == ""
+
+
+def test_compare_text_and_env_profiles_take_turns_in_two_workers(demo_model, tmp_path, env):  # noqa: F811
+    """Profiles that differ in an environment knob need a process each: they take turns, block by block."""
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text("[session]\nintra_op_num_threads = 1\n")
+    b.write_text("[session]\nintra_op_num_threads = 1\n\n[env]\nOMP_WAIT_POLICY = \"PASSIVE\"\n")
+    r = ortop("compare", demo_model, a, b, "--budget", 3, env=env)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "2 workers taking turns" in text
+    for head in ("runs", "p50 ms", "p99 ms", "runs/s", "CPU/run ms", f"{b} vs {a}", "memory: 2 workers"):
+        assert head in text, text
+    table = [ln.split() for ln in text.splitlines() if ln.strip().startswith(("0 ", "1 "))]
+    assert [row[1] for row in table] == [str(a), str(b)] and all(int(row[2]) > 0 for row in table)
+    verdicts = [ln for ln in text.splitlines() if ln.startswith((" *", "  ")) and "→" in ln]
+    assert len(verdicts) == len(METRICS) and verdicts[0].startswith(" *p50")  # the objective first, marked
+    assert r.stderr == ""
+
+
+def test_compare_bad_input_is_one_line_and_exit_2(demo_model, threads_profiles, tmp_path, env):  # noqa: F811
+    a, b = threads_profiles
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[session]\nintra_op_threads = 2\n")
+    cases = {
+        "one profile": ([demo_model, a], "at least two profiles"),
+        "no profile": ([demo_model], "PROFILE"),
+        "unknown profile": ([demo_model, a, "no-such-profile"], "profile not found: no-such-profile"),
+        "bad profile key": ([demo_model, a, bad], "intra_op_threads"),
+        "budget 0": ([demo_model, a, b, "--budget", "0"], "--budget"),
+        "budget nan": ([demo_model, a, b, "--budget", "nan"], "--budget"),
+        "budget text": ([demo_model, a, b, "--budget", "soon"], "--budget"),
+        "missing model": ([tmp_path / "nope.onnx", a, b], "not found"),
+        "bad objective": ([demo_model, a, b, "--objective", "speed"], "--objective"),
+        "bad --dim": ([demo_model, a, b, "--dim", "nosuch=2"], "nosuch"),
+    }
+    for case, (args, needle) in cases.items():
+        r = ortop("compare", *args, env=env)
+        line = one_error_line(r, 2)
+        assert needle in line, (case, line)
+        assert r.stdout == "", case
+
+
+def test_compare_run_time_failure_exits_1(broadcast_model, tmp_path, env):  # noqa: F811
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text("[session]\nintra_op_num_threads = 1\n")
+    b.write_text("[session]\nintra_op_num_threads = 2\n")
+    r = ortop("compare", broadcast_model, a, b, "--dim", "N=2", "--dim", "M=3", "--budget", 1, env=env)
+    line = one_error_line(r, 1)
+    assert "failed to build" in line
+
+
+# ---- the live history's verdicts -------------------------------------------------------------------------------------
+@pytest.fixture
+def monitor(matmul_model):
+    made: list[Monitor] = []
+
+    def make(profile: Profile) -> Monitor:
+        mon = Monitor(matmul_model, profile)
+        made.append(mon)
+        mon.start()
+        assert mon.wait_ready(READY_S)
+        return mon
+
+    try:
+        yield make
+    finally:
+        for mon in made:
+            mon.stop()
+
+
+def _one_thread() -> Profile:
+    return P.merge(Profile(), **{"session.intra_op_num_threads": 1})
+
+
+def _applied(mon: Monitor, profile: Profile, runs: int = 300) -> int:
+    cid = mon.apply(profile)
+    wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs >= runs, 20, f"#{cid} measured")
+    return cid
+
+
+def test_reapplying_the_same_profile_is_never_called_faster_or_slower(monitor):
+    start = _one_thread()
+    mon = monitor(start)
+    wait_for(lambda: mon.snapshot().runs >= 300, 10, "the start measured")
+    for _ in range(2):
+        _applied(mon, start)
+    history = mon.snapshot().history
+    assert len(history) == 3
+    assert history[0].verdict == ""  # nothing before the first row
+    for row in history[1:]:
+        v = row.verdict
+        assert isinstance(v, RowVerdict)
+        assert v.kind == "unverified", v
+        assert v.kind not in ("faster", "slower")
+        assert v.short.endswith("% unverified") and "one after the other" in v.text
+        assert not v.comparisons
+    d = history[1].as_dict()
+    assert d["verdict"]["kind"] == "unverified" and d["verdict"]["against"] == history[0].config_id
+
+
+def test_verify_interleaves_and_stores_a_verdict_with_an_interval(monitor):
+    start = _one_thread()
+    mon = monitor(start)
+    wait_for(lambda: mon.snapshot().runs >= 300, 10, "the start measured")
+    cid = _applied(mon, P.merge(start, **{"session.intra_op_num_threads": 2}))
+    pid = mon.worker_pid()
+    fut = mon.verify(cid, seconds=3.0)
+    seen = wait_for(lambda: mon.snapshot().verifying, 5, "the verification in the snapshot")
+    assert seen.config_id == cid and seen.against_id == cid - 1 and seen.budget_s == 3.0
+    wait_for(lambda: (mon.snapshot().verifying or seen).blocks >= 4 or fut.done(), 15, "blocks")
+    assert mon.snapshot().state in ("verifying", "measuring")
+    rv = fut.result(timeout=30)
+    assert isinstance(rv, RowVerdict)
+    assert rv.kind in VERDICTS and rv.metric == "p50"
+    assert {c.metric for c in rv.comparisons} == set(METRICS)
+    main = next(c for c in rv.comparisons if c.metric == "p50")
+    assert main.pairs >= 6
+    assert math.isfinite(main.ci_low_pct) and math.isfinite(main.ci_high_pct)
+    assert main.ci_low_pct <= main.change_pct <= main.ci_high_pct
+    assert "CI" in rv.text
+    s = mon.snapshot()
+    assert s.verifying is None
+    assert s.history[-1].config_id == cid and s.history[-1].verdict == rv
+    assert [h.config_id for h in s.history] == [cid - 1, cid]  # the rebuilt sessions are not history rows
+    # Back to the configuration that was live, in the same worker.
+    assert s.config_id == cid and mon.worker_pid() == pid
+    runs = s.runs
+    wait_for(lambda: mon.snapshot().runs > runs + 50 and mon.snapshot().state == "measuring", 10, "live again")
+    assert s.history[-1].as_dict()["verdict"]["comparisons"][0]["metric"] in METRICS
+
+
+def test_rows_with_different_workloads_are_not_comparable(monitor):
+    start = _one_thread()
+    mon = monitor(start)
+    cid = _applied(mon, P.merge(start, **{"workload.rate_hz": 200.0}), runs=30)
+    row = mon.snapshot().history[-1]
+    assert row.verdict.kind == "not comparable" and "rate_hz" in row.verdict.text
+    rv = mon.verify(cid).result(timeout=5)
+    assert rv.kind == "not comparable" and "different workload" in rv.text
+    assert mon.snapshot().verifying is None
+
+
+def test_sessions_that_would_not_fit_in_memory_are_refused(matmul_model):
+    from ortop.engine import ab, headless
+
+    one = _one_thread()
+    two = P.merge(one, **{"session.intra_op_num_threads": 2})
+    with pytest.raises(ab.NotEnoughMemory, match=r"need about \d+ MiB .* available: compare fewer profiles"):
+        headless.compare(matmul_model, [one, two], budget_s=1.0, per_session_hint=1 << 50)
