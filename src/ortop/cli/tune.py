@@ -1,0 +1,416 @@
+"""``ortop tune MODEL``: find the session settings that serve an objective best, and say how sure that is.
+
+    ortop tune MODEL [--budget 60] [--objective p50|p99|throughput|cpu] [--max-p99 MS] [--space threads,spinning,…]
+                     [--save BEST.toml] [--json] [--profile START.toml] [workload and input flags]
+
+Candidates race against the incumbent in interleaved blocks inside one worker (see :mod:`ortop.engine.tuner`);
+the winner is verified against the start profile, and "no detectable gain: keep the baseline" is a result too.
+Progress goes to stderr (a live bar and leaderboard on a terminal, one line per step otherwise); the result goes
+to stdout, as text or, with ``--json``, as one JSON object and nothing else.
+
+Exit codes: 0 with a result (keeping the baseline included), 2 for bad input (one ``ortop: error:`` line), 1 when
+the model fails at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ortop.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, RuntimeFailure, UsageError
+
+EXAMPLES = """examples:
+  ortop tune model.onnx                                   lowest p50, 60 s
+  ortop tune model.onnx --objective cpu --max-p99 5       least CPU per run with p99 <= 5 ms
+  ortop tune model.onnx --objective throughput --max-p99 20 --concurrency 4
+  ortop tune model.onnx --rate 6 --objective cpu --save paced.toml
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ortop.engine.space import DIMENSIONS, NOT_DEFAULT
+    from ortop.engine.tuner import OBJECTIVES
+
+    p = _Parser(prog="ortop tune", description="Race session settings against each other in interleaved blocks "
+                "and keep the one that serves the objective best, with an honest verdict against the start profile.",
+                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="the .onnx model")
+    p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
+                   help="wall time from start to result, session builds included (default 60)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="p50",
+                   help="what to optimise: p50/p99 latency, throughput, or CPU per run (default p50)")
+    p.add_argument("--max-p99", type=float, metavar="MS", help="constraint: p99 latency at most MS milliseconds")
+    p.add_argument("--space", metavar="DIM,…",
+                   help=f"dimensions to search (default: all that apply but {', '.join(sorted(NOT_DEFAULT))}): "
+                        f"{', '.join(DIMENSIONS)}")
+    p.add_argument("--save", metavar="BEST.toml", help="write the best profile here, with what was measured")
+    p.add_argument("--json", action="store_true", help="print only the result as JSON on stdout")
+    p.add_argument("--profile", metavar="START.toml", help="start from this profile (a path or a profile name)")
+    p.add_argument("--provider", metavar="NAME", help="execution provider: cpu, cuda, or any name ORT knows")
+    w = p.add_argument_group("workload")
+    w.add_argument("--rate", type=float, metavar="HZ", help="paced calls at HZ per second (0 = closed loop)")
+    w.add_argument("--concurrency", type=int, metavar="K", help="K concurrent callers")
+    w.add_argument("--warmup", type=int, metavar="N", help="warm-up runs after each build")
+    w.add_argument("--seed", type=int, metavar="S", help="seed of the synthetic inputs")
+    g = p.add_argument_group("inputs")
+    g.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N", help="a free dimension's size")
+    g.add_argument("--shape", action="append", default=[], metavar="INPUT=1x3x224x224", help="an input's shape")
+    g.add_argument("--value", action="append", default=[], metavar="INPUT=NUMBER", help="fill an input with a number")
+    g.add_argument("--input", action="append", default=[], metavar="INPUT=FILE.npy", dest="input_file",
+                   help="feed an input from a .npy file")
+    g.add_argument("--batch", type=int, metavar="N", help="the leading free dimension of every input")
+    return p
+
+
+# ---- input --------------------------------------------------------------------------------------------------------
+def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
+        out[k] = v
+    return out
+
+
+def _number(text: str, flag: str, kind: Any = float) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise UsageError(f"{flag} expects a number, got {text!r}") from None
+
+
+def start_profile(args: argparse.Namespace, model_path: str) -> Any:
+    """The start profile (the baseline): ``--profile`` or the defaults, with the flags on top."""
+    from dataclasses import replace
+
+    from ortop.cli.profiles import resolve_profile
+    from ortop.config import profile as P
+    from ortop.model import parse_shape
+
+    prof = P.load(resolve_profile(args.profile)) if args.profile else P.Profile()
+    ch: dict[str, Any] = {}
+    for flag, key in (("provider", "provider.name"), ("rate", "workload.rate_hz"),
+                      ("concurrency", "workload.concurrency"), ("warmup", "workload.warmup_runs"),
+                      ("seed", "workload.seed"), ("batch", "workload.batch")):
+        value = getattr(args, flag)
+        if value is not None:
+            ch[key] = value
+    w = prof.workload
+    dims = dict(w.dims)
+    dims.update({k: _number(v, "--dim", int) for k, v in _pairs(args.dim, "--dim").items()})
+    shapes = {k: list(v) for k, v in w.shapes.items()}
+    shapes.update({k: list(parse_shape(v)) for k, v in _pairs(args.shape, "--shape").items()})
+    values = dict(w.values)
+    values.update({k: _number(v, "--value") for k, v in _pairs(args.value, "--value").items()})
+    inputs = dict(w.inputs)
+    inputs.update({k: os.path.abspath(v) for k, v in _pairs(args.input_file, "--input").items()})
+    ch.update({"workload.dims": dims, "workload.shapes": shapes, "workload.values": values,
+               "workload.inputs": inputs})
+    prof = P.merge(prof, **ch)
+    return replace(prof, model=model_path), prof.model
+
+
+def _check_args(args: argparse.Namespace) -> list[str] | None:
+    if not (args.budget > 0 and math.isfinite(args.budget)):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget:g}")
+    if args.max_p99 is not None and not (args.max_p99 > 0 and math.isfinite(args.max_p99)):
+        raise UsageError(f"--max-p99 must be a positive number of milliseconds, got {args.max_p99:g}")
+    if args.space is None:
+        return None
+    dims = [d.strip() for d in args.space.split(",") if d.strip()]
+    if not dims:
+        raise UsageError("--space is empty: name one or more dimensions, e.g. --space threads,spinning")
+    return dims
+
+
+def _check_feeds(info: Any, profile: Any) -> None:
+    """Refuse (ProfileError / ModelError) a start profile that is invalid or cannot feed the model."""
+    from ortop import model as model_mod
+    from ortop.config import profile as profile_mod
+
+    profile_mod.validate(profile, host_cpus=os.cpu_count())
+    w = profile.workload
+    model_mod.make_feeds(info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs, batch=w.batch,
+                         seed=w.seed)
+
+
+# ---- the host line ------------------------------------------------------------------------------------------------
+def gpu_names() -> list[str]:
+    """Names of the NVIDIA GPUs NVML reports ([] without a GPU or a driver)."""
+    try:
+        from ortop.collectors.gpu import make_gpu_collector
+
+        collector = make_gpu_collector()
+        try:
+            return [d.name for d in collector.sample().devices]
+        finally:
+            collector.close()
+    except Exception:
+        return []
+
+
+def objective_text(objective: str, max_p99: float | None) -> str:
+    from ortop.engine.tuner import OBJECTIVE_TEXT
+
+    text = OBJECTIVE_TEXT[objective]
+    return f"{text} with p99 ≤ {max_p99:g} ms" if max_p99 is not None else text
+
+
+def workload_text(profile: Any) -> str:
+    w = profile.workload
+    parts = [f"paced at {w.rate_hz:g} Hz" if w.rate_hz > 0 else "closed loop"]
+    if w.concurrency > 1:
+        parts.append(f"{w.concurrency} concurrent callers")
+    parts.append(f"provider {profile.provider.name}")
+    return ", ".join(parts)
+
+
+def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: _dt.datetime) -> str:
+    """The saved profile's header comment: what was measured, where, when, and with what confidence."""
+    c = result.comparison
+    if result.verdict == "better" and c is not None:
+        what = {"p50": "p50 latency", "p99": "p99 latency", "throughput": "throughput",
+                "cpu": "CPU per run"}[result.objective]
+        gain = (f"gain: {what} {c.change_pct:+.1f} % (95 % CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f} %) against "
+                f"the start profile, from {c.pairs} pairs of interleaved blocks")
+    else:
+        gain = "gain: none detected; this is the start profile (keep the baseline)"
+    raced = sum(t.status in ("ok", "dropped") for t in result.trials)
+    failed = sum(t.status == "failed" for t in result.trials)
+    lines = [
+        f"ortop tune result for {os.path.basename(model_path)}",
+        f"host: {host.describe()}; GPU: {', '.join(gpus) if gpus else 'none'}",
+        f"date: {when.strftime('%Y-%m-%d %H:%M %Z').strip()}",
+        f"objective: {objective_text(result.objective, result.max_p99_ms)}; workload: {workload_text(result.best)}",
+        gain,
+        f"verdict: {result.text}",
+        f"search: {raced} candidates raced, {failed} failed, budget {result.budget_s:g} s "
+        f"(took {result.elapsed_s:.1f} s); space: {', '.join(result.dimensions) or 'none'}",
+    ]
+    return "\n".join(lines)
+
+
+# ---- progress -----------------------------------------------------------------------------------------------------
+def _fmt_pct(x: float | None) -> str:
+    return "" if x is None or not math.isfinite(x) else f"{x:+.1f}"
+
+
+def _rows(tuner: Any) -> list[tuple[str, ...]]:
+    """Leaderboard rows: racing and finished candidates best first, then the dropped, then the failed."""
+    order = {"racing": 0, "ok": 1, "dropped": 2, "failed": 3}
+
+    def key(t: Any) -> tuple[int, float]:
+        imp = t.improvement_pct()
+        return order.get(t.status, 9), -(imp if math.isfinite(imp) else -1e9)
+
+    rows: list[tuple[str, ...]] = []
+    for t in sorted(tuner.trials, key=key):
+        c = t.comparison
+        change = _fmt_pct(c.change_pct) if c is not None else ""
+        ci = f"{_fmt_pct(c.ci_low_pct)}…{_fmt_pct(c.ci_high_pct)}" if c is not None and math.isfinite(c.ci_low_pct) \
+            else ""
+        what = t.reason if t.status in ("dropped", "failed") else (c.verdict if c is not None else "")
+        rows.append((t.label, t.candidate.stage, "winner" if t.winner else t.status, change, ci,
+                     str(c.pairs) if c is not None else "", what))
+    return rows
+
+
+class _Display:
+    """A rich renderable: the budget bar, the phase and the leaderboard (rows swapped in whole by events)."""
+
+    def __init__(self, tuner_budget: float, clock: Any, t0: float, objective: str):
+        self.budget = tuner_budget
+        self.clock = clock
+        self.t0 = t0
+        self.objective = objective
+        self.phase = "starting"
+        self.rows: list[tuple[str, ...]] = []
+
+    def __rich__(self) -> Any:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        elapsed = min(self.clock() - self.t0, self.budget)
+        head = Text(f"ortop tune — {self.phase} — {elapsed:.0f}/{self.budget:g} s")
+        bar = ProgressBar(total=self.budget, completed=elapsed, width=60)
+        table = Table(title=f"{self.objective}: change against the incumbent, % (lower is better"
+                      f"{', higher for throughput' if self.objective == 'throughput' else ''})",
+                      title_justify="left", expand=False)
+        for col in ("candidate", "dimension", "status", "change %", "95 % CI", "pairs", "verdict / reason"):
+            table.add_column(col, overflow="fold", no_wrap=col != "verdict / reason")
+        for row in self.rows[:18]:
+            style = {"winner": "bold green", "dropped": "dim", "failed": "red"}.get(row[2], "")
+            table.add_row(*[r[:70] for r in row], style=style)
+        if len(self.rows) > 18:
+            table.add_row(f"… {len(self.rows) - 18} more", "", "", "", "", "", "")
+        return Group(head, bar, table)
+
+
+class Progress:
+    """Progress on stderr: a live display on a terminal, one line per step otherwise."""
+
+    def __init__(self, budget: float, objective: str, clock: Any, t0: float, live: bool):
+        self.live = None
+        self.display = _Display(budget, clock, t0, objective)
+        self.t0 = t0
+        self.clock = clock
+        self._last = ""
+        if live:
+            try:
+                from rich.console import Console
+                from rich.live import Live
+            except ImportError:  # without rich: the plain lines
+                return
+            self.live = Live(self.display, console=Console(stderr=True), refresh_per_second=4, transient=False)
+            self.live.start()
+
+    def __call__(self, kind: str, tuner: Any) -> None:
+        self.display.phase = tuner.phase
+        self.display.rows = _rows(tuner)
+        if self.live is not None:
+            return
+        if kind in ("stage", "verify", "start"):
+            line = f"[{self.clock() - self.t0:5.1f} s] {tuner.phase}"
+            if line != self._last:
+                print(line, file=sys.stderr, flush=True)
+                self._last = line
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+# ---- output -------------------------------------------------------------------------------------------------------
+def _figs(d: dict) -> str:
+    def f(x: Any, unit: str = "") -> str:
+        return "?" if x is None else f"{x:.3g}{unit}"
+
+    return (f"p50 {f(d.get('p50_ms'), ' ms')}, p99 {f(d.get('p99_ms'), ' ms')}, "
+            f"{f(d.get('throughput_per_s'))} runs/s, CPU {f(d.get('cpu_ms_per_run'), ' ms')}/run")
+
+
+def format_result(result: Any, model_path: str, saved: str | None) -> str:
+    d = result.as_dict()
+    lines = [f"ortop tune {os.path.basename(model_path)}: {objective_text(result.objective, result.max_p99_ms)} "
+             f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s)",
+             f"baseline: {_figs(d['baseline'])}"]
+    counts: dict[str, int] = {}
+    for t in result.trials:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"
+    lines.append(f"candidates: {len(result.trials)} tried ({summary}); {len(result.not_tried)} not tried "
+                 f"for lack of time")
+    for t in result.trials:
+        c = t.comparison
+        mark = "*" if t.winner else " "
+        if t.status == "failed":
+            lines.append(f" {mark} {t.label:<40} failed: {t.reason}")
+        else:
+            verdict = c.text() if c is not None else "not measured"
+            lines.append(f" {mark} {t.label:<40} {t.status:<8} {verdict}")
+    for note in result.pruned:
+        lines.append(f"   pruned {note}")
+    if result.verdict == "better":
+        lines.append(f"best: {d['best'].get('changes') and ', '.join(d['best']['changes'])}")
+        lines.append(f"      {_figs(d['best'])}")
+    lines.append(f"verdict: {result.text}")
+    if saved:
+        lines.append(f"saved: {saved}")
+    return "\n".join(lines)
+
+
+# ---- the command --------------------------------------------------------------------------------------------------
+def tune_main(argv: Sequence[str]) -> int:
+    """``ortop tune``: returns the exit code (0 result, 2 bad input, 1 run-time failure)."""
+    try:
+        return _tune(list(argv))
+    except KeyboardInterrupt:
+        print("ortop: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from ortop.config.profile import ProfileError
+        from ortop.model import ModelError
+
+        if isinstance(exc, (UsageError, ProfileError, ModelError)):
+            print(f"ortop: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(exc, RuntimeFailure):
+            print(f"ortop: error: {exc}", file=sys.stderr)
+            return EXIT_RUNTIME
+        raise
+
+
+def _tune(argv: list[str]) -> int:
+    clock = time.monotonic
+    t0 = clock()
+    args = build_parser().parse_args(argv)
+    dims = _check_args(args)
+
+    from ortop import fsutil
+    from ortop import model as model_mod
+    from ortop.collectors.host import read_host
+    from ortop.engine.space import ModelFacts, Space
+    from ortop.engine.tuner import Tuner, WorkerRacer, block_target_for
+
+    model_path = os.path.abspath(args.model)
+    info = model_mod.load_model(model_path)
+    profile, profile_model = start_profile(args, model_path)
+    _check_feeds(info, profile)
+    if args.save:
+        fsutil.check_writable(args.save, protect=[model_path], what="profile")
+    host = read_host()
+    gpus = gpu_names()  # before the clock's deadline is set against the rest of the run
+    try:
+        space = Space(profile, host, ModelFacts.from_model(info, profile), dims)
+    except ValueError as exc:
+        raise UsageError(f"--space: {exc}") from None
+    racer = WorkerRacer(model_path, block_s=block_target_for(args.budget))
+    stop = threading.Event()
+    progress = Progress(args.budget, args.objective, clock, t0, live=sys.stderr.isatty())
+    try:
+        tuner = Tuner(space, racer, objective=args.objective, max_p99_ms=args.max_p99, budget_s=args.budget,
+                      clock=clock, started=t0, on_event=progress, stop=stop)
+        result = tuner.run()
+    finally:
+        progress.close()
+    result.host = {**host.as_dict(), "gpus": gpus}
+    for w in racer.warnings[:5]:
+        print(f"ortop: warning: {w}", file=sys.stderr)
+    saved = None
+    if args.save:
+        from dataclasses import replace
+
+        best = replace(result.best, model=profile_model or "")
+        when = _dt.datetime.now(_dt.timezone.utc)
+        header = save_header(result, model_path, host, gpus, when)
+        fsutil.write_text(args.save, best.to_toml(header=header), protect=[model_path], what="profile")
+        saved = args.save
+    if args.json:
+        out = result.as_dict()
+        out["model"] = model_path
+        out["saved"] = saved
+        import json
+
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        print(format_result(result, model_path, saved))
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(tune_main(sys.argv[1:]))
