@@ -76,8 +76,13 @@ def test_headless_json_summary_and_overrides(matmul_model, tmp_path, env):
     profile = tmp_path / "p.toml"
     profile.write_text("[session]\nintra_op_num_threads = 1\n\n[workload]\nwarmup_runs = 7\n")
     summary = tmp_path / "out" / "summary.json"
-    r = ortop(matmul_model, "--headless", "--duration", 1, "--json", "--profile", profile, "--threads", 2,
-              "--summary", summary, env=env)
+    args = (matmul_model, "--headless", "--duration", 1, "--json", "--profile", profile, "--threads", 2,
+            "--summary", summary)
+    r = ortop(*args, env=env)  # no folder made silently: refused before measuring, nothing on stdout
+    assert r.returncode == 2 and r.stdout == "" and "the folder" in r.stderr and "does not exist" in r.stderr
+    assert not summary.parent.exists()
+    summary.parent.mkdir()
+    r = ortop(*args, env=env)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)  # the whole of stdout is one JSON object
     check_summary(d)

@@ -176,10 +176,21 @@ def test_export_model_option(workdir: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_export_to_file(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = workdir / "out" / "olive.json"
+    assert export_main(["cuda-memory-capped", "--to", "olive", "-o", str(target)]) == 2  # no folder made silently
+    assert "does not exist" in capsys.readouterr().err and not target.parent.exists()
+    target.parent.mkdir()
     assert export_main(["cuda-memory-capped", "--to", "olive", "-o", str(target)]) == 0
     assert f"wrote {target}" in capsys.readouterr().out
     assert '"gpu_mem_limit": "2147483648"' in target.read_text()
     assert os.listdir(target.parent) == ["olive.json"]  # no temp files left
+
+
+def test_export_never_writes_over_its_profile(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = workdir / "p.toml"
+    p.write_text("[session]\nintra_op_num_threads = 2\n")
+    assert export_main([str(p), "--to", "python", "-o", str(p)]) == 2
+    assert "ortop is using" in capsys.readouterr().err
+    assert p.read_text() == "[session]\nintra_op_num_threads = 2\n"
 
 
 def test_export_path_profile(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,34 +13,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import signal
-import sys
 import threading
-from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any
 
+from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.errors import UsageError
 from ortop.measure.compare import METRICS
 
 OBJECTIVE_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
 
 
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Usage(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from ortop.cli.main import _add_override_args
-
-    p = _Parser(prog="ortop compare",
-                description="Compare profiles on a model by interleaving them in short blocks; each against the "
-                            "first.")
+def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="the .onnx model")
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="two or more profiles: a TOML path, or a name from ./profiles or the shipped ones")
@@ -49,56 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=METRICS, default="p50",
                    help="the metric listed first in the verdicts (default p50)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--provider", metavar="NAME", help="execution provider for every profile")
-    p.add_argument("--rate", type=float, metavar="HZ", help="paced loop at HZ runs per second (0 = closed loop)")
-    p.add_argument("--concurrency", type=int, metavar="K", help="K concurrent callers")
-    p.add_argument("--warmup", type=int, metavar="N", help="warm-up runs per session")
-    p.add_argument("--seed", type=int, metavar="S", help="seed for the synthetic inputs")
-    _add_override_args(p)
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    return p
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Dotted changes every profile gets from the flags (inputs are merged into each profile's own maps)."""
-    ch: dict[str, Any] = {}
-    if args.provider is not None:
-        ch["provider.name"] = args.provider
-    if args.rate is not None:
-        ch["workload.rate_hz"] = args.rate
-    if args.concurrency is not None:
-        ch["workload.concurrency"] = args.concurrency
-    if args.warmup is not None:
-        ch["workload.warmup_runs"] = args.warmup
-    if args.seed is not None:
-        ch["workload.seed"] = args.seed
-    if args.batch is not None:
-        ch["workload.batch"] = args.batch
-    return ch
-
-
-def _apply_flags(prof, args: argparse.Namespace, model_path: str):
-    from ortop.cli.main import UsageError, _number, _pairs
-    from ortop.config import profile as P
-    from ortop.model import parse_shape
-
-    try:
-        w = prof.workload
-        dims = dict(w.dims)
-        dims.update({k: _number(v, "--dim", int) for k, v in _pairs(args.dim, "--dim").items()})
-        shapes = {k: list(v) for k, v in w.shapes.items()}
-        for k, v in _pairs(args.shape, "--shape").items():
-            shapes[k] = list(parse_shape(v))
-        values = dict(w.values)
-        values.update({k: _number(v, "--value") for k, v in _pairs(args.value, "--value").items()})
-        inputs = dict(w.inputs)
-        inputs.update({k: os.path.abspath(v) for k, v in _pairs(args.input_file, "--input").items()})
-    except UsageError as exc:
-        raise _Usage(str(exc)) from None
-    ch = _overrides(args)
-    ch.update({"workload.dims": dims, "workload.shapes": shapes, "workload.values": values,
-               "workload.inputs": inputs})
-    return replace(P.merge(prof, **ch), model=model_path)
+    add_workload_args(p)
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -166,21 +102,20 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     return "\n".join(lines)
 
 
-def _run(argv: Sequence[str]) -> int:
+def run(args: argparse.Namespace) -> int:
     from ortop.cli.profiles import resolve_profile
     from ortop.config import profile as P
-    from ortop.engine import ab, headless
+    from ortop.engine import headless
     from ortop.engine.snapshot import workload_difference
 
-    args = build_parser().parse_args(argv)
     if len(args.profiles) < 2:
-        raise _Usage(f"compare needs at least two profiles, got {len(args.profiles)}")
+        raise UsageError(f"compare needs at least two profiles, got {len(args.profiles)}")
     if not (args.budget > 0 and math.isfinite(args.budget)):
-        raise _Usage(f"--budget must be > 0 seconds, got {args.budget:g}")
+        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     from ortop.model import load_model
 
     load_model(args.model)  # a missing or broken model is bad input: say so before anything starts
-    profiles = [_apply_flags(P.load(resolve_profile(name)), args, args.model) for name in args.profiles]
+    profiles = [apply_flags(P.load(resolve_profile(name)), args, args.model) for name in args.profiles]
     warnings = []
     for name, prof in zip(args.profiles[1:], profiles[1:]):
         diff = workload_difference(profiles[0], prof)
@@ -195,8 +130,6 @@ def _run(argv: Sequence[str]) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = headless.compare(args.model, profiles, budget_s=args.budget, names=list(args.profiles), stop=stop)
-    except ab.NotEnoughMemory as exc:
-        raise _Usage(str(exc)) from None
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -210,25 +143,7 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def compare_main(argv: list[str]) -> int:
-    """Entry point of ``ortop compare``; returns the exit code (bad input 2, a run-time failure 1)."""
-    debug = "--debug" in argv
-    try:
-        return _run(argv)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        if debug:
-            raise
-        from ortop.config.profile import ProfileError
-        from ortop.engine.ab import AbError
-        from ortop.model import ModelError
+    """``ortop compare …``; returns the exit code (bad input 2, a run-time failure 1)."""
+    from ortop.cli.main import main
 
-        if isinstance(exc, (_Usage, ModelError, ProfileError)):
-            print(f"ortop: error: {' '.join(str(exc).split())}", file=sys.stderr)
-            return 2
-        if isinstance(exc, AbError):
-            print(f"ortop: error: {' '.join(str(exc).split())}", file=sys.stderr)
-            return 1
-        print(f"ortop: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+    return main(["compare", *argv])

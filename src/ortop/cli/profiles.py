@@ -10,32 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import tomli_w
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import ProfileError, ProfileErrors
 from ortop.config.store import load_profile, resolve_profile, shipped_profiles_dir  # noqa: F401  (re-exported)
-from ortop.errors import OrtopError
-from ortop.export import FORMATS, ExportError, render
+from ortop.export import FORMATS, render
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
-
-
-class _BadInput(Exception):
-    """A usage error: reported as one line, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line instead of usage + message + exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _BadInput(message)
 
 
 def _one_line(text: str) -> str:
@@ -150,9 +136,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_INVALID if failed else EXIT_OK
 
 
-def _profiles_parser() -> _Parser:
-    p = _Parser(prog="ortop profiles", description="List, inspect, compare and check ortop profiles.")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+def prepare_profiles(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="profiles_command", metavar="COMMAND")
     sub.required = True
     s = sub.add_parser("list", help="the profiles in ./profiles and the shipped ones")
     s.set_defaults(func=_cmd_list)
@@ -168,51 +153,42 @@ def _profiles_parser() -> _Parser:
     s.add_argument("--host", action="store_true",
                    help="also check against this machine (affinity cores that exist here)")
     s.set_defaults(func=_cmd_validate)
-    return p
 
 
-def _export_parser() -> _Parser:
-    p = _Parser(prog="ortop export", description="Write a profile as code or settings for another tool.")
+def run_profiles(args: argparse.Namespace) -> int:
+    return int(args.func(args))
+
+
+def prepare_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", metavar="PROFILE", help="a path, or a name in ./profiles or the shipped profiles")
     p.add_argument("--to", dest="fmt", required=True, metavar="FORMAT", help="one of: " + ", ".join(FORMATS))
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write to FILE instead of stdout (atomically; the folder must exist)")
     p.add_argument("--model", metavar="PATH", help="model path to write (default: the profile's, or model.onnx)")
-    return p
 
 
-def _run(parser: _Parser, argv: Sequence[str], action) -> int:
-    """Parse and run, turning every bad input into one stderr line and exit 2."""
-    try:
-        try:
-            args = parser.parse_args(list(argv))
-        except SystemExit as exc:  # --help / -h
-            return int(exc.code or 0)
-        return action(args)
-    except BrokenPipeError:
-        raise  # the reader of stdout left (`| head`): main() ends quietly
-    except (_BadInput, ProfileError, ExportError, OrtopError, OSError) as exc:
-        print(f"ortop: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-
-
-def profiles_main(argv: list[str]) -> int:
-    """``ortop profiles list|show NAME|diff A B|validate FILE...``; returns the exit code."""
-    return _run(_profiles_parser(), argv, lambda args: args.func(args))
-
-
-def _do_export(args: argparse.Namespace) -> int:
-    _, prof = load_profile(args.profile)
+def run_export(args: argparse.Namespace) -> int:
+    path, prof = load_profile(args.profile)
     text = render(prof, args.fmt, model_path=args.model)
     if args.output:
-        from ortop.fsutil import atomic_write_text
+        from ortop.fsutil import write_text
 
-        atomic_write_text(args.output, text)
+        write_text(args.output, text, protect=[path] + ([prof.model] if prof.model else []), what="export")
         print(f"wrote {args.output} ({args.fmt})")
     else:
         sys.stdout.write(text)
     return EXIT_OK
 
 
+def profiles_main(argv: list[str]) -> int:
+    """``ortop profiles list|show NAME|diff A B|validate FILE...``; returns the exit code."""
+    from ortop.cli.main import main
+
+    return main(["profiles", *argv])
+
+
 def export_main(argv: list[str]) -> int:
     """``ortop export PROFILE --to FORMAT [-o FILE] [--model PATH]``; returns the exit code."""
-    return _run(_export_parser(), argv, _do_export)
+    from ortop.cli.main import main
+
+    return main(["export", *argv])

@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from ortop.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, RuntimeFailure, UsageError
+from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.errors import EXIT_OK, UsageError
 
 EXAMPLES = """examples:
   ortop tune model.onnx                                   lowest p50, 60 s
@@ -34,18 +35,11 @@ EXAMPLES = """examples:
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def prepare_parser(p: argparse.ArgumentParser) -> None:
     from ortop.engine.space import DIMENSIONS, NOT_DEFAULT
     from ortop.engine.tuner import OBJECTIVES
 
-    p = _Parser(prog="ortop tune", description="Race session settings against each other in interleaved blocks "
-                "and keep the one that serves the objective best, with an honest verdict against the start profile.",
-                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.epilog = EXAMPLES
     p.add_argument("model", help="the .onnx model")
     p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
                    help="wall time from start to result, session builds included (default 60)")
@@ -58,69 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="BEST.toml", help="write the best profile here, with what was measured")
     p.add_argument("--json", action="store_true", help="print only the result as JSON on stdout")
     p.add_argument("--profile", metavar="START.toml", help="start from this profile (a path or a profile name)")
-    p.add_argument("--provider", metavar="NAME", help="execution provider: cpu, cuda, or any name ORT knows")
-    w = p.add_argument_group("workload")
-    w.add_argument("--rate", type=float, metavar="HZ", help="paced calls at HZ per second (0 = closed loop)")
-    w.add_argument("--concurrency", type=int, metavar="K", help="K concurrent callers")
-    w.add_argument("--warmup", type=int, metavar="N", help="warm-up runs after each build")
-    w.add_argument("--seed", type=int, metavar="S", help="seed of the synthetic inputs")
-    g = p.add_argument_group("inputs")
-    g.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N", help="a free dimension's size")
-    g.add_argument("--shape", action="append", default=[], metavar="INPUT=1x3x224x224", help="an input's shape")
-    g.add_argument("--value", action="append", default=[], metavar="INPUT=NUMBER", help="fill an input with a number")
-    g.add_argument("--input", action="append", default=[], metavar="INPUT=FILE.npy", dest="input_file",
-                   help="feed an input from a .npy file")
-    g.add_argument("--batch", type=int, metavar="N", help="the leading free dimension of every input")
-    return p
+    add_workload_args(p)
 
 
 # ---- input --------------------------------------------------------------------------------------------------------
-def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
-        out[k] = v
-    return out
-
-
-def _number(text: str, flag: str, kind: Any = float) -> Any:
-    try:
-        return kind(text)
-    except ValueError:
-        raise UsageError(f"{flag} expects a number, got {text!r}") from None
-
-
 def start_profile(args: argparse.Namespace, model_path: str) -> Any:
-    """The start profile (the baseline): ``--profile`` or the defaults, with the flags on top."""
-    from dataclasses import replace
-
-    from ortop.cli.profiles import resolve_profile
+    """The start profile (the baseline): ``--profile`` or the defaults, with the flags on top; and the model path
+    the profile itself named (kept in a saved profile)."""
     from ortop.config import profile as P
-    from ortop.model import parse_shape
+    from ortop.config.store import resolve_profile
 
     prof = P.load(resolve_profile(args.profile)) if args.profile else P.Profile()
-    ch: dict[str, Any] = {}
-    for flag, key in (("provider", "provider.name"), ("rate", "workload.rate_hz"),
-                      ("concurrency", "workload.concurrency"), ("warmup", "workload.warmup_runs"),
-                      ("seed", "workload.seed"), ("batch", "workload.batch")):
-        value = getattr(args, flag)
-        if value is not None:
-            ch[key] = value
-    w = prof.workload
-    dims = dict(w.dims)
-    dims.update({k: _number(v, "--dim", int) for k, v in _pairs(args.dim, "--dim").items()})
-    shapes = {k: list(v) for k, v in w.shapes.items()}
-    shapes.update({k: list(parse_shape(v)) for k, v in _pairs(args.shape, "--shape").items()})
-    values = dict(w.values)
-    values.update({k: _number(v, "--value") for k, v in _pairs(args.value, "--value").items()})
-    inputs = dict(w.inputs)
-    inputs.update({k: os.path.abspath(v) for k, v in _pairs(args.input_file, "--input").items()})
-    ch.update({"workload.dims": dims, "workload.shapes": shapes, "workload.values": values,
-               "workload.inputs": inputs})
-    prof = P.merge(prof, **ch)
-    return replace(prof, model=model_path), prof.model
+    return apply_flags(prof, args, model_path), prof.model
 
 
 def _check_args(args: argparse.Namespace) -> list[str] | None:
@@ -336,29 +279,15 @@ def format_result(result: Any, model_path: str, saved: str | None) -> str:
 
 # ---- the command --------------------------------------------------------------------------------------------------
 def tune_main(argv: Sequence[str]) -> int:
-    """``ortop tune``: returns the exit code (0 result, 2 bad input, 1 run-time failure)."""
-    try:
-        return _tune(list(argv))
-    except KeyboardInterrupt:
-        print("ortop: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        from ortop.config.profile import ProfileError
-        from ortop.model import ModelError
+    """``ortop tune …``: returns the exit code (0 result, 2 bad input, 1 run-time failure)."""
+    from ortop.cli.main import main
 
-        if isinstance(exc, (UsageError, ProfileError, ModelError)):
-            print(f"ortop: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if isinstance(exc, RuntimeFailure):
-            print(f"ortop: error: {exc}", file=sys.stderr)
-            return EXIT_RUNTIME
-        raise
+    return main(["tune", *argv])
 
 
-def _tune(argv: list[str]) -> int:
+def run(args: argparse.Namespace) -> int:
     clock = time.monotonic
-    t0 = clock()
-    args = build_parser().parse_args(argv)
+    t0 = getattr(args, "started", None) or clock()  # the budget counts from the command's start
     dims = _check_args(args)
 
     from ortop import fsutil

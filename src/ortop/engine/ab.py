@@ -30,6 +30,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.schedule import plan_blocks
+from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import stats
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
 from ortop.runtime import protocol as P
@@ -39,12 +40,14 @@ MEMORY_HEADROOM = 0.85   # refuse when the predicted sessions need more than thi
 MiB = 1 << 20
 
 
-class AbError(Exception):
+class AbError(RuntimeFailure):
     """The comparison could not run: a session failed to build, a run failed, a worker died (exit 1)."""
 
 
 class NotEnoughMemory(AbError):
     """The sessions would not fit in the memory available: refused before building them (exit 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""The list of ortop's commands: each names the module that prepares its parser and runs it.
+
+A command module has ``prepare_parser(parser)`` (add its arguments to the sub-parser it is given) and
+``run(args) -> int`` (the exit code); both names can be overridden per command. Nothing here imports a command
+module: ``ortop --help`` and the parser are built from this list, the modules are imported when the parser is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT = "run"  # `ortop MODEL` means `ortop run MODEL`
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    module: str
+    prepare: str = "prepare_parser"
+    run: str = "run"
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("run", "the live view of a model (the default: `ortop MODEL`), or --headless", "ortop.cli.run"),
+    Command("info", "a model's inputs, free dims, opsets and ops, read from the file", "ortop.cli.info"),
+    Command("compare", "profiles compared in interleaved blocks, each against the first, with intervals",
+            "ortop.cli.compare"),
+    Command("tune", "race session settings and keep the best for an objective, verified", "ortop.cli.tune"),
+    Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles",
+            prepare="prepare_profiles", run="run_profiles"),
+    Command("export", "a profile as Python, C++, C#, perf_test, Olive JSON or env", "ortop.cli.profiles",
+            prepare="prepare_export", run="run_export"),
+)
+
+NAMES = frozenset(c.name for c in COMMANDS)

@@ -1,0 +1,24 @@
+"""``ortop info MODEL``: what a model takes and holds, read from the file (no session is built)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def prepare_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="the .onnx model")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ortop.model import format_info, load_model
+
+    info = load_model(args.model)
+    if args.json:
+        print(json.dumps(asdict(info), default=str, indent=2))
+    else:
+        print(format_info(info))
+    return 0
