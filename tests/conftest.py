@@ -72,3 +72,10 @@ def random_fail_model(tmp_path_factory) -> tuple[str, int]:
         if idx is not None and 30 <= idx <= 2000:
             return path, idx
     pytest.fail("no seed gives a first failing run between 30 and 2000")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests that take the real-worker ``monitor`` fixture are integration tests wherever they live."""
+    for item in items:
+        if "monitor" in getattr(item, "fixturenames", ()) and "integration" not in item.keywords:
+            item.add_marker(pytest.mark.integration)

@@ -17,6 +17,8 @@ import pytest
 
 from tests.models import make_matmul_model, save
 
+pytestmark = pytest.mark.integration
+
 SUMMARY_KEYS = {"model", "profile", "providers_requested", "providers_active", "warnings", "runs", "warmup_runs",
                 "duration_s", "latency_ms", "throughput_per_s", "cpu", "session", "gpu"}
 LATENCY_KEYS = {"mean", "p50", "p90", "p95", "p99", "p999", "min", "max"}

@@ -16,6 +16,8 @@ from ortop.engine.snapshot import RowVerdict
 from ortop.measure.compare import METRICS
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 
+pytestmark = pytest.mark.integration
+
 READY_S = 30.0
 CONFIG_KEYS = {"profile", "runs", "p50_ms", "p99_ms", "throughput_per_s", "cpu_ms_per_run"}
 COMPARISON_KEYS = {"baseline", "other", "metric", "change_pct", "ci_low_pct", "ci_high_pct", "significant", "verdict"}

@@ -24,6 +24,8 @@ from ortop.model import ModelError
 from ortop.runtime import protocol as PR
 from tests.models import _vi, model_of, save
 
+pytestmark = pytest.mark.integration
+
 READY_S = 30.0
 
 

@@ -22,7 +22,8 @@ import pytest
 
 from tests.models import make_matmul_model
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "fork"), reason="needs a POSIX pty")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "fork"), reason="needs a POSIX pty")]
 
 START_S = 60.0   # bound on the first frame (a cold import of onnxruntime and textual on a busy CI host)
 EXIT_S = 20.0    # bound on the exit after q or a hang-up

@@ -14,6 +14,8 @@ from ortop.collectors.gpu import FakeGpuCollector
 from ortop.tui.app import OrtopApp, make_app
 from tests.fakes import FakeMonitor, StepClock
 
+pytestmark = pytest.mark.snapshot
+
 pytest.importorskip("pytest_textual_snapshot")
 
 

@@ -535,6 +535,7 @@ def test_saved_profile_loads_and_validates(tmp_path) -> None:
 # ---- end to end in a real worker ----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_tune_main_end_to_end(matmul_model, capsys, tmp_path) -> None:
     import time
 
@@ -569,6 +570,7 @@ def test_tune_bad_input_exits_2(tmp_path, capsys, matmul_model) -> None:
     assert err.count("\n") == 1 and "refusing" in err
 
 
+@pytest.mark.integration
 def test_tune_model_failing_at_run_time_exits_1(broadcast_model, capsys) -> None:
     code = tune_main([broadcast_model, "--budget", "5", "--dim", "N=2", "--dim", "M=3", "--json"])
     out, err = capsys.readouterr()
@@ -586,6 +588,7 @@ def test_tiny_graph_helpers_round_trip(tmp_path) -> None:
     assert load_model(path).num_nodes == 1
 
 
+@pytest.mark.integration
 def test_worker_racer_keeps_sessions_and_reports_failures(matmul_model) -> None:
     from ortop.engine.tuner import WorkerRacer
     from ortop.measure.compare import compare
