@@ -202,7 +202,8 @@ def test_sample_is_cheap() -> None:
     """One sample of a 20-thread process costs well under 2 ms (it runs on every UI tick)."""
     child = subprocess.Popen([sys.executable, "-c",
                               "import threading, time\n"
-                              "for _ in range(19): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+                              "for _ in range(19):\n"
+                              "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
                               "print('ready', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -354,7 +355,8 @@ def test_nvml_v2_memory() -> None:
     s = NvmlGpuCollector(nv).sample()
     assert s.status == "ok"
     (d,) = s.devices
-    assert (d.index, d.name, d.mem_used, d.mem_total, d.mem_reserved) == (0, "NVIDIA H100 80GB HBM3", 1_000, 80_000, 500)
+    assert (d.index, d.name, d.mem_used, d.mem_total, d.mem_reserved) == (
+        0, "NVIDIA H100 80GB HBM3", 1_000, 80_000, 500)
     assert d.util_percent == 42.0 and d.process_mem is None
     assert "mem_v1" not in nv.calls
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ortop.collectors.cpu import PsutilCpuCollector
+from ortop.collectors.cpu import FakeCpuCollector, PsutilCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
@@ -349,3 +349,29 @@ def test_actions_name_and_write_files(tmp_path: Path, monkeypatch) -> None:
     errors = actions.finish_session(snap, summary_path=summary / "under-a-file.json", duration_s=1.0,
                                     gpu_sample=None, ui_cost={})
     assert len(errors) == 1 and errors[0].startswith("cannot write summary")
+
+
+async def test_v_verifies_the_last_change_and_the_history_verifies_a_row():
+    """v asks the monitor to verify the newest row against the one before; the history's v the selected row; the
+    status line shows the verification under way."""
+    from ortop.engine.view import MonitorView
+
+    mon = FakeMonitor()
+    assert isinstance(mon, MonitorView)
+    app = make_app(mon, cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3), refresh_hz=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.tick()
+        await pilot.press("v")
+        await pilot.pause()
+        assert mon.verified == [(2, 1)]
+        app.tick()
+        await pilot.pause()
+        assert "verifying #2 vs #1" in panel_text(app, "status")
+        await pilot.press("h")
+        await pilot.pause()
+        await pilot.press("up", "v")
+        await pilot.pause()
+        assert mon.verified[-1] == (1, 0)
+        await pilot.press("up", "v")  # the first row has nothing before it: said, not raised
+        await pilot.pause()
+        assert len(mon.verified) == 2

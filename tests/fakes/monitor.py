@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import random
+from concurrent.futures import Future
 from dataclasses import replace
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
+from ortop.engine.snapshot import RowVerdict, VerifyProgress
 from ortop.measure.stats import Bucket, LatencyStats
 from tests.fakes.model import fake_model_info
 
@@ -42,6 +44,8 @@ class FakeMonitor:
         self.state = state
         self.stopped = False
         self.applied: list[Profile] = []
+        self.verified: list[tuple[int, int]] = []
+        self.verifying: VerifyProgress | None = None
         self.pending: Profile | None = None
         self.providers_active = providers_active
         self.events: list[Event] = [
@@ -59,7 +63,12 @@ class FakeMonitor:
                                                              "session.allow_spinning": False,
                                                              "workload.rate_hz": 100.0})]
         p50s = [4.21, 2.63, 2.71]
-        verdicts = ["", "37.5% faster", "no real change (+3.0%, within noise)"]
+        verdicts: list[RowVerdict | str] = [
+            "",  # the first row has nothing to compare with
+            RowVerdict("faster", "−37 % p50", "p50 4.21 → 2.63 ms, −37 % (95 % CI −40…−34 %)", metric="p50", against=0),
+            RowVerdict("unverified", "−8.0 % unverified", "CPU/run 5.3 → 2.9 ms, measured one after the other: "
+                       "not verified (v verifies it)", metric="cpu", against=1),
+        ]
         cpu = [CpuCost(8.4, math.nan, 200.0, 98.0), CpuCost(5.3, math.nan, 199.0, 99.0),
                CpuCost(2.9, 21.0, 29.0, 27.0)]
         for i in range(min(n_configs, len(profiles))):
@@ -83,7 +92,7 @@ class FakeMonitor:
             window=replace(cur.latency, runs=400) if cur else LatencyStats(),
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
-            restarts=0,
+            restarts=0, verifying=self.verifying,
         )
 
     def apply(self, profile: Profile) -> int:
@@ -91,7 +100,8 @@ class FakeMonitor:
         profile_mod.validate(profile, host_cpus=8)
         self.applied.append(profile)
         p50 = round(self.rng.uniform(2.0, 4.5), 2)
-        self._add_record(profile, p50, "measuring…", CpuCost(4.0, math.nan, 150.0, 90.0),
+        self._add_record(profile, p50, RowVerdict("measuring", "measuring…", "measuring…"),
+                         CpuCost(4.0, math.nan, 150.0, 90.0),
                          started=T_NOW, runs=0)
         self._mark_best()
         return self.history[-1].config_id
@@ -101,6 +111,15 @@ class FakeMonitor:
 
     def resume(self) -> None:
         self.state = "measuring"
+
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float = 6.0) -> Future:
+        ids = [h.config_id for h in self.history]
+        if config_id not in ids or ids.index(config_id) == 0:
+            raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
+        against = ids[ids.index(config_id) - 1] if against_id is None else against_id
+        self.verifying = VerifyProgress(config_id, against, "measuring", 2.0, seconds, 6)
+        self.verified.append((config_id, against))
+        return Future()
 
     def reset_stats(self) -> None:
         self.add_event("info", "statistics reset")
@@ -116,7 +135,8 @@ class FakeMonitor:
         return None if self.stopped else 4242
 
     # ---- seeded figures ----
-    def _add_record(self, profile: Profile, p50: float, verdict: str, cpu: CpuCost, started: float, runs: int) -> None:
+    def _add_record(self, profile: Profile, p50: float, verdict: RowVerdict | str, cpu: CpuCost, started: float,
+                    runs: int) -> None:
         changes = profile.changes_from(self.start_profile)
         cid = len(self.history)
         rng = random.Random(cid)

@@ -24,7 +24,7 @@ EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

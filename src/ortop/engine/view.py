@@ -7,6 +7,7 @@ snapshot) and starts/stops the monitor it made itself, so neither is part of the
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
 from ortop.config.profile import Profile
@@ -33,3 +34,5 @@ class MonitorView(Protocol):
     def reset_stats(self) -> None: ...
 
     def add_event(self, level: str, text: str) -> None: ...
+
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float = 6.0) -> Future: ...

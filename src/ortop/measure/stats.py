@@ -75,7 +75,7 @@ class LatencyStats:
     min: float = math.nan
     max: float = math.nan
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | None]:
         return {k: _json_num(getattr(self, k)) for k in ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")}
 
 

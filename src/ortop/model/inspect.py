@@ -455,7 +455,7 @@ def format_shape(shape: Sequence[int | str | None] | None) -> str:
     return "x".join("?" if d is None else str(d) for d in shape)
 
 
-def _human_bytes(n: int) -> str:
+def _human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

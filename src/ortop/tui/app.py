@@ -36,6 +36,7 @@ from ortop.tui._compat import install_hangup_handlers, release_job_control_signa
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
+from ortop.tui.screens.doctor import DoctorScreen
 from ortop.tui.screens.export import ExportScreen
 from ortop.tui.screens.help import HelpScreen
 from ortop.tui.screens.history import HistoryScreen
@@ -79,6 +80,7 @@ class OrtopApp(App[int]):
         self.finish_errors: list[str] = []
         self._main: MainScreen | None = None
         self._settings: SettingsScreen | None = None  # built on first use, then reopened (see SettingsScreen.load)
+        self._doctor_paused = False  # the doctor's measured checks paused the live session
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -236,6 +238,15 @@ class OrtopApp(App[int]):
             self.monitor.pause()
         self.tick()
 
+    def action_verify(self) -> None:
+        rows: tuple[Any, ...] = self.snap.history if self.snap is not None else ()
+        if len(rows) < 2:
+            self.notify("nothing to verify yet: change a setting first, then v compares it with the one before",
+                        severity="warning")
+            return
+        note = self.start_verify(rows[-1].config_id)
+        self.notify(note, severity="error" if note.startswith("✗") else "information")
+
     def action_reset_stats(self) -> None:
         self.monitor.reset_stats()
         self.tick()
@@ -243,6 +254,11 @@ class OrtopApp(App[int]):
     def action_history(self) -> None:
         if not isinstance(self.screen, HistoryScreen):
             self.push_screen(HistoryScreen(self.snap))
+
+    def action_doctor(self) -> None:
+        if not isinstance(self.screen, DoctorScreen):
+            gpus = getattr(self.meters.gpu_sample, "devices", ())
+            self.push_screen(DoctorScreen(self.monitor.snapshot(), gpus=gpus))
 
     def action_settings(self) -> None:
         if isinstance(self.screen, SettingsScreen):
@@ -325,6 +341,25 @@ class OrtopApp(App[int]):
                             highlight=highlight)
         self.push_screen(screen, answered)
 
+    @on(messages.VerifyRow)
+    def _verify_row(self, message: messages.VerifyRow) -> None:
+        note = self.start_verify(message.record.config_id)
+        message.screen.show_message(Text(note, style="green" if note.startswith("verifying") else "bold red"))
+
+    def start_verify(self, config_id: int) -> str:
+        """Ask the monitor to verify a row against the one before it; what happened, in one line.
+
+        On a key, not after every rebuild: a verification builds both configurations again and alternates them for
+        seconds, which would hijack the live view after each quick key on stage; the sequential figure shows at
+        once, marked "unverified", and the user asks for the proof when it matters.
+        """
+        try:
+            self.monitor.verify(config_id)
+        except ValueError as exc:
+            return f"✗ {exc}"
+        self.tick()
+        return f"verifying #{config_id} against the row before it: the two alternate for a few seconds"
+
     @on(messages.ApplyRow)
     def _apply_row(self, message: messages.ApplyRow) -> None:
         rec = message.record
@@ -342,6 +377,25 @@ class OrtopApp(App[int]):
     @on(messages.ExportRow)
     def _export_row(self, message: messages.ExportRow) -> None:
         self.push_screen(ExportScreen(message.record.profile))
+
+    @on(DoctorScreen.ApplyPatch)
+    def _doctor_apply(self, message: DoctorScreen.ApplyPatch) -> None:
+        f = message.finding
+        message.screen.patch_applied(f, self.apply_changes(f"doctor {f.check}", **(f.profile_patch or {})))
+
+    @on(DoctorScreen.Measure)
+    def _doctor_measure(self, message: DoctorScreen.Measure) -> None:
+        """The measured checks run workers of their own: the live one waits, paused, until they are done."""
+        self._doctor_paused = self.monitor.snapshot().state != "paused"
+        if self._doctor_paused:
+            self.monitor.pause()
+        message.screen.run_measured(self.monitor.model_path, self.current_profile())
+
+    @on(DoctorScreen.Measured)
+    def _doctor_measured(self) -> None:
+        if self._doctor_paused:
+            self._doctor_paused = False
+            self.monitor.resume()
 
     @on(messages.WriteExport)
     def _write_export(self, message: messages.WriteExport) -> None:

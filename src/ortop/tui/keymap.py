@@ -23,12 +23,16 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("question_mark", "help", "help", "this help", "?"),
     Key("s", "settings", "settings", "edit every knob of the profile and apply it"),
     Key("h", "history", "history", "the history of configurations (Enter re-applies a row)"),
+    Key("d", "doctor", "doctor", "the doctor: what is wrong with this session, and the profile change that fixes "
+        "it (Enter applies it)", footer=False),
     Key("plus,equals_sign", "threads_up", "threads+", "intra-op threads up by one (0 = default counts as the "
         "physical cores)", "+"),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-"),
     Key("p", "toggle_spinning", "spin", "toggle the intra-op pool's spinning (allow_spinning off / default)"),
     Key("R", "cycle_rate", "rate", "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop"),
     Key("b", "toggle_block_base", "dbb", "toggle dynamic_block_base between unset and 4"),
+    Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
+        "few seconds and show the change with its 95 % interval"),
     Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space"),
     Key("r", "reset_stats", "reset", "reset the running configuration's statistics and the live series"),
     Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s"),
@@ -39,6 +43,7 @@ MAIN_KEYS: tuple[Key, ...] = (
 
 HISTORY_KEYS: tuple[tuple[str, str], ...] = (
     ("enter", "re-apply the selected row's profile"),
+    ("v", "verify the selected row against the row before it (interleaved, a few seconds)"),
     ("ctrl+s", "save the selected row's profile"),
     ("e", "export the selected row's profile"),
     ("h / esc", "back to the live view"),

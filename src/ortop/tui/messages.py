@@ -37,6 +37,10 @@ class ApplyRow(_RowMessage):
     """Re-apply the row's profile; the app answers with :meth:`HistoryScreen.show_message`."""
 
 
+class VerifyRow(_RowMessage):
+    """Verify the row against the one before it by interleaving them (the app starts it, the monitor runs it)."""
+
+
 class SaveRow(_RowMessage):
     """Save the row's profile (the app opens the save modal)."""
 

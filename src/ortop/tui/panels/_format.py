@@ -16,14 +16,15 @@ BUSY_STATES = ("building", "warming", "starting")  # a rebuild under way: the wa
 STATE_STYLE = {
     "starting": "bold yellow",
     "building": "bold black on yellow",
+    "verifying": "bold black on yellow",
     "warming": "bold black on yellow",
     "measuring": "bold green",
     "paused": "bold black on white",
     "failed": "bold white on red",
     "stopped": "dim",
 }
-STATE_ICON = {"starting": "…", "building": "⟳", "warming": "⟳", "measuring": "●", "paused": "‖", "failed": "✗",
-              "stopped": "■"}
+STATE_ICON = {"starting": "…", "building": "⟳", "warming": "⟳", "verifying": "⇄", "measuring": "●", "paused": "‖",
+              "failed": "✗", "stopped": "■"}
 
 
 def finite(x: float | None) -> bool:

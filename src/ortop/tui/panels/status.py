@@ -16,6 +16,10 @@ def status_line(snap: Any, width: int) -> Text:
     t.append(" ortop ", style="bold reverse")
     t.append(" " + os.path.basename(snap.model_path) + " ", style="bold")
     t.append_text(state_text(snap.state, snap.state_elapsed))
+    v = getattr(snap, "verifying", None)
+    if v is not None:
+        t.append(f" ⇄ verifying #{v.config_id} vs #{v.against_id} {v.phase} "
+                 f"{v.elapsed_s:.0f}/{v.budget_s:.0f} s ", style="bold black on yellow")
     if snap.config_id >= 0:
         label = next((h.label for h in snap.history if h.config_id == snap.config_id), "")
         t.append(f" #{snap.config_id} ", style="dim")

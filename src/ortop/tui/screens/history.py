@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from ortop.tui.messages import ApplyRow, ExportRow, SaveRow
+from ortop.tui.messages import ApplyRow, ExportRow, SaveRow, VerifyRow
 from ortop.tui.panels.history import HISTORY_COLUMNS, history_detail, history_rows
 from ortop.tui.screens._base import Responsive
 
@@ -27,6 +27,7 @@ class HistoryScreen(Responsive, Screen[None]):
     BINDINGS = [
         Binding("h,escape", "close", "back"),
         Binding("enter", "apply_row", "re-apply"),
+        Binding("v", "verify_row", "verify"),
         Binding("ctrl+s", "save_row", "save row"),
         Binding("e", "export_row", "export row"),
     ]
@@ -39,8 +40,8 @@ class HistoryScreen(Responsive, Screen[None]):
         self._filled = False
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(("History", "bold"), ("  enter re-applies a row · ctrl+s saves it · e exports it"
-                                                          " · verdicts compare each row with the one before", "dim")),
+        yield Static(Text.assemble(("History", "bold"), ("  enter re-applies · v verifies against the row before"
+                                                          " (interleaved) · ctrl+s saves · e exports", "dim")),
                      id="history-title")
         table: DataTable[Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
@@ -109,6 +110,11 @@ class HistoryScreen(Responsive, Screen[None]):
         rec = self.selected()
         if rec is not None:
             self.post_message(ApplyRow(self, rec))
+
+    def action_verify_row(self) -> None:
+        rec = self.selected()
+        if rec is not None:
+            self.post_message(VerifyRow(self, rec))
 
     def action_save_row(self) -> None:
         rec = self.selected()

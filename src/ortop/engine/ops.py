@@ -1,0 +1,115 @@
+"""Per-operator profiles and node placement, from a session in a child process (``ortop ops``, ``ortop doctor``).
+
+Neither the CLI nor the engine imports onnxruntime: the child (:func:`ortop.runtime.opprof.child_main`) is spawned
+like the worker, with the profile's environment, builds one session, answers with one plain dict and exits. Its
+fd 1 and 2 go to a log file in a temporary folder (with the profiler's trace), so ORT's log never reaches the
+terminal or a TUI; the folder is removed afterwards. A child that dies (a segfault in a provider library) or
+outlives its time is reported with the last lines of that log.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from ortop.config.profile import Profile
+from ortop.errors import RuntimeFailure
+
+
+class ProbeError(RuntimeFailure):
+    """The child could not build or run the model, or died (exit 1). ``result`` holds what it learnt before."""
+
+    def __init__(self, message: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.result = result or {}
+
+
+def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, trace: bool = False,
+          placement: bool = True, timeout_s: float | None = None,
+          stop: threading.Event | None = None) -> dict[str, Any]:
+    """Build ``profile`` on ``model_path`` in a child, run it ``warmup`` + ``runs`` times, and return its report.
+
+    The dict has ``providers_requested`` / ``_active`` / ``_available``, ``create_ms``, ``placement`` (node dicts
+    with their ``ep``, or None), with ``trace`` an ``ops`` table (see ``runtime.opprof.op_table``), ``log`` (ORT's
+    lines) and, when the session failed to build or run, ``error`` and the ``stage`` it failed at.
+
+    Raises:
+        ProbeError: the child died, timed out, or was stopped.
+    """
+    from ortop.engine.workerproc import _spawn_lock
+    from ortop.runtime import opprof
+
+    profile = replace(profile, model=model_path)
+    with tempfile.TemporaryDirectory(prefix="ortop-ops-") as workdir:
+        req = opprof.Request(model_path, profile.to_dict(full=True), workdir, runs=runs, warmup=warmup,
+                             trace=trace, placement=placement)
+        ctx = mp.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        with _spawn_lock:
+            # Environment knobs (OMP_*, LD_PRELOAD) must be in place when the child starts: set them around start().
+            backup = {k: os.environ.get(k) for k in profile.env}
+            try:
+                os.environ.update(profile.env)
+                proc = ctx.Process(target=opprof.child_main, args=(send, req), daemon=True, name="ortop-ops")
+                proc.start()
+            finally:
+                for k, v in backup.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        send.close()
+        try:
+            result, why = _wait(proc, recv, timeout_s, stop)
+        finally:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+            recv.close()
+        if result is None:
+            log = opprof.read_log(os.path.join(workdir, opprof.LOG_NAME))
+            tail = f"; its last log line: {log[-1]}" if log else ""
+            raise ProbeError(f"the profiling process {why}{tail}", {"log": log})
+    return result
+
+
+def _wait(proc: Any, conn: Any, timeout_s: float | None,
+          stop: threading.Event | None) -> tuple[dict[str, Any] | None, str]:
+    """The child's one message, or (None, why not)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        try:
+            if conn.poll(0.1):
+                return conn.recv(), ""
+        except (EOFError, OSError):  # it closed the pipe without a word: it is dying
+            proc.join(5)
+        if not proc.is_alive():
+            code = proc.exitcode
+            return None, f"died ({f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'})"
+        if stop is not None and stop.is_set():
+            return None, "was stopped"
+        if deadline is not None and time.monotonic() > deadline:
+            return None, f"did not finish in {timeout_s:g} s"
+
+
+def profile_ops(model_path: str, profile: Profile, *, runs: int = 20, warmup: int | None = None,
+                stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run the model ``runs`` times with ORT's profiler on (after ``warmup`` runs, by default the profile's) and
+    return the probe's report, its ``ops`` table holding the nodes and op types by time.
+
+    Raises:
+        ProbeError: the session failed to build or run (the message says which, with ORT's reason).
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    warm = profile.workload.warmup_runs if warmup is None else warmup
+    result = probe(model_path, profile, runs=runs, warmup=warm, trace=True, placement=True, stop=stop)
+    if "error" in result:
+        what = "build the session" if result.get("stage") in ("load", "build") else "run the model"
+        raise ProbeError(f"could not {what}: {result['error']}", result)
+    return result
