@@ -590,7 +590,7 @@ def test_tiny_graph_helpers_round_trip(tmp_path) -> None:
 
 @pytest.mark.integration
 def test_worker_racer_keeps_sessions_and_reports_failures(matmul_model) -> None:
-    from ortop.engine.tuner import WorkerRacer
+    from ortop.engine.racer import WorkerRacer
     from ortop.measure.compare import compare
 
     a = Profile(model=matmul_model)

@@ -293,8 +293,9 @@ def run(args: argparse.Namespace) -> int:
     from ortop import fsutil
     from ortop import model as model_mod
     from ortop.collectors.host import read_host
+    from ortop.engine.racer import WorkerRacer, block_target_for
     from ortop.engine.space import ModelFacts, Space
-    from ortop.engine.tuner import Tuner, WorkerRacer, block_target_for
+    from ortop.engine.tuner import Tuner
 
     model_path = os.path.abspath(args.model)
     info = model_mod.load_model(model_path)

@@ -14,6 +14,9 @@ period so the previous worker's pool threads have stopped spinning before anythi
 Holding several sessions costs memory: each build reports the worker's resident memory before and after, the
 cost of the next sessions is predicted from the first, and a comparison that would not fit in the memory
 available is refused before it builds them.
+
+Over ~400 lines: the interleaving of one worker and of several (one per restart group) share the schedule, the
+block bookkeeping and the memory check; split, each half would carry a copy.
 """
 
 from __future__ import annotations

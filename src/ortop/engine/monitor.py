@@ -6,6 +6,10 @@ from an immutable :class:`Snapshot`, built on demand, so a UI thread never races
 A live change is measured sequentially (the new session runs after the old one), which on a drifting host cannot
 tell drift from effect: such a history row is "unverified". :meth:`Monitor.verify` settles it by rebuilding both
 configurations as sessions in the running worker and interleaving them for a few seconds (see ``engine.ab``).
+
+Longer than the project's ~400 lines on purpose: the worker's lifecycle, its messages, live verification and
+the figures share one lock and one state machine (:class:`State`); split apart they would reach into each other's
+private state. The pieces without that state live beside it (store, snapshot, schedule, verdicts, ab).
 """
 
 from __future__ import annotations

@@ -62,6 +62,8 @@ How long until it decides (``seconds_more``)
     where it is, so it is an "about": on simulated data the estimated time decides roughly three times in four.
     When the estimate sits on the margin no amount of time decides it, so the answer is capped at
     ``SECONDS_MORE_CAP``.
+
+Over ~400 lines because of this docstring: the method's justification lives with the code it justifies.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ to the parent every ~100 ms as ``Samples(block=-1)``) or alternates several in b
 settle period whose runs are not recorded, then the recorded block, sent as ``Samples(block=seq)`` followed by
 ``BlockDone``). ``Pause``/``Resume`` stop and restart the callers of whichever of the two is set up; ``Stop``
 (or EOF on the connection: the parent is gone) ends the process.
+
+Over ~400 lines: one process's whole command loop (build, drop, live, alternate, pause, stop) reads best in one
+place; the session and its timed loop are in :mod:`ortop.runtime.session`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,218 @@
+"""What a tuning run is made of: the racer's protocol, per-candidate trials and their figures, and the result.
+
+Kept apart from the search (:mod:`ortop.engine.tuner`) so the real racer (:mod:`ortop.engine.racer`), the CLI and
+the tests share these types without the search's machinery.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ortop.config.profile import Profile
+from ortop.engine.space import Candidate, describe
+from ortop.measure.compare import HIGHER_IS_BETTER, Block, Comparison
+from ortop.measure.stats import median_ci
+
+KEEP = "keep the baseline"
+BETTER = "better"
+
+class RacerError(Exception):
+    """Measuring cannot go on (the worker died and no candidate is to blame, the incumbent failed)."""
+
+
+@dataclass
+class RaceOutcome:
+    """What one :meth:`Racer.race` call measured: blocks with ``config`` = index into the profiles given, ``seq``
+    increasing across calls; ``failed``: index → why that profile could not be built or run."""
+
+    blocks: list[Block] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+class Racer(Protocol):
+    """Measures profiles against each other in interleaved blocks, keeping their sessions between calls."""
+
+    def prepare(self, profiles: Sequence[Profile]) -> dict[int, str]:
+        """Build the sessions not built yet; return index → reason for those that failed."""
+        ...
+
+    def race(self, profiles: Sequence[Profile], seconds: float) -> RaceOutcome:
+        """Alternate the profiles (building any not built yet) for ``seconds`` of measuring."""
+        ...
+
+    def block_seconds(self, profiles: Sequence[Profile]) -> float:
+        """About how long one block of these profiles takes, settle included."""
+        ...
+
+    def build_seconds(self) -> float:
+        """About how long one more session takes to build and warm up."""
+        ...
+
+    def release(self, profiles: Sequence[Profile]) -> None:
+        """Free these profiles' sessions (they will not race again)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+# ---- figures ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Figures:
+    """One profile's figures over its blocks: medians of the blocks' p50 and p99, total runs over total block
+    time, run-weighted CPU per run."""
+
+    p50_ms: float = math.nan
+    p99_ms: float = math.nan
+    throughput_per_s: float = math.nan
+    cpu_ms_per_run: float = math.nan
+    blocks: int = 0
+    runs: int = 0
+
+    def value(self, metric: str) -> float:
+        return {"p50": self.p50_ms, "p99": self.p99_ms, "throughput": self.throughput_per_s,
+                "cpu": self.cpu_ms_per_run}[metric]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms),
+                "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run)}
+
+
+def _num(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def figures(blocks: Sequence[Block]) -> Figures:
+    if not blocks:
+        return Figures()
+    runs = sum(b.runs for b in blocks)
+    wall = sum(b.t_end - b.t_start for b in blocks)
+    cpu = [b for b in blocks if math.isfinite(b.cpu_ms_per_run) and b.runs]
+    cpu_per_run = sum(b.cpu_ms_per_run * b.runs for b in cpu) / sum(b.runs for b in cpu) if cpu else math.nan
+    p50 = [b.p50_ms for b in blocks if math.isfinite(b.p50_ms)]
+    p99 = [b.p99_ms for b in blocks if math.isfinite(b.p99_ms)]
+    return Figures(float(np.median(p50)) if p50 else math.nan, float(np.median(p99)) if p99 else math.nan,
+                   runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs)
+
+
+def p99_interval(blocks: Sequence[Block]) -> tuple[float, float, float]:
+    """(estimate, low, high) of a profile's p99 in ms: the median of its blocks' p99 with its order-statistic
+    interval (distribution-free; wide with few blocks)."""
+    vals = np.array([b.p99_ms for b in blocks if math.isfinite(b.p99_ms)], dtype=np.float64)
+    if vals.size == 0:
+        return math.nan, math.nan, math.nan
+    lo, hi = median_ci(vals)
+    return float(np.median(vals)), lo, hi
+
+
+# ---- trials -------------------------------------------------------------------------------------------------------
+@dataclass
+class Trial:
+    """One candidate's race: its status (``racing`` while it runs, then ``ok``, ``failed`` or ``dropped``)."""
+
+    candidate: Candidate
+    incumbent: str                       # label of the profile it raced against
+    status: str = "racing"
+    reason: str = ""
+    comparison: Comparison | None = None  # on the objective, against the incumbent
+    figures: Figures = field(default_factory=Figures)
+    p99: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    rungs: int = 0
+    winner: bool = False
+
+    @property
+    def profile(self) -> Profile:
+        return self.candidate.profile
+
+    @property
+    def label(self) -> str:
+        return self.candidate.label
+
+    def improvement_pct(self) -> float:
+        """How much better than the incumbent on the objective (positive = better), nan without pairs yet."""
+        c = self.comparison
+        if c is None or not math.isfinite(c.change_pct):
+            return math.nan
+        return c.change_pct if c.metric in HIGHER_IS_BETTER else -c.change_pct
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "label": self.label,
+            "stage": self.candidate.stage,
+            "profile": _profile_dict(self.profile),
+            **self.figures.as_dict(),
+            "status": self.status,
+            "reason": self.reason,
+            "verdict": c.verdict if c is not None else None,
+            "against": self.incumbent,
+            "change_pct": _num(c.change_pct, 2) if c is not None else None,
+            "ci_low_pct": _num(c.ci_low_pct, 2) if c is not None else None,
+            "ci_high_pct": _num(c.ci_high_pct, 2) if c is not None else None,
+            "pairs": c.pairs if c is not None else 0,
+            "blocks": self.figures.blocks,
+            "winner": self.winner,
+        }
+
+
+def _profile_dict(p: Profile) -> dict[str, Any]:
+    d = p.to_dict()
+    d.pop("model", None)
+    return d
+
+
+@dataclass
+class TuneResult:
+    objective: str
+    max_p99_ms: float | None
+    budget_s: float
+    elapsed_s: float
+    baseline: Profile
+    baseline_figures: Figures
+    best: Profile
+    best_figures: Figures
+    verdict: str                          # BETTER or KEEP
+    text: str                             # one line for people
+    comparison: Comparison | None         # the verification: best (or the final candidate) vs baseline
+    candidate: Profile | None             # what was verified (== best when the verdict is BETTER)
+    trials: list[Trial]
+    not_tried: list[tuple[Candidate, str]]
+    pruned: list[str]
+    dimensions: tuple[str, ...]
+    host: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        best = {"profile": _profile_dict(self.best), **self.best_figures.as_dict(), "verdict": self.verdict,
+                "text": self.text, "changes": self.best.changes_from(self.baseline),
+                "change_pct": _num(c.change_pct, 2) if c is not None else None,
+                "ci_low_pct": _num(c.ci_low_pct, 2) if c is not None else None,
+                "ci_high_pct": _num(c.ci_high_pct, 2) if c is not None else None,
+                "comparison": c.as_dict() if c is not None else None}
+        if self.candidate is not None and self.verdict != BETTER:
+            best["candidate"] = _profile_dict(self.candidate)
+            best["candidate_label"] = describe(self.candidate, self.baseline)
+        return {
+            "objective": self.objective,
+            "max_p99_ms": self.max_p99_ms,
+            "budget_s": self.budget_s,
+            "elapsed_s": round(self.elapsed_s, 2),
+            "host": self.host,
+            "space": list(self.dimensions),
+            "pruned": list(self.pruned),
+            "baseline": {"profile": _profile_dict(self.baseline), **self.baseline_figures.as_dict()},
+            "trials": [t.as_dict() for t in self.trials],
+            "not_tried": [{"label": c.label, "stage": c.stage, "reason": why} for c, why in self.not_tried],
+            "best": best,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2, ensure_ascii=False)
+
+
