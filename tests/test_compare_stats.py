@@ -393,3 +393,24 @@ def test_as_dict() -> None:
     assert d["change_pct"] == -19.04 and d["ci_high_pct"] is None and d["seconds_more"] is None
     assert d["baseline"] == 0 and d["other"] == 1 and d["significant"] is True and d["verdict"] == "faster"
     json.dumps(d)
+
+
+def test_decided_after_is_when_the_verdict_settles() -> None:
+    from ortop.measure.compare import decided_after
+
+    def blocks_with(effect: float, n_rounds: int, seed: int = 3) -> list[Block]:
+        rng = np.random.default_rng(seed)
+        out = []
+        t = 0.0
+        for seq, cfg in enumerate(schedule(2, n_rounds)):
+            lat = rng.lognormal(0, 0.05, 200) * (1 + effect * cfg)
+            out.append(block_from_runs(cfg, seq, lat, t_start=t, t_end=t + 0.3, cpu_ms=float(lat.sum())))
+            t += 0.3
+        return out
+
+    clear = blocks_with(0.30, 20)
+    took = decided_after(clear, 0, 1, "p50")
+    assert took is not None and 0 < took <= clear[-1].t_end
+    # it needs at least the pairs the rank interval needs before it can decide anything
+    assert took >= 0.3 * 2 * 6 - 1e-9
+    assert decided_after(blocks_with(0.0, 2), 0, 1, "p50") is None  # too few pairs: undecided, no time

@@ -20,7 +20,7 @@ from typing import Any
 
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import UsageError
-from ortop.measure.compare import METRICS
+from ortop.measure.compare import METRICS, decided_after
 
 OBJECTIVE_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
 
@@ -52,13 +52,20 @@ def _ordered(comps, objective: str):
     return sorted(comps, key=lambda c: (c.other, c.metric != objective, METRICS.index(c.metric)))
 
 
+def _with_decision(c: Any, blocks: Any) -> dict[str, Any]:
+    d = c.as_dict()
+    took = decided_after(blocks, c.baseline, c.other, c.metric)
+    d["decided_after_s"] = None if took is None else round(took, 2)
+    return d
+
+
 def to_json(model_path: str, budget_s: float, objective: str, result) -> dict[str, Any]:
     return {
         "model": model_path,
         "budget_s": budget_s,
         "objective": objective,
         "configs": [c.as_dict() for c in result.configs],
-        "comparisons": [c.as_dict() for c in _ordered(result.comparisons, objective)],
+        "comparisons": [_with_decision(c, result.blocks) for c in _ordered(result.comparisons, objective)],
         "elapsed_s": round(result.elapsed_s, 3),
         "block_s": round(result.block_s, 4),
         "settle_s": round(result.settle_s, 4),

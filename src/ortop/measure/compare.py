@@ -402,6 +402,33 @@ def compare_all(blocks: Sequence[Block], n_configs: int, metrics: Sequence[str] 
             for other in range(1, n_configs) for metric in metrics]
 
 
+DECIDED = ("faster", "slower", "no difference")
+
+
+def decided_after(blocks: Sequence[Block], baseline: int, other: int, metric: str, **kw: Any) -> float | None:
+    """Seconds of measuring after which the verdict was reached and never changed again; None if undecided.
+
+    The comparison is repeated on every prefix of the schedule (blocks in ``seq`` order); the answer is the span,
+    from the first block's start, of the shortest prefix from which every longer prefix gives the final verdict.
+    It says how long a comparison like this one needs, which a budget should exceed.
+    """
+    ordered = sorted(blocks, key=lambda b: b.seq)
+    if not ordered:
+        return None
+    final = compare(ordered, baseline, other, metric, **kw).verdict
+    if final not in DECIDED:
+        return None
+    t0 = ordered[0].t_start
+    since: float | None = None
+    for n in range(1, len(ordered) + 1):
+        if compare(ordered[:n], baseline, other, metric, **kw).verdict == final:
+            if since is None:
+                since = ordered[n - 1].t_end - t0
+        else:
+            since = None
+    return since
+
+
 def sequential(before_ms: np.ndarray, after_ms: np.ndarray, *, confidence: float = 0.95,
                margin_pct: float = MARGIN_PCT) -> Comparison:
     """The naive before/after p50 comparison, for contrast: all ``before`` runs, then all ``after`` runs, every
