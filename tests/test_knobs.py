@@ -345,3 +345,25 @@ def test_markdown_command() -> None:
     assert out.stderr == ""  # no runpy warning about the module being imported twice
     bad = subprocess.run([sys.executable, "-m", "ortop.config.knobs"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--markdown" in bad.stderr
+
+
+def test_bounds_refuse_values_orts_parsers_or_the_host_cannot_take() -> None:
+    from ortop.config import profile as P
+    from ortop.config.errors import ProfileError
+
+    cases = {
+        "[session]\ndynamic_block_base = 9223372036854775807\n": "dynamic_block_base",
+        "[session]\nintra_op_num_threads = 2147483648\n": "intra_op_num_threads",
+        "[session]\nspin_duration_us = 4294967296\n": "spin_duration_us",
+        "[workload]\nconcurrency = 1000\n": "concurrency",
+        "[workload]\nwarmup_runs = 100000000000\n": "warmup_runs",
+        "[workload.dims]\nbatch = 4294967296\n": "batch",
+    }
+    for text, key in cases.items():
+        with pytest.raises(ProfileError, match=key):
+            P.loads(text)
+    many = P.loads("[session]\nintra_op_num_threads = 1000\n")  # structurally fine: a host decides
+    with pytest.raises(ProfileError, match="far above this host's 2 logical CPUs"):
+        P.validate(many, host_cpus=2)
+    P.validate(many, host_cpus=128)
+    P.validate(P.loads("[session]\nintra_op_num_threads = 8\n"), host_cpus=2)  # above the CPUs: allowed

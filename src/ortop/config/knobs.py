@@ -44,6 +44,16 @@ CONV_ALGO_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 TuneValues = tuple[Any, ...] | Callable[[int], tuple[Any, ...]]
 
 
+# Upper bounds: ORT reads config entries with stoi and takes thread counts as C ints, so values past INT32_MAX end
+# in a raw IndexError or a pybind type error; thread counts far past any host hang in ORT's pool set-up; a warm-up
+# or a caller count in the millions never ends. Host-dependent limits (threads against this host's CPUs) are
+# checked by validate() when it is given the host's CPU count.
+INT32_MAX = 2**31 - 1
+MAX_THREADS = 4096
+MAX_CALLERS = 256
+MAX_WARMUP_RUNS = 1_000_000
+MAX_RATE_HZ = 1_000_000.0
+
 @dataclass(frozen=True)
 class Knob:
     """One setting, declared once.
@@ -166,10 +176,10 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("model", str, "", WORKLOAD, help="the model path (relative to the profile file)"),
     Knob("description", str, "", WORKLOAD, help="one line shown by `ortop profiles list`"),
     # ---- session ----
-    Knob("session.intra_op_num_threads", int, 0, SESSION_OPTION, "intra_op_num_threads", minimum=0,
+    Knob("session.intra_op_num_threads", int, 0, SESSION_OPTION, "intra_op_num_threads", minimum=0, maximum=MAX_THREADS,
          note=_ORT_DEFAULT, help="threads inside one operator; 0 = ORT's default (physical cores)",
          label="intra-op threads", section=_T, hint="0 = ORT's default (physical cores)", tune_values=host_threads),
-    Knob("session.inter_op_num_threads", int, 0, SESSION_OPTION, "inter_op_num_threads", minimum=0,
+    Knob("session.inter_op_num_threads", int, 0, SESSION_OPTION, "inter_op_num_threads", minimum=0, maximum=MAX_THREADS,
          note=_ORT_DEFAULT, help="threads running independent nodes at once (parallel mode)",
          label="inter-op threads", section=_T, hint="0 = default; used in parallel mode", tune_values=(0, 2, 4)),
     Knob("session.execution_mode", str, "sequential", SESSION_OPTION, "execution_mode", choices=EXECUTION_MODES,
@@ -188,10 +198,12 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("session.use_per_session_threads", bool, True, SESSION_OPTION, "use_per_session_threads", restarts=True,
          help="false = the process's global thread pools", label="per-session threads", section=_POOLS,
          hint="off = the global pools below; restarts the worker"),
-    Knob("session.global_intra_op_num_threads", int, 0, GLOBAL_POOL, "set_global_thread_pool_sizes", minimum=0,
+    Knob("session.global_intra_op_num_threads", int, 0, GLOBAL_POOL, "set_global_thread_pool_sizes",
+         minimum=0, maximum=MAX_THREADS,
          note=_ORT_DEFAULT, restarts=True, help="intra-op size of the global pools (per-session threads off)",
          label="global intra-op", section=_POOLS, hint="used with per-session threads off; 0 = default"),
-    Knob("session.global_inter_op_num_threads", int, 0, GLOBAL_POOL, "set_global_thread_pool_sizes", minimum=0,
+    Knob("session.global_inter_op_num_threads", int, 0, GLOBAL_POOL, "set_global_thread_pool_sizes",
+         minimum=0, maximum=MAX_THREADS,
          note=_ORT_DEFAULT, restarts=True, help="inter-op size of the global pools (per-session threads off)",
          label="global inter-op", section=_POOLS, hint="used with per-session threads off; 0 = default"),
     Knob("session.allow_spinning", bool, None, CONFIG_ENTRY, "session.intra_op.allow_spinning", optional=True,
@@ -201,21 +213,24 @@ REGISTRY: tuple[Knob, ...] = (
          optional=True, help="inter-op pool threads spin-wait for work (ORT's default: on)",
          label="inter-op spinning", section=_SPIN, tune_values=(True, False)),
     Knob("session.spin_duration_us", int, None, CONFIG_ENTRY, "session.intra_op.spin_duration_us", optional=True,
-         minimum=0, help="how long intra-op threads spin before blocking, in µs", label="spin duration µs",
+         minimum=0, maximum=INT32_MAX,
+         help="how long intra-op threads spin before blocking, in µs", label="spin duration µs",
          section=_SPIN, hint="blank = ORT's default", tune_values=(100, 1000)),
     Knob("session.spin_backoff_max", int, None, CONFIG_ENTRY, "session.intra_op.spin_backoff_max", optional=True,
-         minimum=1, help="cap of the intra-op spin loop's exponential backoff (1 = none)",
+         minimum=1, maximum=INT32_MAX, help="cap of the intra-op spin loop's exponential backoff (1 = none)",
          label="spin backoff max", section=_SPIN, hint="blank = ORT's default", tune_values=(1, 4, 8)),
     Knob("session.inter_op_spin_duration_us", int, None, CONFIG_ENTRY, "session.inter_op.spin_duration_us",
-         optional=True, minimum=0, help="how long inter-op threads spin before blocking, in µs",
+         optional=True, minimum=0, maximum=INT32_MAX, help="how long inter-op threads spin before blocking, in µs",
          label="inter-op spin µs", section=_SPIN, hint="blank = ORT's default; parallel mode",
          tune_values=(100, 1000)),
     Knob("session.inter_op_spin_backoff_max", int, None, CONFIG_ENTRY, "session.inter_op.spin_backoff_max",
-         optional=True, minimum=1, help="cap of the inter-op spin loop's exponential backoff (1 = none)",
+         optional=True, minimum=1, maximum=INT32_MAX,
+         help="cap of the inter-op spin loop's exponential backoff (1 = none)",
          label="inter-op backoff max", section=_SPIN, hint="blank = ORT's default; parallel mode",
          tune_values=(1, 4, 8)),
     Knob("session.dynamic_block_base", int, None, CONFIG_ENTRY, "session.dynamic_block_base", optional=True,
-         minimum=0, note="0 = off", help="split parallel loops into shrinking blocks (ORT's default: off)",
+         minimum=0, maximum=INT32_MAX,
+         note="0 = off", help="split parallel loops into shrinking blocks (ORT's default: off)",
          label="dynamic_block_base", section=_SPIN, hint="blank = off; 4 often tightens p99", tune_values=(0, 4, 8)),
     Knob("session.intra_op_thread_affinities", tuple, None, CONFIG_ENTRY, "session.intra_op_thread_affinities",
          optional=True, help="0-based cores per pool thread (intra − 1 lists); written as ORT's 1-based \"2;3,4\"",
@@ -261,16 +276,20 @@ REGISTRY: tuple[Knob, ...] = (
     _env("ORT_INTRA_OP_NUM_THREADS", "intra-op threads for builds that read it"),
     _env("MIMALLOC_OPTIONS", "mimalloc's settings when it is preloaded"),
     # ---- workload (ortop's own) ----
-    Knob("workload.rate_hz", float, 0.0, minimum=0, note="0 = closed loop", help="paced loop rate; 0 = closed loop",
+    Knob("workload.rate_hz", float, 0.0, minimum=0, maximum=MAX_RATE_HZ,
+         note="0 = closed loop", help="paced loop rate; 0 = closed loop",
          label="rate Hz", section=_WL, hint="0 = closed loop; 100 shows the cost of spinning"),
-    Knob("workload.concurrency", int, 1, minimum=1, help="concurrent callers of one session", label="concurrency",
+    Knob("workload.concurrency", int, 1, minimum=1, maximum=MAX_CALLERS,
+         help="concurrent callers of one session", label="concurrency",
          section=_WL, hint="concurrent callers"),
-    Knob("workload.warmup_runs", int, 10, minimum=0, help="runs after each build, excluded from figures",
+    Knob("workload.warmup_runs", int, 10, minimum=0, maximum=MAX_WARMUP_RUNS,
+         help="runs after each build, excluded from figures",
          label="warm-up runs", section=_WL),
     Knob("workload.seed", int, 0, help="seed of the synthetic inputs", label="seed", section=_WL),
-    Knob("workload.batch", int, 0, minimum=0, note="0 = the model's own", help="the leading free dimension of "
+    Knob("workload.batch", int, 0, minimum=0, maximum=INT32_MAX,
+         note="0 = the model's own", help="the leading free dimension of "
          "every input (0 = the model's own)", label="batch", section=_WL, hint="0 = the model's own"),
-    Knob("workload.dims", dict, {}, values=int, minimum=1, help="free dimension sizes by name"),
+    Knob("workload.dims", dict, {}, values=int, minimum=1, maximum=INT32_MAX, help="free dimension sizes by name"),
     Knob("workload.shapes", dict, {}, values=SHAPE, help="whole input shapes by input name"),
     Knob("workload.values", dict, {}, values=float, help="constant fills by input name (e.g. a sample rate)"),
     Knob("workload.inputs", dict, {}, values=str, help="`.npy` files by input name"),

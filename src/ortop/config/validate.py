@@ -44,14 +44,22 @@ def validate(profile: Profile, *, path: str | None = None, text: str | None = No
 
 # ---- per knob, from the declarations ----------------------------------------------------------------------------
 
-def _bounds(knob: knobs.Knob) -> str:
-    """The allowed range as an error states it: ``0..4``, ``>= 0 (0 = ORT's default)``."""
+def _n(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _bounds(knob: knobs.Knob, value: float | None = None) -> str:
+    """The allowed range as an error states it: ``0..4``, ``>= 0 (0 = ORT's default)``, or for a value past one
+    side of a wide range, that side (``<= 4096``)."""
     lo, hi = knob.minimum, knob.maximum
+    low = f">= {_n(lo)}" + (f" ({knob.note})" if knob.note else "") if lo is not None else ""
+    if lo is not None and hi is not None and value is not None and math.isfinite(value) and hi - lo > 100:
+        return low if value < lo else f"<= {_n(hi)}"
     if lo is not None and hi is not None:
-        return f"{lo:g}..{hi:g}"
+        return f"{_n(lo)}..{_n(hi)}"
     if lo is not None:
-        return f">= {lo:g}" + (f" ({knob.note})" if knob.note else "")
-    return f"<= {hi:g}"
+        return low
+    return f"<= {_n(hi)}" if hi is not None else "valid"
 
 
 def _out_of_range(knob: knobs.Knob, value: float) -> bool:
@@ -74,7 +82,7 @@ def check_value(knob: knobs.Knob, value: Any, err: Report) -> None:
         err(f"{knob.name} must be one of {', '.join(knob.choices)}, got {value!r}{hint}", knob.key)
     elif knob.type in (int, float) and (knob.minimum is not None or knob.maximum is not None):
         if _out_of_range(knob, value):
-            err(f"{knob.name} must be {_bounds(knob)}, got {value}", knob.key)
+            err(f"{knob.name} must be {_bounds(knob, value)}, got {value}", knob.key)
 
 
 def _check_map(knob: knobs.Knob, mapping: Any, err: Report) -> None:
@@ -86,7 +94,7 @@ def _check_map(knob: knobs.Knob, mapping: Any, err: Report) -> None:
             if any(d < 0 for d in v):
                 err(f"{knob.name}.{k} has a negative dimension: {list(v)}", dotted)
         elif knob.values in (int, float) and knob.minimum is not None and _out_of_range(knob, v):
-            err(f"{knob.name}.{k} must be {_bounds(knob)}, got {v}", dotted)
+            err(f"{knob.name}.{k} must be {_bounds(knob, v)}, got {v}", dotted)
         if knob.target in (knobs.CONFIG_ENTRY, knobs.PROVIDER_OPTION, knobs.ENV) and (
                 "\0" in str(k) or "\0" in str(v)):
             err(f"{dotted} contains a NUL character, which ORT and the environment cannot carry", dotted)
@@ -188,4 +196,26 @@ def _env_names(profile: Profile, err: Report, host_cpus: int | None) -> None:
             err(f"env key {k!r} is not a valid environment variable name", f"env.{k}")
 
 
-RULES: tuple[Rule, ...] = (_affinity, _config_shadowing, _provider, _provider_options, _cuda_graph, _env_names)
+def host_thread_limit(host_cpus: int) -> int:
+    """The most threads per pool (or callers) accepted on a host: 8× its logical CPUs, at least 64. Above the CPUs
+    is allowed (an experiment may want it; the doctor warns), far above only hangs ORT's pool set-up or the host."""
+    return max(64, 8 * host_cpus)
+
+
+def _host_threads(profile: Profile, err: Report, host_cpus: int | None) -> None:
+    if host_cpus is None:
+        return
+    limit = host_thread_limit(host_cpus)
+    s, w = profile.session, profile.workload
+    for key, value in (("session.intra_op_num_threads", s.intra_op_num_threads),
+                       ("session.inter_op_num_threads", s.inter_op_num_threads),
+                       ("session.global_intra_op_num_threads", s.global_intra_op_num_threads),
+                       ("session.global_inter_op_num_threads", s.global_inter_op_num_threads),
+                       ("workload.concurrency", w.concurrency)):
+        if value > limit:
+            err(f"{key.split('.')[-1]} = {value} is far above this host's {host_cpus} logical CPUs (at most "
+                f"{limit} here)", key)
+
+
+RULES: tuple[Rule, ...] = (_affinity, _config_shadowing, _provider, _provider_options, _cuda_graph, _env_names,
+                           _host_threads)
