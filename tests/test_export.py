@@ -574,8 +574,36 @@ def test_olive_shape() -> None:
     assert data["io_bind"] is True
     assert data["session_options"] == {
         "intra_op_num_threads": 4, "inter_op_num_threads": 2, "execution_mode": 1, "graph_optimization_level": 3,
+        "log_severity_level": 2,  # written even at ORT's default: Olive would otherwise set its own 3
         "extra_session_config": {"session.intra_op.allow_spinning": "0"},
     }
+
+
+def test_python_export_warns_or_raises_when_cuda_falls_back(model: str) -> None:
+    """On a host where CUDA cannot load, ORT silently runs on the CPU: the exported make_session says so."""
+    import warnings
+
+    import onnxruntime as ort
+
+    profile = Profile(provider=ProviderSettings(name="cuda"))
+    ns: dict = {}
+    exec(compile(render(profile, "python", model_path=model), "<ortop export>", "exec"), ns)
+    available = "CUDAExecutionProvider" in ort.get_available_providers()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sess = ns["make_session"]()
+    if "CUDAExecutionProvider" in sess.get_providers():  # a real GPU: nothing to say
+        assert not [w for w in caught if "not active" in str(w.message)]
+        return
+    assert any("CUDAExecutionProvider is not active" in str(w.message) for w in caught), (available, caught)
+    with pytest.raises(RuntimeError, match="CUDAExecutionProvider is not active"):
+        ns["make_session"](strict=True)
+
+
+def test_perf_test_header_names_the_builds_its_flags_need() -> None:
+    text = render(Profile(session=SessionSettings(enable_cpu_mem_arena=False, dynamic_block_base=4)), "perf-test")
+    header = [ln for ln in text.splitlines() if ln.startswith("# needs:")]
+    assert header and ">= 1.17 for -C" in header[0] and "-A" in header[0]
 
 
 def test_olive_levels_are_ort_enum_values() -> None:

@@ -21,7 +21,7 @@ CARRIED: dict[str, bool] = {
     "session.inter_op_num_threads": True,
     "session.execution_mode": True,
     "session.graph_optimization_level": True,
-    "session.log_severity_level": False,
+    "session.log_severity_level": True,  # else Olive shows -1 and sets its own 3
 }
 
 
@@ -57,5 +57,10 @@ def olive_settings(profile: Profile) -> dict[str, Any]:
 
 
 def render(profile: Profile, model_path: str) -> str:
-    """The Olive JSON for ``profile`` (the model path is not part of Olive's inference settings)."""
+    """The Olive JSON for ``profile`` (the model path is not part of Olive's inference settings).
+
+    Where it goes: the object is the ``inference_settings`` of an Olive evaluator or of the model
+    (``"inference_settings": {...}``); Olive reads ``io_bind`` only at the model level
+    (``input_model.config.io_bind`` in recent versions), so a profile with IO binding needs that key there too.
+    """
     return json.dumps(olive_settings(profile), indent=2) + "\n"

@@ -197,6 +197,23 @@ def _workload(profile: Profile, args: list[str], notes: list[str]) -> None:
         notes.append("constant input values are not carried over (-I generates random inputs)")
 
 
+# Flags newer than perf_test itself, and the first builds that take them: -C arrived with onnxruntime 1.17, -g in
+# 2025 builds, the spin flags in 2026 builds. -A/-M were no-ops in some earlier builds (their defaults were inverted
+# there, fixed since).
+FLAG_SINCE: dict[str, str] = {
+    "-C": "onnxruntime_perf_test >= 1.17 for -C",
+    "-g": "a 2025 or later build for -g",
+    "--spin_duration_us": "a 2026 or later build for --spin_duration_us",
+    "--spin_backoff_max": "a 2026 or later build for --spin_backoff_max",
+    "-A": "a build where -A disables the arena (some older ones had the default inverted)",
+    "-M": "a build where -M disables the memory pattern (some older ones had the default inverted)",
+}
+
+
+def _minimum_versions(args: list[str]) -> list[str]:
+    return [FLAG_SINCE[a] for a in dict.fromkeys(args) if a in FLAG_SINCE]
+
+
 def render(profile: Profile, model_path: str) -> str:
     """The perf_test command for ``profile``, with ``# note:`` lines for what it cannot carry."""
     name = profile.provider_name()
@@ -213,6 +230,9 @@ def render(profile: Profile, model_path: str) -> str:
     _workload(profile, args, notes)
     lines = ["# onnxruntime_perf_test command for an ortop profile. perf_test times Run() only, warms up with "
              "one run and runs closed loop; -t sets the seconds."]
+    needs = _minimum_versions(args)
+    if needs:
+        lines.append("# needs: " + "; ".join(needs) + " (older builds reject or ignore these flags)")
     if profile.description:
         lines.append(f"# profile: {json_str(profile.description)}")
     lines += [f"# note: {n}" for n in notes]

@@ -140,11 +140,34 @@ def render(profile: Profile, model_path: str) -> str:
     ]
     if pools:
         lines.append("    _global_thread_pools()")
-    lines += [
-        "    return ort.InferenceSession(",
-        "        model_path, sess_options=session_options(), providers=PROVIDERS if providers is None else providers",
-        "    )",
-    ]
+    if profile.provider_name() == "CPUExecutionProvider":
+        lines += [
+            "    return ort.InferenceSession(",
+            "        model_path, sess_options=session_options(),",
+            "        providers=PROVIDERS if providers is None else providers,",
+            "    )",
+        ]
+    else:
+        # ORT falls back to the CPU when the provider's libraries cannot load, with a log line and nothing else;
+        # the C++ and C# exports throw there, so this one says it too.
+        lines[-1] = ('    """An InferenceSession with the profile\'s settings; ``providers`` overrides PROVIDERS. '
+                     'Warns (raises with strict=True) when the requested provider is not active."""')
+        lines[-2] = "def make_session(model_path=MODEL_PATH, providers=None, strict=False):"
+        lines += [
+            "    session = ort.InferenceSession(",
+            "        model_path, sess_options=session_options(),",
+            "        providers=PROVIDERS if providers is None else providers,",
+            "    )",
+            f"    if providers is None and {py_str(profile.provider_name())} not in session.get_providers():",
+            f"        message = ({py_str(profile.provider_name())} + ' is not active (running on '",
+            "                   + ', '.join(session.get_providers()) + '): its libraries did not load')",
+            "        if strict:",
+            "            raise RuntimeError(message)",
+            "        import warnings",
+            "",
+            "        warnings.warn(message, RuntimeWarning, stacklevel=2)",
+            "    return session",
+        ]
     if profile.provider.io_binding:
         lines += _io_binding(profile)
     return "\n".join(lines) + "\n"
