@@ -146,3 +146,16 @@ def make_add_model(path: str | os.PathLike, a_shape: Sequence[Dim] | None, b_sha
     node = helper.make_node("Add", ["a", "b"], ["y"])
     return save(model_of([node], [_vi("a", dtype, a_shape), _vi("b", dtype, b_shape)], [_vi("y", dtype, None)]),
                 path)
+
+
+def make_conv_model(path: str | os.PathLike, channels: int = 3, out_channels: int = 4,
+                    shape: Sequence[Dim] = ("batch", 3, "height", "width")) -> str:
+    """x [batch, channels, height, width] -> Conv 3x3 (pads 1) -> Relu -> y: an image model whose spatial dims are
+    free, so ortop leaves them at 1 unless told (``--dim height=… --dim width=…``)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((out_channels, channels, 3, 3)).astype(np.float32), "W")
+    b = numpy_helper.from_array(np.zeros(out_channels, np.float32), "B")
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    out = [shape[0], out_channels, shape[2], shape[3]]
+    return save(model_of(nodes, [_vi("x", "float32", shape)], [_vi("y", "float32", out)], [w, b]), path)

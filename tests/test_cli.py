@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.models import make_matmul_model, save
+from tests.models import make_conv_model, make_matmul_model, save
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +102,27 @@ def test_headless_json_summary_and_overrides(matmul_model, tmp_path, env):
     [row] = d["history"]
     assert row["runs"] == d["runs"] and row["label"] == "start" and row["changes"] == []
     assert row["verdict"] is None and row["p50_ms"] == d["latency_ms"]["p50"]
+
+
+def test_free_spatial_dims_left_at_1_are_a_warning_naming_the_flag(tmp_path, env):
+    """A conv input's free spatial dims defaulted to 1 ran as x: float32[1x3x1x1] with warnings: []. Now each is a
+    warning in --json, starting with the --dim flag that fixes it; given the dims, the warnings go."""
+    model = make_conv_model(tmp_path / "conv.onnx")
+    r = ortop(model, "--headless", "--duration", 1, "--json", "--threads", 1, env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["inputs"] == ["x: float32[1x3x1x1]"]
+    dims = [w for w in d["warnings"] if w.startswith("--dim ")]
+    assert dims == ["--dim height=VALUE: input 'x' axis 2 is left at 1, too small for a spatial axis of a "
+                    "convolution's input",
+                    "--dim width=VALUE: input 'x' axis 3 is left at 1, too small for a spatial axis of a "
+                    "convolution's input"]
+    assert not any("batch" in w for w in d["warnings"])  # a batch of 1 is plausible: a note, not a warning
+    r = ortop(model, "--headless", "--duration", 1, "--json", "--threads", 1, "--dim", "height=32", "--dim",
+              "width=32", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["inputs"] == ["x: float32[1x3x32x32]"] and not any(w.startswith("--dim") for w in d["warnings"])
 
 
 def test_headless_table(matmul_model, env):
@@ -240,7 +261,7 @@ def _bad_inputs(tmp_path: Path, good: str) -> dict[str, tuple[list, str]]:
         "unknown profile key": ([good, "--profile", badprof, *one_s], "intra_op_threads"),
         "bad --dim name": ([good, "--dim", "nosuch=2", *one_s], "nosuch"),
         "bad --shape text": ([good, "--shape", "x=abc", *one_s], "bad shape"),
-        "--duration 0": ([good, "--duration", "0"], "--duration"),
+        "--duration -1": ([good, "--duration", "-1"], "--duration"),
         "--dim not a number": ([good, "--dim", "batch=abc", *one_s], "--dim"),
         "--threads -1": ([good, "--threads", "-1", *one_s], "intra_op_num_threads"),
         "--rate -5": ([good, "--rate", "-5", *one_s], "rate_hz"),
@@ -251,7 +272,7 @@ def _bad_inputs(tmp_path: Path, good: str) -> dict[str, tuple[list, str]]:
 
 
 BAD_CASES = ["missing model", "directory", "not onnx", "truncated", "IR too new", "unknown profile key",
-             "bad --dim name", "bad --shape text", "--duration 0", "--dim not a number", "--threads -1", "--rate -5",
+             "bad --dim name", "bad --shape text", "--duration -1", "--dim not a number", "--threads -1", "--rate -5",
              "missing --input file", "missing --profile file", "--resume with nothing saved"]
 
 

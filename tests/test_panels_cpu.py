@@ -64,10 +64,32 @@ def test_heat_grid_labels_rows_and_groups_by_eight_when_there_is_room() -> None:
 
 
 def test_cpu_panel_summary_line() -> None:
+    """One convention: a process's CPU in cores, shares in per cent."""
     sample = CpuSample((10.0, 90.0), 50.0, 180.0, (), frozenset({1}), 1.5)
     out = lines(cpu.cpu_panel(sample, 40, 4))
-    assert out[-1] == "worker 180% · system 50% · ui 1.5%"
+    assert out[-1] == "worker 1.80 cores · host 50% · ui 0.01"  # 1.5 % of a core
+    assert lines(cpu.cpu_panel(sample, 50, 4))[-1] == "worker 1.80 cores · host 50% · ui 0.01 cores"
+    assert lines(cpu.cpu_panel(sample, 34, 4))[-1] == "worker 1.80 cores · host 50%"  # whole, or not at all
     assert cpu.cpu_panel(None, 40, 4).plain.startswith("waiting")
+
+
+def test_meters_show_the_workers_share_beside_the_cores_total() -> None:
+    """A busy neighbour on core 1 and the worker on core 0: the meters tell them apart (worker/all)."""
+    threads = (ThreadSample(11, 70.0, 0, "ortop-caller-0", "caller 0"),
+               ThreadSample(12, 20.0, 0, "ortop-worker", "pool"), ThreadSample(13, 0.0, 1, "ortop-worker", "pool"))
+    assert cpu.worker_share([95.0, 100.0], threads) == [90.0, 0.0]
+    assert cpu.worker_share([50.0], (ThreadSample(1, 80.0, 0, "x"),)) == [50.0]  # never above the core's total
+    sample = CpuSample((95.0, 100.0), 97.5, 90.0, threads, frozenset({0}), 1.0)
+    text = cpu.cpu_panel(sample, 40, 3)
+    meters = lines(text)[0]  # two meters side by side
+    assert meters.startswith("0▕") and "▏ 90/95  1▕" in meters and meters.rstrip().endswith("▏  0/100")
+    cyan = "".join(text.plain[s.start:s.end] for s in text.spans if "cyan" in str(s.style) and "reverse" not in
+                   str(s.style))
+    assert 7 <= cyan.count("█") <= 9  # core 0's bar is mostly the worker's; core 1's none of it (9 cells each)
+    assert cpu.TITLE == "CPU · per core: worker / all %"
+    # no watched process: one figure per core, as before
+    bare = cpu.cpu_panel(CpuSample((95.0, 100.0), 97.5, None, (), frozenset(), 1.0), 40, 3)
+    assert "/" not in lines(bare)[0] and "▏ 95 " in lines(bare)[0]
 
 
 # ---- spin -----------------------------------------------------------------------------------------------------
@@ -83,7 +105,7 @@ def test_spin_panel_shows_spinning_as_the_bigger_share() -> None:
     threads = (ThreadSample(101, 97.0, 3, "python"), ThreadSample(102, 0.2, 1, "python"))
     text = spin.spin_panel(CpuCost(13.1, 850.0, 100.0, 12.0), threads, 48, 8)
     out = lines(text)
-    assert out[0].startswith("CPU/run 13.1 ms")
+    assert out[0] == "CPU/run 13.1 ms · 1.00 cores avg · in Run 12%"  # cores for CPU, % for a share
     assert "850 ms/s" in out[1] and "85% of its CPU" in out[1]
     bar = out[2]
     assert bar.count("▒") > 3 * bar.count("█")  # most of the CPU went between runs
@@ -94,3 +116,23 @@ def test_spin_panel_shows_spinning_as_the_bigger_share() -> None:
 def test_spin_panel_concurrent_callers_have_no_between_figure() -> None:
     text = spin.spin_panel(CpuCost(2.0, math.nan, 150.0, 90.0), (), 48, 4)
     assert "n/a with concurrent callers" in text.plain
+
+
+def test_spin_panel_names_the_threads_roles_and_the_units() -> None:
+    """Threads named by the worker show their role (caller, main, reader); ORT's others are the pool."""
+    from ortop.collectors.cpu import thread_role, with_roles
+
+    assert thread_role(7, "ortop-caller-0", 5) == "caller 0"
+    assert thread_role(5, "ortop-worker", 5) == "main"
+    assert thread_role(6, "ortop-stderr", 5) == "reader"
+    assert thread_role(8, "ortop-worker", 5) == "pool"  # created by the main thread: its name, another tid
+    named = with_roles([ThreadSample(5, 1.0, 0, "ortop-worker"), ThreadSample(9, 90.0, 1, "python3")], 5)
+    assert [t.role for t in named] == ["main", "pool"]
+    assert [t.role for t in with_roles([ThreadSample(9, 9.0, 1, "python3")], 5)] == [""]  # not an ortop worker
+    threads = (ThreadSample(101, 97.0, 3, "ortop-worker", "pool"), ThreadSample(102, 60.0, 1, "ortop-caller-0",
+                                                                                  "caller 0"))
+    out = lines(spin.spin_panel(CpuCost(13.1, 850.0, 100.0, 12.0), threads, 60, 9, [120.0, 157.0]))
+    assert out[0] == "CPU/run 13.1 ms · 1.00 cores avg · in Run() 12% of the time"
+    assert out[3].startswith("worker ") and out[3].endswith(" 1.57 cores")
+    assert out[4].startswith("thread") and "% of a core" in out[4]
+    assert out[5].endswith("97% pool") and out[6].endswith("60% caller 0")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.monitor import ConfigRecord, CpuCost
 from ortop.measure.stats import LatencyStats
@@ -11,20 +12,30 @@ from ortop.tui.panels import history
 from tests.fakes import FakeVerdict
 
 
-def _record(cid: int, p50: float, verdict: str = "", best: bool = False, label: str = "start") -> ConfigRecord:
+def _record(cid: int, p50: float, verdict: str = "", best: bool = False, label: str = "start",
+            profile: Profile | None = None) -> ConfigRecord:
     lat = LatencyStats(500, p50, p50, p50, p50, p50 * 2, p50 * 3, p50, p50 * 4)
-    return ConfigRecord(cid, label, Profile(), 0.0, 40.0, 3.0, ("CPUExecutionProvider",), lat, 1000 / p50,
+    return ConfigRecord(cid, label, profile or Profile(), 0.0, 40.0, 3.0, ("CPUExecutionProvider",), lat, 1000 / p50,
                         CpuCost(2.5, math.nan, 100.0, 90.0), verdict, best)
+
+
+def _p(**changes) -> Profile:
+    return profile_mod.merge(Profile(), **changes)
+
+
+THREADS4 = {"session.intra_op_num_threads": 4}
+SPIN_OFF = {**THREADS4, "session.allow_spinning": False}
 
 
 def test_history_rows_star_best_and_colour_verdicts() -> None:
     rows = history.history_rows([
         _record(0, 4.0),
-        _record(1, 2.0, "50.0% faster", best=True, label="session.intra_op_num_threads: 0 → 4"),
-        _record(2, 2.1, "no real change (+5.0%, within noise)", label="session.allow_spinning: default → off"),
+        _record(1, 2.0, "50.0% faster", best=True, label="session.intra_op_num_threads: 0 → 4", profile=_p(**THREADS4)),
+        _record(2, 2.1, "no real change (+5.0%, within noise)", label="session.allow_spinning: default → off",
+                profile=_p(**SPIN_OFF)),
     ], current_id=2)
     assert [r[0].plain for r in rows] == ["", "★", "▶"]
-    assert rows[1][2].plain == "intra_op_num_threads: 0 → 4"
+    assert [r[2].plain for r in rows] == ["start", "4 thr", "spin off"]  # each row: its own step
     assert rows[1][4].plain == "2.00"
     assert "green" in str(rows[1][8].style)
     assert "dim" in str(rows[2][8].style) and rows[2][8].plain == "noise (+5.0%)"
@@ -66,4 +77,21 @@ def test_detail_line_shows_the_full_verdict() -> None:
     assert detail[1] == ("verdict: 8% faster, measured one after the other: not verified · providers "
                          "CPUExecutionProvider")
     assert history.history_detail(_record(0, 4.0)).plain.split("\n") == [
-        "#0 the start profile", "verdict: — · providers CPUExecutionProvider"]
+        "#0 the start profile", "verdict: — · providers CPUExecutionProvider",
+        "500 runs · p50 4.00 · p99 8.00 ms · 250/s · CPU/run 2.50 ms"]  # every figure, whatever the width
+    assert history.columns(80) == history.NARROW_COLUMNS and len(history.columns(120)) == len(history.HISTORY_COLUMNS)
+
+
+def test_rows_with_long_changes_read_apart_and_the_detail_has_them_in_full() -> None:
+    """Rows that each change several knobs no longer all begin with the same long prefix: a row shows its own step
+    from the row before, compact; the detail under the table has the full text, from the start and from that row."""
+    many = {**SPIN_OFF, "workload.rate_hz": 100.0, "session.dynamic_block_base": 4}
+    recs = [_record(0, 4.0), _record(1, 3.0, profile=_p(**SPIN_OFF), label="x"),
+            _record(2, 2.5, profile=_p(**many), label="session.allow_spinning: default → off; x"),
+            _record(3, 2.5, profile=_p(**many), label="y")]
+    cells = [r[2].plain for r in history.history_rows(recs, label_width=30)]
+    assert cells == ["start", "4 thr · spin off", "dbb 4 · 100 Hz", "same as #2"]
+    assert history.history_rows(recs, label_width=10)[1][2].plain == "4 thr…"  # cut at a word
+    detail = history.history_detail(recs[2], recs[1]).plain.split("\n")
+    assert detail[0] == "#2 allow_spinning: default → off; x"
+    assert detail[1] == "from #1: dbb 4 · 100 Hz"

@@ -52,3 +52,13 @@ def test_latency_panel_current_figures() -> None:
                                             (0.9996, "1.00"), (9.996, "10.0"), (math.nan, "—"), (None, "—")])
 def test_fmt_ms(value, expected) -> None:
     assert _format.fmt_ms(value) == expected
+
+
+def test_throughput_scales_from_zero_so_a_small_dip_is_not_a_crash() -> None:
+    """94 against 100 runs/s drew as the lowest block next to the highest on its own range; from 0 they read alike."""
+    series = [Bucket(i * 0.5, 50 if i % 2 else 47, 1.0, 2.0) for i in range(20)]  # 100 and 94 runs/s
+    thr = lines(latency.latency_panel(series, LatencyStats(), LatencyStats(), 100, 97.0, 0.5, 60, 6))[3]
+    blocks = set(thr[4:-11].strip())
+    assert blocks <= {"▇", "█"}, thr
+    assert "thr: from 0" in lines(latency.latency_panel(series, LatencyStats(), LatencyStats(), 100, 97.0, 0.5, 60,
+                                                         8))[-1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.monitor import Event
@@ -32,9 +34,11 @@ def test_status_line_names_model_state_and_configuration() -> None:
 
     snap = FakeMonitor(n_configs=2).snapshot()
     line = status.status_line(snap, 120).plain
-    assert line.startswith(" ortop  resnet-ish.onnx  ● measuring 12 s  #1 intra_op_num_threads: 0 → 2")
-    narrow = status.status_line(snap, 60).plain
-    assert len(narrow) == 60 and narrow.endswith("intra_op_num_…")  # the label is clipped to what is left
+    assert line == " ortop  resnet-ish.onnx  ● measuring 12 s  #1 2 thr"  # compact: changes from the start
+    snap3 = FakeMonitor().snapshot()  # #2: 2 threads, spinning off, paced at 100 Hz
+    assert status.status_line(snap3, 120).plain.endswith("#2 2 thr · spin off · 100 Hz")
+    narrow = status.status_line(snap3, 64).plain
+    assert narrow.endswith("#2 2 thr · spin off…") and len(narrow) <= 64  # cut after a whole term, never mid-word
 
 
 def test_model_panel_shows_the_pending_change_while_building() -> None:
@@ -44,5 +48,67 @@ def test_model_panel_shows_the_pending_change_while_building() -> None:
     m = FakeMonitor(state="building")
     m.pending = profile_mod.merge(m.snapshot().profile, **{"session.intra_op_num_threads": 8})
     out = lines(model.model_panel(m.snapshot(), 80, 10))
-    assert out[0].startswith(" ⟳ building 1.7 s ") and "→ intra_op_num_threads: 2 → 8" in out[0]
+    assert out[0].startswith(" ⟳ building 1.7 s ") and out[0].endswith("→ 8 thr")
     assert out[1].startswith("model resnet-ish.onnx  IR 10 · 12 nodes")
+
+
+def test_a_long_event_wraps_at_words_and_keeps_its_flag() -> None:
+    """At 120 columns the events panel is ~64 cells: a free-dim warning used to be cut just before its flag."""
+    note = ("--dim p2o.DynamicDimension.1=VALUE: input 'x' axis 2 is left at 1, too small for a spatial axis of a "
+            "convolution's input")
+    evs = [Event(0.5, "info", "session built in 40 ms"), Event(0.6, "warning", note),
+           Event(9.0, "warning", "ORT: Initializer fc1_w appears in graph inputs and will not be treated as constant "
+                                 "value/weight.", 12)]
+    out = lines(events.events_panel(evs, 64, 6))
+    assert out == [
+        "    0.5 · session built in 40 ms",
+        "    0.6 ! --dim p2o.DynamicDimension.1=VALUE: input 'x' axis 2",
+        "          is left at 1, too small for a spatial axis of a",
+        "          convolution's input",
+        "    9.0 ! ORT: Initializer fc1_w appears in graph inputs and",
+        "          will not be treated as constant value/weight. ×12",
+    ]
+    # less room: the newest keep their lines, an older one is cut at a word, the oldest go
+    short = lines(events.events_panel(evs, 64, 3))
+    assert short[0].endswith("! --dim p2o.DynamicDimension.1=VALUE: input 'x' axis 2…") and short[-1].endswith("×12")
+
+
+def test_model_panel_puts_an_implausible_free_dim_first_and_whole() -> None:
+    from tests.fakes import FakeMonitor
+
+    m = FakeMonitor()
+    warn = "--dim h=VALUE: input 'image' axis 2 is left at 1, too small for a spatial axis of a convolution's input"
+    snap = replace(m.snapshot(), notes=("free dim 'batch' of input 'image' set to 1 (override with --dim "
+                                        "batch=VALUE)", warn))
+    out = lines(model.model_panel(snap, 64, 12))
+    i = next(i for i, line in enumerate(out) if line.startswith("! --dim h=VALUE"))
+    assert out[i + 1].startswith("  ") and "convolution's input" in out[i + 1] + out[i + 2]
+    assert out[-1].startswith("note free dim 'batch'")
+
+
+def test_a_paced_rate_the_model_cannot_keep_is_said() -> None:
+    """`rate 100 Hz` while doing 16 runs/s: the achieved rate, and that the loop is saturated."""
+    from ortop.tui.panels import _format, status
+    from tests.fakes import FakeMonitor
+
+    snap = FakeMonitor().snapshot()  # paced at 100 Hz
+    kept = replace(snap, throughput_per_s=99.0)
+    assert _format.pace_shortfall(kept.profile, kept.throughput_per_s, kept.runs) is None
+    slow = replace(snap, throughput_per_s=16.2)
+    assert _format.pace_shortfall(slow.profile, 16.2, slow.runs) == "saturated: 16/s of 100 Hz"
+    assert _format.pace_shortfall(slow.profile, 16.2, 5) is None  # too few runs to tell
+    assert status.status_line(slow, 120).plain.endswith(" ! saturated: 16/s of 100 Hz ")
+    assert any(line.startswith("! saturated: 16/s of 100 Hz: the model cannot keep this rate")
+               for line in lines(model.model_panel(slow, 80, 12)))
+    assert "saturated" not in model.model_panel(kept, 80, 12).plain
+
+
+def test_rebuild_events_drop_section_prefixes_and_info_takes_two_lines_at_most() -> None:
+    text = ("rebuilt in 46 ms, first run 2.0 ms: session.allow_spinning: default → off; session.dynamic_block_base: "
+            "default → 4; session.intra_op_num_threads: 0 → 2; workload.rate_hz: 0.0 → 10.0")
+    assert events.event_text(text) == ("rebuilt in 46 ms, first run 2.0 ms: allow_spinning: default → off; "
+                                       "dynamic_block_base: default → 4; intra_op_num_threads: 0 → 2; rate_hz: 0.0 → "
+                                       "10.0")
+    assert events.event_text("profile saved: /tmp/session.x/a.toml") == "profile saved: /tmp/session.x/a.toml"
+    out = lines(events.events_panel([Event(1.0, "info", text)], 64, 6))
+    assert len(out) == 2 and out[-1].endswith("…")

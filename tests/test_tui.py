@@ -159,7 +159,9 @@ async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tm
         path = tmp_path / "profiles" / "my-best.toml"
         assert path.exists()
         assert not isinstance(app.screen, SaveScreen)
-        assert profile_mod.load(path) == monitor.snapshot().profile
+        saved = profile_mod.load(path)
+        assert replace(saved, description="") == monitor.snapshot().profile
+        assert saved.description == "1 thr · 200 Hz · warmup_runs=3, tuned on matmul.onnx"  # what it sets
         assert any("profile saved" in e.text for e in monitor.snapshot().events)
         # the same name again asks first, and "n" leaves the file alone
         mtime = path.stat().st_mtime_ns
@@ -301,13 +303,21 @@ async def test_history_rows_are_applied_saved_and_exported_by_the_app(tmp_path: 
         await pilot.press("escape", "e")
         await pilot.pause()
         assert isinstance(app.screen, ExportScreen)
-        await pilot.press("w")
+        export = app.screen
+        await pilot.press("w")  # asks a name, the model's offered
+        await pilot.pause()
+        assert isinstance(app.screen, SaveScreen) and app.screen.default_name == "resnet-ish-export"
+        await pilot.press("enter")
         await pilot.pause()
         written = sorted((tmp_path / "profiles").glob("resnet-ish-export*.py"))
-        assert len(written) == 1 and "written to" in str(app.screen.query_one("#export-message").render())
+        assert len(written) == 1 and "written to" in str(export.query_one("#export-message").render())
         await pilot.press("w")
         await pilot.pause()
-        assert len(sorted((tmp_path / "profiles").glob("resnet-ish-export*.py"))) == 2  # never overwrites
+        assert app.screen.default_name == "resnet-ish-export-2"  # a free name is offered: never overwrites
+        await pilot.press("ctrl+a", "ctrl+k", *"serving", "enter")  # the user names it
+        await pilot.pause()
+        assert (tmp_path / "profiles" / "serving.py").exists()
+        assert len(sorted((tmp_path / "profiles").glob("*.py"))) == 2
 
 
 async def test_open_applies_the_chosen_profile_and_a_bad_one_asks_again(tmp_path: Path) -> None:
@@ -375,3 +385,290 @@ async def test_v_verifies_the_last_change_and_the_history_verifies_a_row():
         await pilot.press("up", "v")  # the first row has nothing before it: said, not raised
         await pilot.pause()
         assert len(mon.verified) == 2
+
+
+# ---- what the demo walk found: each item, as a user meets it ---------------------------------------------------
+@pytest.fixture
+def conv_monitor(tmp_path: Path):
+    """A real worker on a conv model whose spatial dims are free (left at 1 unless --dim is given)."""
+    from tests.models import make_conv_model
+
+    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1, "workload.rate_hz": 200.0,
+                                            "workload.warmup_runs": 3})
+    m = Monitor(make_conv_model(tmp_path / "conv.onnx"), start)
+    m.start()
+    try:
+        yield m
+    finally:
+        m.stop()
+
+
+async def test_free_spatial_dims_left_at_1_are_a_warning_shown_whole_and_once(conv_monitor: Monitor,
+                                                                              tmp_path: Path) -> None:
+    """The note used to be an info event, cut at 120 columns just before its flag, and logged again on every
+    rebuild (×12). Now: a warning, the flag first, wrapped whole in the events and the model panel, said once."""
+    app = app_for(conv_monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(conv_monitor), what="first session")
+        warnings = [e for e in conv_monitor.snapshot().events if e.level == "warning" and e.text.startswith("--dim")]
+        assert [e.text.split(":")[0] for e in warnings] == ["--dim height=VALUE", "--dim width=VALUE"]
+        await wait_for(pilot, lambda: "--dim height=VALUE" in panel_text(app, "events"), what="the warning shown")
+        events = panel_text(app, "events")
+        assert "--dim width=VALUE: input 'x' axis 3 is left" in events
+        assert "convolution's input" in events  # wrapped, not cut
+        model = panel_text(app, "model")
+        assert "! --dim height=VALUE" in model and "! --dim width=VALUE" in model
+        first = conv_monitor.snapshot().config_id
+        await pilot.press("p")  # a rebuild: the same feeds, the same notes
+        await wait_for(pilot, lambda: conv_monitor.snapshot().config_id != first and measuring(conv_monitor)(),
+                       what="rebuilt")
+        again = [e for e in conv_monitor.snapshot().events if e.text.startswith(("--dim", "free dim"))]
+        assert [e.count for e in again] == [1, 1, 1]  # once per distinct note per session, not once per build
+
+
+async def test_r_resets_the_runs_and_the_measuring_timer(monitor: Monitor, tmp_path: Path) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: measuring(monitor)() and monitor.snapshot().state_elapsed > 2.5,
+                       what="measuring for a while")
+        await pilot.press("r")
+        snap = monitor.snapshot()
+        assert snap.state == "measuring" and snap.state_elapsed < 1.0 and snap.runs < 200
+        await wait_for(pilot, lambda: "measuring 0 s" in panel_text(app, "status"), what="the timer shown reset")
+
+
+def fake_app_with(monitor: FakeMonitor, tmp_path: Path) -> OrtopApp:
+    return make_app(monitor, cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3), refresh_hz=0,
+                    profile_dir=tmp_path / "profiles", clock=StepClock())
+
+
+async def test_a_paced_rate_the_model_cannot_keep_is_said_with_the_achieved_rate(tmp_path: Path) -> None:
+    mon = FakeMonitor()  # the running configuration is paced at 100 Hz
+    row = mon.history[-1]
+    mon.history[-1] = replace(row, throughput_per_s=16.0, latency=replace(row.latency, runs=5))
+    app = fake_app_with(mon, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):  # the layout settles: later drawings are the refresh tick's alone
+            app.clock.t += 1.0
+            app.tick()
+            await pilot.pause()
+        assert "saturated" not in panel_text(app, "status") + panel_text(app, "model")  # 5 runs: too few to tell
+        mon.history[-1] = replace(row, throughput_per_s=16.0)  # the runs come in, at 16/s
+        app.clock.t += 1.0
+        app.tick()
+        await pilot.pause()
+        assert "! saturated: 16/s of 100 Hz" in panel_text(app, "status")
+        assert "saturated: 16/s of 100 Hz: the model cannot keep this rate" in panel_text(app, "model")
+
+
+async def test_opening_a_profile_without_a_section_keeps_its_running_values(tmp_path: Path) -> None:
+    """A profile of session knobs used to reset the running 100 Hz to a closed loop."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "threads-only.toml").write_text("[session]\nintra_op_num_threads = 3\n")
+    app = fake_app(tmp_path)  # running: 2 threads, spinning off, 100 Hz
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen)
+        await pilot.press("enter")
+        await pilot.pause()
+        applied = app.monitor.applied[-1]
+        assert applied.session.intra_op_num_threads == 3
+        assert applied.workload.rate_hz == 100.0  # no [workload] in the file: the running rate is kept
+        assert applied.session.allow_spinning is None  # [session] is in the file: it is taken whole
+        assert any("no [provider], [workload], [env] in it: running values kept" in e.text
+                   for e in app.monitor.events)
+
+
+def notes(app: OrtopApp) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_path: Path, monkeypatch) -> None:
+    from ortop.tui import quick
+
+    monkeypatch.setattr(quick, "_logical", lambda: 4)
+    monkeypatch.setattr(quick, "_physical", lambda: 4)
+    mon = FakeMonitor(profile=profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 4}), n_configs=1)
+    app = fake_app_with(mon, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("plus")  # at the host's logical cores
+        await pilot.pause()
+        assert mon.applied == [] and "already at 4, this host's logical cores" in notes(app)[-1]
+        mon.history[-1] = replace(mon.history[-1], profile=replace(mon.start_profile, session=replace(
+            mon.start_profile.session, intra_op_num_threads=1)))
+        await pilot.press("minus")  # at 1
+        await pilot.pause()
+        assert mon.applied == [] and "already at 1, the fewest" in notes(app)[-1]
+        mon.history[-1] = replace(mon.history[-1], profile=replace(mon.start_profile, session=replace(
+            mon.start_profile.session, intra_op_num_threads=0)))
+        await pilot.press("plus")  # ORT's default already runs the 4 logical cores here
+        await pilot.pause()
+        assert mon.applied == [] and "ORT's default already runs 4 intra-op threads" in notes(app)[-1]
+        assert len(mon.history) == 1  # no rebuild, no history row
+
+
+async def test_plus_while_pinned_asks_before_dropping_the_affinity(tmp_path: Path, monkeypatch) -> None:
+    from ortop.tui import quick
+
+    monkeypatch.setattr(quick, "_logical", lambda: 8)
+    pinned = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 3,
+                                             "session.intra_op_thread_affinities": [[1], [2]]})
+    mon = FakeMonitor(n_configs=1)
+    mon.history[-1] = replace(mon.history[-1], profile=replace(pinned, model=mon.model_path))
+    app = fake_app_with(mon, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("plus")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and "drops the thread affinity 1;2" in app.screen.question
+        await pilot.press("n")
+        await pilot.pause()
+        assert mon.applied == [] and "nothing changed" in notes(app)[-1]
+        await pilot.press("plus", "y")
+        await pilot.pause()
+        new = mon.applied[-1]
+        assert new.session.intra_op_num_threads == 4 and new.session.intra_op_thread_affinities is None
+        assert any(e.level == "warning" and "thread affinity 1;2 dropped" in e.text for e in mon.events)
+
+
+async def test_history_rows_read_apart_and_the_selected_one_is_shown_in_full(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("h")
+        await pilot.pause()
+        table = app.screen.query_one("#history-table")
+        cells = [table.get_row_at(i)[2].plain for i in range(table.row_count)]
+        assert cells == ["start", "2 thr", "spin off · 100 Hz"]
+        detail = str(app.screen.query_one("#history-detail").render())
+        assert "#2 allow_spinning: default → off; intra_op_num_threads: 0 → 2; rate_hz: 0.0 → 100.0" in detail
+        assert "from #1: spin off · 100 Hz" in detail
+        await pilot.press("up")
+        await pilot.pause()
+        assert "from #0: 2 thr" in str(app.screen.query_one("#history-detail").render())
+
+
+async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_words(tmp_path: Path) -> None:
+    from textual.widgets._footer import FooterKey
+
+    app = fake_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.tick()
+        await pilot.pause()
+        keys = list(app.screen.query(FooterKey))
+        shown = {k.key_display: k for k in keys}
+        for key in ("?", "+/-", "p", "R", "b", "v", "spc", "r", "s", "q"):
+            assert key in shown, sorted(shown)
+            assert shown[key].region.right <= 80, (key, shown[key].region)  # on screen, not cut off
+        status = panel_text(app, "status")
+        assert status.rstrip().endswith("#2 2 thr · spin off · 100 Hz")
+    async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # every key fits at 120
+        await pilot.pause()
+        shown = {k.key_display for k in pilot.app.screen.query(FooterKey)}
+        assert {"o", "e", "^s", "h", "q"} <= shown
+
+
+async def test_cores_show_the_workers_share_threads_their_role_and_one_unit(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        app.tick()
+        await pilot.pause()
+        import re
+
+        cpu_text = panel_text(app, "cpu")
+        shares = [(int(w), int(a)) for w, a in re.findall(r"▏ *(\d+)/(\d+)", cpu_text)]
+        assert len(shares) == 8 and all(w <= a for w, a in shares)  # worker/all per core
+        assert any(w > 50 for w, _ in shares) and any(w == 0 for w, _ in shares)  # the worker's cores, quiet ones
+        assert re.search(r"worker \d\.\d\d cores · host \d+%", cpu_text)
+        assert app.screen.query_one("#cpu", Panel).border_title == "CPU · per core: worker / all %"
+        spin_text = panel_text(app, "spin")
+        assert "caller 0" in spin_text and "pool" in spin_text and "python" not in spin_text
+        assert "0.29 cores avg" in spin_text and "% of a core" in spin_text
+
+
+async def test_settings_errors_follow_the_typing_and_blank_is_the_default(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        hint = screen.query_one("#hint-session--intra_op_num_threads")
+        await pilot.press("backspace", "x")  # intra-op threads: 2 → "x"
+        await pilot.pause()
+        assert hint.has_class("-error") and "not a whole number" in str(hint.render())  # as typed, no enter
+        await pilot.press("backspace")  # blank: ORT's default, like every other field
+        await pilot.pause()
+        assert not hint.has_class("-error") and "ORT's default" in str(hint.render())
+        aff = screen.query_one("#hint-session--intra_op_thread_affinities")
+        screen.set_value("session.intra_op_thread_affinities", "0-99999999")  # used to freeze the app
+        await pilot.pause()
+        assert aff.has_class("-error") and "beyond any host" in str(aff.render())
+        screen.set_value("session.intra_op_thread_affinities", "")
+        await pilot.pause()
+        assert not aff.has_class("-error") and "not pinned" in str(aff.render())
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.monitor.applied[-1].session.intra_op_num_threads == 0
+
+
+async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        assert screen.query_one("#label-session--intra_op_num_threads").has_class("-focus")
+        names = screen.sections()
+        presses = names.index("Workload")
+        await pilot.press(*["ctrl+down"] * presses)
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "f-workload--rate_hz"  # ~25 tabs down before
+        assert screen.query_one("#label-workload--rate_hz").has_class("-focus")
+        assert "Workload › rate Hz" in str(screen.query_one("#settings-focus").render())
+        await pilot.press("ctrl+up")
+        await pilot.pause()
+        from ortop.tui import form
+
+        before = next(f for f in form.FIELDS if f.section == names[presses - 1])
+        assert app.focused is not None and app.focused.id == "f-" + before.key.replace(".", "--")
+        await pilot.press("ctrl+down", "ctrl+down")  # wraps around to the first section
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "f-session--intra_op_num_threads"
+
+
+async def test_f1_is_help_and_f10_quits_like_htop(tmp_path: Path) -> None:
+    from ortop.tui.screens import HelpScreen
+
+    app = fake_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("h")  # h stays the history
+        await pilot.pause()
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("h", "f10")
+        await pilot.pause()
+    assert app.finished and app.return_code == 0
+
+
+async def test_saved_profiles_are_described_by_what_they_set_and_exports_are_named(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+s", "ctrl+a", "ctrl+k", *"fast", "enter")
+        await pilot.pause()
+        saved = profile_mod.load(tmp_path / "profiles" / "fast.toml")
+        assert saved.description == "2 thr · spin off · 100 Hz, tuned on resnet-ish.onnx"
+        await pilot.press("e", "w", "ctrl+a", "ctrl+k", *"serving", "enter")
+        await pilot.pause()
+        out = tmp_path / "profiles" / "serving.py"
+        assert out.exists() and "written to" in str(app.screen.query_one("#export-message").render())
+        mask = os.umask(0)
+        os.umask(mask)
+        assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~mask  # an ordinary file, not the temp file's 0600

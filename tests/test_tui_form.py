@@ -74,3 +74,32 @@ def test_cuda_options_need_the_cuda_provider() -> None:
     assert exc.value.key == "provider.options.gpu_mem_limit"
     values["provider.name"] = "cuda"
     assert form.changes(Profile(), values)["provider.options.gpu_mem_limit"] == 1000000
+
+
+def test_blank_means_the_default_in_every_field() -> None:
+    """One rule: intra-op threads refused a blank while spin duration took it as ORT's default."""
+    p = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 3, "workload.rate_hz": 100.0,
+                                        "session.spin_duration_us": 50, "workload.warmup_runs": 3})
+    values = form.form_values(p)
+    for key in ("session.intra_op_num_threads", "workload.rate_hz", "session.spin_duration_us", "provider.name",
+                "workload.warmup_runs"):
+        values[key] = "  "
+    assert form.changes(p, values) == {"session.intra_op_num_threads": 0, "workload.rate_hz": 0.0,
+                                       "session.spin_duration_us": None, "workload.warmup_runs": 10}
+    assert {f.kind for f in form.FIELDS if f.kind not in ("tri", "bool", "choice")} <= set(form.PLACEHOLDER)
+
+
+def test_a_huge_core_range_is_refused_without_being_built() -> None:
+    """`0-99999999` typed into the affinity field froze the app while the range was expanded."""
+    import time
+
+    t0 = time.perf_counter()
+    for text in ("0-99999999", "cores: 0-99999999", "0-3;0-99999999", "9000"):
+        with pytest.raises(profile_mod.ProfileError) as exc:
+            form.parse_affinity(text, 4)
+        assert exc.value.key == "session.intra_op_thread_affinities" and "beyond any host" in exc.value.message
+        assert form.affinity_preview(text, 4).startswith("✗ core ")
+    with pytest.raises(profile_mod.ProfileError, match="too long"):
+        profile_mod.parse_core_list("0-7," * 40, host_cpus=2)  # more than 4 entries per logical CPU
+    assert profile_mod.parse_core_list("0-7,0-3", host_cpus=4) == (0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3)
+    assert time.perf_counter() - t0 < 1.0

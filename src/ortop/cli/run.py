@@ -1,6 +1,8 @@
 """``ortop [run] MODEL``: the live view, or with ``--headless`` a measurement printed as a table or JSON.
 
 The start profile is the last session's (``--resume``) or ``--profile``'s, with each flag on top (flags win).
+Either mode can serve Prometheus metrics (``--metrics-port``) and stream live figures as JSON lines (``--jsonl``);
+both are bound or opened before any session is built, so a port in use is bad input, not a late failure.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import argparse
 import json
 import math
 import signal
+import sys
 from typing import Any
 
 from ortop.cli.flags import add_workload_args, apply_flags
@@ -26,9 +29,20 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     h = p.add_argument_group("headless")
     h.add_argument("--headless", action="store_true", help="no UI: measure for --duration and print a summary")
     h.add_argument("--duration", type=float, default=10.0, metavar="SECONDS",
-                   help="headless measuring time after warm-up (default 10)")
+                   help="headless measuring time after warm-up (default 10; 0 or inf: until SIGTERM/SIGINT, "
+                        "then the summary)")
     h.add_argument("--json", action="store_true", help="headless: print the summary as one JSON object")
     h.add_argument("--summary", metavar="FILE", help="write the JSON summary to FILE at exit")
+    m = p.add_argument_group("metrics and streams")
+    m.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics at http://ADDR:PORT/metrics (0: any free port; the address is "
+                        "printed on stderr)")
+    m.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
+                   help="address the metrics endpoint listens on (default 127.0.0.1; 0.0.0.0: every interface)")
+    m.add_argument("--jsonl", metavar="FILE",
+                   help="write one JSON object of live figures per interval to FILE (- for stdout; a FIFO works)")
+    m.add_argument("--jsonl-interval", type=float, default=1.0, metavar="SECONDS",
+                   help="seconds per --jsonl line (default 1)")
     t = p.add_argument_group("live view")
     t.add_argument("--refresh", type=float, default=4.0, metavar="HZ", help="TUI refresh rate (default 4)")
     t.add_argument("--profile-dir", metavar="DIR", default="profiles",
@@ -37,14 +51,81 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model_path = _resolve_model(args)
+    protect = [model_path] + ([args.profile] if args.profile else [])
     if args.summary:  # an unwritable summary is found now, not after the whole measurement
         from ortop.fsutil import check_writable
 
-        check_writable(args.summary, protect=[model_path] + ([args.profile] if args.profile else []),
-                       what="summary")
+        check_writable(args.summary, protect=protect, what="summary")
     if args.headless:
-        return run_headless(args, model_path)
-    return run_tui(args, model_path)
+        _check_duration(args.duration)
+    outputs = open_outputs(args, protect)
+    try:
+        if args.headless:
+            return run_headless(args, model_path, outputs)
+        return run_tui(args, model_path, outputs)
+    finally:
+        outputs.close()
+
+
+def _check_duration(duration: float) -> float:
+    """Seconds to measure: 0 and inf mean until stopped (math.inf)."""
+    if duration == 0 or duration == math.inf:
+        return math.inf
+    if not (duration > 0 and math.isfinite(duration)):
+        raise UsageError(f"--duration must be > 0 seconds (or 0/inf: until stopped), got {duration}")
+    return duration
+
+
+class Outputs:
+    """What a run serves or streams besides its own output: the metrics endpoint and the --jsonl writer.
+
+    Bound and opened before any session is built; :meth:`attach` hands them the monitor once it exists;
+    :meth:`close` (idempotent) ends them, before the summary is printed so a stream on stdout ends first.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def attach(self, monitor: Any) -> None:
+        for item in self.items:
+            item.attach(monitor)
+
+    def close(self) -> None:
+        items, self.items = self.items, []
+        for item in reversed(items):
+            item.close()
+
+
+def _profile_name(args: argparse.Namespace) -> str:
+    if args.resume:
+        return "last-session"
+    if args.profile:
+        from pathlib import Path
+
+        return Path(args.profile).stem if args.profile.endswith(".toml") else args.profile
+    return "default"
+
+
+def open_outputs(args: argparse.Namespace, protect: list[str]) -> Outputs:
+    """Bind --metrics-port and open --jsonl now (UsageError for a port in use or an unwritable path)."""
+    out = Outputs()
+    try:
+        if args.jsonl:
+            from ortop.metrics.jsonl import open_jsonl
+
+            out.items.append(open_jsonl(args.jsonl, interval_s=args.jsonl_interval, protect=protect,
+                                        tty_is_busy=not args.headless))
+        if args.metrics_port is not None:
+            from ortop.metrics.prometheus import start_metrics_server
+
+            server = start_metrics_server(None, args.metrics_addr, args.metrics_port,
+                                          profile_name=_profile_name(args))
+            out.items.append(server)
+            print(f"ortop: metrics on {server.url}", file=sys.stderr, flush=True)
+    except BaseException:
+        out.close()
+        raise
+    return out
 
 
 def effective_profile(args: argparse.Namespace, model_path: str) -> Any:
@@ -83,15 +164,15 @@ def _gpu_summary(collector) -> Any:
     ]
 
 
-def run_headless(args: argparse.Namespace, model_path: str) -> int:
+def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | None = None) -> int:
     import threading
 
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.engine import headless
 
     prof = effective_profile(args, model_path)
-    if not (args.duration > 0 and math.isfinite(args.duration)):
-        raise UsageError(f"--duration must be > 0, got {args.duration}")
+    duration = _check_duration(args.duration)
+    outputs = outputs or Outputs()
     gpu = make_gpu_collector()
     stop = threading.Event()
 
@@ -100,10 +181,11 @@ def run_headless(args: argparse.Namespace, model_path: str) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        res = headless.measure(model_path, prof, duration_s=args.duration, strict_providers=args.strict_providers,
-                               stop=stop, gpu=gpu)
+        res = headless.measure(model_path, prof, duration_s=duration, strict_providers=args.strict_providers,
+                               stop=stop, gpu=gpu, on_monitor=outputs.attach)
     finally:
         gpu.close()
+        outputs.close()  # the stream's last line comes before the summary
         for s, h in old.items():
             signal.signal(s, h)
     # What was measured reaches stdout first: a summary file that fails to write must not lose it.
@@ -159,10 +241,14 @@ def format_summary(d: dict) -> str:
     return "\n".join(lines)
 
 
-def run_tui(args: argparse.Namespace, model_path: str) -> int:
+def run_tui(args: argparse.Namespace, model_path: str, outputs: Outputs | None = None) -> int:
     from ortop.tui.app import run_app
 
     prof = effective_profile(args, model_path)
-    return run_app(model_path, prof, args)
+    outputs = outputs or Outputs()
+    try:
+        return run_app(model_path, prof, args, on_monitor=outputs.attach)
+    finally:
+        outputs.close()
 
 

@@ -12,7 +12,7 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import psutil
@@ -30,6 +30,7 @@ class ThreadSample:
     cpu_percent: float  # % of one core
     core: int | None    # the logical core it last ran on; None where the OS does not say
     name: str
+    role: str = ""      # in an ortop worker: main, caller N, reader or pool (see thread_role); "" elsewhere
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,28 @@ class CpuCollector(Protocol):
 def physical_cores() -> int:
     """Physical core count, for advice on intra-op threads (SMT siblings add little to a matmul)."""
     return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+def thread_role(tid: int, name: str, pid: int | None) -> str:
+    """What a thread of an ortop worker does, from its OS name (the worker names its own threads, see
+    ``runtime.worker.set_os_thread_name``): ``caller N`` runs the model, ``main`` builds sessions and serves the
+    parent, ``reader`` forwards ORT's log lines; any other thread is ORT's intra-op pool (it inherits the main
+    thread's name, or the interpreter's)."""
+    if name.startswith("ortop-caller-"):
+        return "caller " + name[len("ortop-caller-"):]
+    if name == "ortop-stderr":
+        return "reader"
+    if tid == pid:
+        return "main"
+    return "pool"
+
+
+def with_roles(threads: list[ThreadSample], pid: int | None) -> list[ThreadSample]:
+    """The threads with their role, when they belong to an ortop worker (one of them carries an ``ortop-`` name);
+    another process's threads are left without one, as their roles cannot be known."""
+    if not any(t.name.startswith("ortop-") for t in threads):
+        return threads
+    return [replace(t, role=thread_role(t.tid, t.name, pid)) for t in threads]
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
@@ -248,6 +271,7 @@ class PsutilCpuCollector:
                     threads.append(ThreadSample(tid, pct, core, name))
                 self._prev_threads = {tid: v[0] for tid, v in cur.items()}
                 self._primed = True
+        threads = with_roles(threads, self._pid)
         threads.sort(key=lambda t: (-t.cpu_percent, t.tid))
         cores = frozenset(t.core for t in threads if t.core is not None and t.cpu_percent > _BUSY_THREAD_PCT)
         return CpuSample(per_core, system, process, tuple(threads), cores, me)
@@ -260,7 +284,7 @@ class FakeCpuCollector:
     """
 
     def __init__(self, n_cores: int = 8, *, seed: int = 0, n_threads: int = 6, pid: int | None = 4242,
-                 thread_names: tuple[str, ...] = ("python",)) -> None:
+                 thread_names: tuple[str, ...] = ("ortop-caller-0", "ortop-worker")) -> None:
         self.n_cores = n_cores
         self.n_threads = n_threads
         self.thread_names = thread_names
@@ -291,6 +315,7 @@ class FakeCpuCollector:
                 if core is not None:
                     load[core] += pct
         per_core = tuple(round(min(100.0, v), 1) for v in load)
+        threads = with_roles(threads, None)  # thread 0 is the caller here, not the main thread
         threads.sort(key=lambda t: (-t.cpu_percent, t.tid))
         process = round(sum(t.cpu_percent for t in threads), 1) if self._pid is not None else None
         cores = frozenset(t.core for t in threads if t.core is not None and t.cpu_percent > _BUSY_THREAD_PCT)

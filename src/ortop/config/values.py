@@ -64,20 +64,47 @@ def parse_affinity_string(text: str) -> tuple[tuple[int, ...], ...]:
     return tuple(threads)
 
 
-def parse_core_list(text: str) -> tuple[int, ...]:
-    """``"0-3,6"`` → ``(0, 1, 2, 3, 6)``: 0-based cores as a user types them."""
-    out: list[int] = []
+# A core number above this is a typo, not a host: Linux builds for at most 8192 logical CPUs.
+MAX_CORE_ID = 8191
+
+
+def max_core_list(host_cpus: int | None = None) -> int:
+    """The longest core list accepted: four entries per logical CPU of this host (repeats allowed, ranges counted
+    before they are expanded, so ``0-99999999`` is refused at once instead of being built)."""
+    import os
+
+    return 4 * max(1, host_cpus if host_cpus is not None else (os.cpu_count() or 1))
+
+
+def parse_core_list(text: str, host_cpus: int | None = None) -> tuple[int, ...]:
+    """``"0-3,6"`` → ``(0, 1, 2, 3, 6)``: 0-based cores as a user types them.
+
+    Bounded before anything is expanded: a core above :data:`MAX_CORE_ID`, or a list longer than
+    :func:`max_core_list`, is a ProfileError (a form field typed into must never freeze on its size).
+    """
+    limit = max_core_list(host_cpus)
+    spans: list[tuple[int, int]] = []
+    total = 0
     for item in text.replace(" ", "").split(","):
         if not item:
             continue
         try:
             if "-" in item:
                 lo, hi = (int(x) for x in item.split("-", 1))
-                if hi < lo:
+                if hi < lo or lo < 0:
                     raise ValueError
-                out.extend(range(lo, hi + 1))
             else:
-                out.append(int(item))
+                lo = hi = int(item)
+                if lo < 0:
+                    raise ValueError
         except ValueError:
             raise ProfileError(f"bad core list {text!r}: use 0-based numbers and ranges like 0-3,6") from None
-    return tuple(out)
+        if hi > MAX_CORE_ID:
+            raise ProfileError(f"core {hi} in {text!r} is beyond any host (cores are numbered 0 to at most "
+                               f"{MAX_CORE_ID})")
+        total += hi - lo + 1
+        if total > limit:
+            raise ProfileError(f"core list {text!r} is too long: more than {limit} cores (4 per logical CPU of "
+                               "this host)")
+        spans.append((lo, hi))
+    return tuple(c for lo, hi in spans for c in range(lo, hi + 1))

@@ -59,12 +59,14 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
             on_monitor: Callable[[Any], None] | None = None) -> HeadlessResult:
     """Build ``profile``, forget the warm-up, measure for ``duration_s`` (or until ``stop``), and summarise.
 
-    Raises ProfileError / ModelError for bad input (before any worker starts). A build or run failure is not
-    raised: ``fatal`` says it, and ``measured`` says whether measuring had begun.
+    ``duration_s`` may be ``math.inf``: measure until ``stop`` is set (a canary a service manager stops).
+    ``on_monitor`` gets the monitor before it starts, for consumers that read it while it runs (a metrics
+    endpoint, a stream). Raises ProfileError / ModelError for bad input (before any worker starts). A build or
+    run failure is not raised: ``fatal`` says it, and ``measured`` says whether measuring had begun.
     """
     from ortop.engine.monitor import Monitor
 
-    if not (duration_s > 0 and math.isfinite(duration_s)):
+    if not duration_s > 0:  # math.inf is allowed; NaN is not
         raise ValueError(f"duration must be > 0, got {duration_s}")
     stop = stop or threading.Event()
     monitor = Monitor(model_path, profile, strict_providers=strict_providers)

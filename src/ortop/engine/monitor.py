@@ -49,6 +49,7 @@ from ortop.engine.store import CONFIG_RING, ConfigStore
 from ortop.engine.verdicts import MIN_VERDICT_RUNS, not_comparable, primary_metric, sequential_verdict, verdict_from
 from ortop.measure import stats
 from ortop.measure.series import Series
+from ortop.model.feeds import note_level
 from ortop.runtime import protocol as P
 
 __all__ = ["Monitor", "summary", "Snapshot", "ConfigRecord", "CpuCost", "Event", "Change", "RowVerdict", "State",
@@ -108,6 +109,7 @@ class Monitor:
         self._state: State = State.STARTING
         self._state_since = 0.0
         self._events: list[Event] = []
+        self._noted: set[str] = set()             # feed notes already logged (each once per session, not per build)
         self._series = Series(bucket_s, SERIES_LEN)
         self._record_cache: dict[int, tuple[tuple, float, ConfigRecord]] = {}  # config id -> (key, when, record)
         self._deaths: list[float] = []
@@ -179,6 +181,7 @@ class Monitor:
                 self._current.clear()
                 self._record_cache.pop(self._current.config_id, None)
             self._series.clear()
+            self._state_since = self.now()  # "measuring N s" counts from the reset, like the runs
             self._event("info", "statistics reset")
 
     def stop(self) -> None:
@@ -584,7 +587,9 @@ class Monitor:
         self._event("info", f"{verb} in {info['create_ms']:.0f} ms, first run {info['first_run_ms']:.1f} ms"
                     + (f": {pending.label}" if pending.label != "start" else ""))
         for note in info.get("notes", []):
-            self._event("info", note)
+            if note not in self._noted:  # the same feeds on every rebuild: said once, not ×12
+                self._noted.add(note)
+                self._event(note_level(note), note)
         self._ready.set()
 
     def _add_samples(self, msg: P.Samples) -> None:

@@ -2,7 +2,9 @@
 
 Random but seeded (so two runs of a configuration see the same data), never all zeros (zeros make some kernels take
 fast paths), integer ids kept inside the embedding tables they index (out-of-range ids make Gather fail), and masks
-filled with ones. Free dimensions default to 1 with a note saying which flag overrides them.
+filled with ones. Free dimensions default to 1 with a note saying which flag overrides them; where 1 is implausible
+(a spatial axis of an image-like input to a convolutional model) the note is a warning (:func:`note_level`) and
+starts with the flag that fixes it, so a line cut at the screen's edge still shows it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,34 @@ from ortop.model.inspect import (
 )
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+# Ops that slide a window over the spatial axes (2 and up) of their input: a model with one of them and a float
+# input of rank 3 to 5 takes images (or spectrograms, volumes), where a free spatial axis left at 1 is not a size
+# anyone runs. ModelInfo holds the op histogram, not the graph, so "feeds a Conv" is read as "the model convolves".
+_SPATIAL_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv", "NhwcConv"})
+_FLOAT_NAMES = frozenset({"float32", "float16", "bfloat16", "float64"})
+WARNING_MARK = "--"  # a note that starts with a flag is a warning: the flag is the fix
+
+
+def note_level(note: str) -> str:
+    """``"warning"`` for a note :func:`make_feeds` flags as implausible (it starts with the fixing flag), else
+    ``"info"``. The notes travel as plain strings from the worker, so the level is read from the text."""
+    return "warning" if note.startswith(WARNING_MARK) else "info"
+
+
+def _spatial_axis(info: ModelInfo, t: TensorInfo, axis: int) -> bool:
+    """Whether ``axis`` of input ``t`` is a spatial axis of a convolution's input, where a size of 1 is implausible."""
+    rank = len(t.shape) if t.shape is not None else 0
+    return (axis >= 2 and 3 <= rank <= 5 and t.dtype in _FLOAT_NAMES
+            and any(op in _SPATIAL_OPS for op in info.op_histogram))
+
+
+def _free_dim_note(info: ModelInfo, t: TensorInfo, axis: int, flag: str, plain: str) -> str:
+    """The note for a free dim left at 1: ``plain``, or a warning naming ``flag`` first when 1 is implausible."""
+    if _spatial_axis(info, t, axis):
+        return (f"{flag}: input '{t.name}' axis {axis} is left at 1, too small for a spatial axis of a "
+                "convolution's input")
+    return plain
 
 
 # ---- feeds ---------------------------------------------------------------------------------------------------------
@@ -101,7 +131,7 @@ def make_feeds(
         if t.name in inputs:
             feeds[t.name] = _load_npy(t, inputs[t.name], shapes.get(t.name), notes)
             continue
-        shape = _resolve_shape(t, shapes.get(t.name), dims, symbols, batch, notes)
+        shape = _resolve_shape(info, t, shapes.get(t.name), dims, symbols, batch, notes)
         _check_size(t, shape, sum(a.nbytes for a in feeds.values()))
         if t.name in values:
             feeds[t.name] = _constant(t, shape, values[t.name])
@@ -118,26 +148,30 @@ def _resolve_symbols(info: ModelInfo, dims: Mapping[str, int], shapes: Mapping[s
                      inputs: Mapping[str, str], batch: int, notes: list[str]) -> dict[str, int]:
     """One value per symbolic dim name, shared by every input that uses it (they must agree at run time)."""
     values: dict[str, int] = {}
-    first_use: dict[str, str] = {}
+    uses: dict[str, list[tuple[TensorInfo, int]]] = {}
     for t in info.inputs:
         if t.name in shapes or t.name in inputs or t.shape is None:
             continue
         for axis, d in enumerate(t.shape):
             if not isinstance(d, str):
                 continue
-            first_use.setdefault(d, t.name)
+            uses.setdefault(d, []).append((t, axis))
             if d in dims:
                 values[d] = int(dims[d])
             elif axis == 0 and batch > 0:
                 values[d] = batch
-    for d, name in first_use.items():
+    for d, where in uses.items():
         if d not in values:
             values[d] = 1
-            notes.append(f"free dim '{d}' of input '{name}' set to 1 (override with --dim {d}=VALUE)")
+            # the use that makes 1 implausible is the one to name, if any
+            t, axis = next(((t, a) for t, a in where if _spatial_axis(info, t, a)), where[0])
+            notes.append(_free_dim_note(info, t, axis, f"--dim {d}=VALUE",
+                                        f"free dim '{d}' of input '{where[0][0].name}' set to 1 (override with "
+                                        f"--dim {d}=VALUE)"))
     return values
 
 
-def _resolve_shape(t: TensorInfo, explicit: Sequence[int] | None, dims: Mapping[str, int],
+def _resolve_shape(info: ModelInfo, t: TensorInfo, explicit: Sequence[int] | None, dims: Mapping[str, int],
                    symbols: Mapping[str, int], batch: int, notes: list[str]) -> tuple[int, ...]:
     if explicit is not None:
         shape = tuple(int(n) for n in explicit)
@@ -161,7 +195,9 @@ def _resolve_shape(t: TensorInfo, explicit: Sequence[int] | None, dims: Mapping[
                 out.append(batch)
             else:
                 out.append(1)
-                notes.append(f"input '{t.name}' axis {axis} is unnamed; set to 1 (override with --shape {t.name}=...)")
+                notes.append(_free_dim_note(info, t, axis, f"--shape {t.name}=...",
+                                            f"input '{t.name}' axis {axis} is unnamed; set to 1 (override with "
+                                            f"--shape {t.name}=...)"))
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.runtime.worker import set_os_thread_name
 
 
 def one_line(exc: BaseException) -> str:
@@ -137,6 +138,7 @@ class Loop:
             t.start()
 
     def _caller(self, i: int) -> None:
+        set_os_thread_name(threading.current_thread().name)
         try:
             run = self.session.runner(i)
         except Exception as exc:

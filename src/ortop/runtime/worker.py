@@ -30,6 +30,21 @@ FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def set_os_thread_name(name: str) -> None:
+    """Give the calling thread ``name`` in the OS too (Linux: ``/proc/<pid>/task/<tid>/comm``, 15 bytes), so the
+    CPU panel, htop and ps tell ortop's threads from ORT's pool (created by the main thread, they inherit
+    its name); Python's own thread name stays inside Python."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass  # no libc prctl: the name is only cosmetic
+
+
 def _capture_stderr(send) -> None:
     """Point fd 2 (and 1) at a pipe read by a thread that forwards each line to the parent.
 
@@ -44,6 +59,7 @@ def _capture_stderr(send) -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
 
     def reader() -> None:
+        set_os_thread_name("ortop-stderr")
         with os.fdopen(r, "rb", buffering=0) as fh:
             buf = b""
             while True:
@@ -428,6 +444,7 @@ def worker_main(conn, model_path: str) -> None:
     send = _Sender(conn)
     _capture_stderr(send)
     _die_with_parent()
+    set_os_thread_name("ortop-worker")  # the main thread: builds sessions and serves the parent's commands
     try:
         import onnxruntime  # noqa: F401  (loaded once, up front: a build's memory figure is then the session's own)
     except Exception as exc:  # reported by the first Build

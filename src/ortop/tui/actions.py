@@ -21,13 +21,15 @@ from ortop.errors import UsageError
 
 WRITE_ERRORS = (OSError, UsageError)  # the system's refusals, and fsutil's own (a missing folder, the model itself)
 SAVE_HEADER = "Saved by ortop from the live session."
+# The sections a profile file may leave out: opening it then keeps the running values of each one it lacks.
+OPEN_SECTIONS = ("session", "provider", "workload", "env")
 
 
-def sanitize_name(name: str) -> str:
-    """A file-name-safe profile name: letters, digits, ``.``, ``-`` and ``_``; a ``.toml`` suffix is dropped."""
+def sanitize_name(name: str, suffix: str = ".toml") -> str:
+    """A file-name-safe name: letters, digits, ``.``, ``-`` and ``_``; ``suffix`` (``.toml``) is dropped if typed."""
     name = name.strip()
-    if name.lower().endswith(".toml"):
-        name = name[:-5]
+    if suffix and name.lower().endswith(suffix.lower()):
+        name = name[: -len(suffix)]
     name = os.path.basename(name)
     clean = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
     return clean[:80]
@@ -45,32 +47,69 @@ def why_not(exc: Exception, path: str | os.PathLike) -> str:
     return f"cannot write {path}: {reason(exc)}" if isinstance(exc, OSError) else str(exc)
 
 
-def profile_path(profile_dir: str | os.PathLike, name: str) -> Path | None:
-    """Where a profile called ``name`` goes: the profile folder, a safe file name, ``.toml`` added."""
-    clean = sanitize_name(name)
-    return Path(profile_dir) / f"{clean}.toml" if clean else None
+def profile_path(profile_dir: str | os.PathLike, name: str, suffix: str = ".toml") -> Path | None:
+    """Where a file called ``name`` goes: the profile folder, a safe file name, ``suffix`` added (``.toml`` for a
+    profile, the format's for an export)."""
+    clean = sanitize_name(name, suffix)
+    return Path(profile_dir) / f"{clean}{suffix}" if clean else None
+
+
+def describe(profile: Profile) -> str:
+    """A saved profile's one-line description (``ortop profiles list`` shows it): what it sets beyond ORT's and
+    ortop's defaults, in compact form (``2 thr · spin off · 100 Hz``), and the model it was tuned on."""
+    from ortop.tui.panels._format import compact_changes, compact_text
+
+    base = Profile(model=profile.model, description=profile.description)
+    what = compact_text(compact_changes(base, profile), "ORT's defaults")
+    return f"{what}, tuned on {Path(profile.model).name}" if profile.model else what
 
 
 def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
-    """Write a profile (atomically, via profile.save); the model path is made absolute so the file works from any
-    folder."""
+    """Write a profile (atomically, via profile.save), described by what it sets (:func:`describe`); the model
+    path is made absolute so the file works from any folder."""
     if profile.model and not os.path.isabs(profile.model):
         profile = replace(profile, model=os.path.abspath(profile.model))
+    profile = replace(profile, description=describe(profile))
     return profile_mod.save(profile, path, header=SAVE_HEADER)
 
 
-def write_export(profile_dir: str | os.PathLike, model_path: str, text: str, ext: str) -> Path:
-    """Write exported text next to the profiles as ``MODEL-export{ext}``, under a name not taken yet (never
-    overwrites)."""
-    from ortop.fsutil import atomic_write_text
+def open_profile(path: str | os.PathLike, running: Profile) -> tuple[Profile, tuple[str, ...]]:
+    """Load the profile at ``path`` for the live session: each section of :data:`OPEN_SECTIONS` the file does not
+    have keeps the running values (a profile of session knobs leaves the paced rate alone rather than resetting
+    it to a closed loop). Returns the profile and the sections kept. Raises ProfileError like ``profile.load``."""
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
 
+    loaded = profile_mod.load(path)
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):  # load() read it a moment ago: keep its view
+        return loaded, ()
+    kept = tuple(section for section in OPEN_SECTIONS if section not in raw)
+    if kept:
+        loaded = replace(loaded, **{section: getattr(running, section) for section in kept})
+    return loaded, kept
+
+
+def export_name(profile_dir: str | os.PathLike, model_path: str, ext: str) -> str:
+    """The name an export is offered under: ``MODEL-export`` (the format's suffix is added), numbered when a file
+    of that name is already next to the profiles."""
     folder = Path(profile_dir)
     stem = sanitize_name(Path(model_path).stem) or "ortop"
-    path = folder / f"{stem}-export{ext}"
+    name = f"{stem}-export"
     n = 2
-    while path.exists():
-        path = folder / f"{stem}-export-{n}{ext}"
+    while (folder / f"{name}{ext}").exists():
+        name = f"{stem}-export-{n}"
         n += 1
+    return name
+
+
+def write_export(path: str | os.PathLike, text: str) -> Path:
+    """Write exported text to ``path`` (a file the user named and confirmed; ordinary permissions, see fsutil)."""
+    from ortop.fsutil import atomic_write_text
+
     return atomic_write_text(path, text if text.endswith("\n") else text + "\n")
 
 

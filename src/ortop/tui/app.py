@@ -11,8 +11,9 @@ changed lines. The UI shares the machine with the model it measures, so its own 
 Screens hand back what the user chose (a modal's ``dismiss(result)`` to the callback given here, or a message from
 :mod:`ortop.tui.messages`); the app acts on it: the monitor for profiles, :mod:`ortop.tui.actions` for files.
 
-Just over ~400 lines: composition, key actions and the snapshot loop; every panel, screen and file action is in
-a module of its own.
+About 500 lines: composition, the key actions (a quick key that changes nothing says so, one that drops a setting
+asks first), what the screens hand back (each answer a small callback: the save, open and export-name modals) and
+the snapshot loop; every panel, screen and file action is in a module of its own.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ortop.tui._compat import install_hangup_handlers, release_job_control_signa
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
+from ortop.tui.screens.confirm import ConfirmScreen
 from ortop.tui.screens.doctor import DoctorScreen
 from ortop.tui.screens.export import ExportScreen
 from ortop.tui.screens.help import HelpScreen
@@ -202,9 +204,14 @@ class OrtopApp(App[int]):
         return cid
 
     def apply_changes(self, what: str, **changes: Any) -> bool:
-        """Merge dotted-key changes into the current profile and apply; a refusal is shown, not raised."""
+        """Merge dotted-key changes into the current profile and apply; a refusal is shown, not raised, and a change
+        that leaves the profile as it is says so and rebuilds nothing."""
         try:
-            new = profile_mod.merge(self.current_profile(), **changes)
+            current = self.current_profile()
+            new = profile_mod.merge(current, **changes)
+            if new == current:
+                self.notify("the profile already has it: nothing rebuilt", title=what)
+                return False
             self.apply_profile(new)
         except (ProfileError, ModelError) as exc:
             self.monitor.add_event("error", f"{what} refused: {exc}")
@@ -214,16 +221,30 @@ class OrtopApp(App[int]):
         return True
 
     # ---- actions (keys, footer, command palette) ----------------------------------------------------------
-    def _quick(self, what: str, changes: dict[str, Any], note: str | None = None) -> None:
-        if note:
-            self.monitor.add_event("info", note)
-        self.apply_changes(what, **changes)
+    def _quick(self, what: str, q: quick.Quick) -> None:
+        """Apply a quick key's change; one that changes nothing says why, one that drops a setting asks first."""
+        if q.noop:
+            self.notify(q.message, title=what, severity="warning")
+            return
+
+        def go(yes: bool | None = True) -> None:
+            if not yes:
+                self.notify("nothing changed", title=what)
+                return
+            if self.apply_changes(what, **q.changes) and q.message:
+                self.monitor.add_event("warning", q.message)
+                self.notify(q.message, title=what, severity="warning")
+
+        if q.confirm:
+            self.push_screen(ConfirmScreen(q.confirm), go)
+        else:
+            go()
 
     def action_threads_up(self) -> None:
-        self._quick("threads +", *quick.threads(self.current_profile(), +1))
+        self._quick("threads +", quick.threads(self.current_profile(), +1))
 
     def action_threads_down(self) -> None:
-        self._quick("threads -", *quick.threads(self.current_profile(), -1))
+        self._quick("threads -", quick.threads(self.current_profile(), -1))
 
     def action_toggle_spinning(self) -> None:
         self._quick("spinning", quick.spinning(self.current_profile()))
@@ -331,14 +352,24 @@ class OrtopApp(App[int]):
         self.push_screen(SaveScreen(self.profile_dir, default_name, message), answered)
 
     def ask_open(self, message: Text | None = None, highlight: Path | None = None) -> None:
-        """The open modal; the chosen profile is loaded and applied, and a refusal asks again with the reason."""
+        """The open modal; the chosen profile is loaded and applied, and a refusal asks again with the reason.
+
+        Sections the file lacks keep their running values (see :func:`actions.open_profile`), and the event says
+        which were kept, so a profile of session knobs does not silently reset a paced rate."""
         def answered(path: Path | None) -> None:
             if path is None:
                 return
             try:
-                self.apply_profile(profile_mod.load(path))
+                profile, kept = actions.open_profile(path, self.current_profile())
+                self.apply_profile(profile)
             except (ProfileError, ModelError) as exc:
                 self.ask_open(Text(f"✗ {exc}", style="bold red"), path)
+                return
+            note = f"profile opened: {path.name}"
+            if kept:
+                note += f" (no [{'], ['.join(kept)}] in it: running values kept)"
+            self.monitor.add_event("info", note)
+            self.tick()
 
         screen = OpenScreen(actions.list_profiles(self.profile_dir), self.profile_dir, message=message,
                             highlight=highlight)
@@ -402,13 +433,26 @@ class OrtopApp(App[int]):
 
     @on(messages.WriteExport)
     def _write_export(self, message: messages.WriteExport) -> None:
-        try:
-            out = actions.write_export(self.profile_dir, self.monitor.model_path, message.text, message.ext)
-        except actions.WRITE_ERRORS as exc:
-            message.screen.show_message(Text(f"✗ {actions.reason(exc)}", style="bold red"))
-            return
-        self.monitor.add_event("info", f"export written: {out}")
-        message.screen.show_message(Text(f"written to {out}", style="green"))
+        """Ask a name for the export (the model's ``…-export`` offered), then write it next to the profiles."""
+        screen, text, ext = message.screen, message.text, message.ext
+        self.ask_export_name(screen, text, ext, actions.export_name(self.profile_dir, self.monitor.model_path, ext))
+
+    def ask_export_name(self, screen: ExportScreen, text: str, ext: str, name: str,
+                        note: Text | None = None) -> None:
+        def answered(choice: SaveAs | None) -> None:
+            if choice is None:
+                screen.show_message(Text("not written", style="dim"))
+                return
+            try:
+                out = actions.write_export(choice.path, text)
+            except actions.WRITE_ERRORS as exc:
+                self.ask_export_name(screen, text, ext, choice.name,
+                                     Text(f"✗ {actions.why_not(exc, choice.path)}", style="bold red"))
+                return
+            self.monitor.add_event("info", f"export written: {out}")
+            screen.show_message(Text(f"written to {out}", style="green"))
+
+        self.push_screen(SaveScreen(self.profile_dir, name, note, suffix=ext, title=f"Export as {ext}"), answered)
 
 
 def make_app(monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
@@ -422,13 +466,20 @@ def make_app(monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: floa
                     summary_path=summary_path, clock=clock)
 
 
-def run_app(model_path: str, profile: Profile, args: Any) -> int:
-    """Run the UI on a real Monitor until q, SIGTERM or SIGHUP; returns the exit code (1 if the model failed)."""
+def run_app(model_path: str, profile: Profile, args: Any, *,
+            on_monitor: Callable[[Any], None] | None = None) -> int:
+    """Run the UI on a real Monitor until q, SIGTERM or SIGHUP; returns the exit code (1 if the model failed).
+
+    ``on_monitor`` gets the monitor before it starts, for consumers that read it alongside the UI (a metrics
+    endpoint, a stream).
+    """
     from ortop.collectors.cpu import PsutilCpuCollector
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.engine.monitor import Monitor
 
     monitor = Monitor(model_path, profile, strict_providers=getattr(args, "strict_providers", False))
+    if on_monitor is not None:
+        on_monitor(monitor)
     gpu = make_gpu_collector()
     hz = float(getattr(args, "refresh", 4.0) or 4.0)
     app = make_app(monitor, cpu=PsutilCpuCollector(), gpu=gpu, refresh_hz=min(30.0, max(0.5, hz)),

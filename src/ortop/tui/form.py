@@ -108,8 +108,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-PLACEHOLDER = {"opt_int": "default", "opt_float": "default", "opt_text": "unset", "env": "unset",
-               "affinity": "e.g. cores: 0-3"}
+PLACEHOLDER = {"int": "default", "float": "default", "text": "default", "opt_int": "default",
+               "opt_float": "default", "opt_text": "unset", "env": "unset", "affinity": "e.g. cores: 0-3"}
+BLANK_RULE = "blank = default"  # one rule for every field: see _value
 ENV_NOTE = "changing the environment restarts the worker process (ORT reads it at load time)"
 
 
@@ -232,6 +233,10 @@ def _parse_float(text: str, key: str, optional: bool = False) -> float | None:
 
 
 def _value(f: Field, text: str, intra: int) -> Any:
+    """The value ``text`` stands for in field ``f``. One rule for every field: blank is the knob's default (ORT's
+    own where the knob may be left to it, else the declared default: 0 threads, a closed loop, the cpu provider)."""
+    if not text.strip() and f.kind in ("int", "float", "text"):
+        return knobs.get(f.key).default
     if f.kind == "int":
         return _parse_int(text, f.key, optional=False)
     if f.kind == "opt_int":
@@ -248,10 +253,7 @@ def _value(f: Field, text: str, intra: int) -> Any:
         return parse_affinity(text, intra)
     if f.kind in ("env", "opt_text"):
         return text.strip() or None
-    t = text.strip()
-    if not t:
-        raise FieldError(f"{f.label} must not be empty", key=f.key)
-    return t
+    return text.strip()
 
 
 def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
@@ -264,7 +266,7 @@ def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     intra_text = values.get("session.intra_op_num_threads", str(profile.session.intra_op_num_threads))
     try:
-        intra = int(intra_text.strip())
+        intra = int(intra_text.strip() or 0)
     except ValueError:
         intra = profile.session.intra_op_num_threads
     for f in fields():

@@ -1,5 +1,7 @@
 """Every key of the main screen in one table: the bindings, the footer, the help screen and the command palette
 are all built from it, so none of them can forget a key the others know.
+
+htop's and mc's habits are kept beside ortop's own letters: F1 is help and F10 quits (``h`` stays the history).
 """
 
 from __future__ import annotations
@@ -17,28 +19,33 @@ class Key:
     help: str            # one line, for the help screen and the command palette
     display: str = ""    # how the key is written (defaults to the first key name)
     footer: bool = True
+    short: str = ""      # the footer's label at 80 columns (defaults to label)
+    narrow: bool = True  # shown in the footer at 80 columns too (the demo's keys must be)
+    bar: str = ""        # how the footer writes the key, when not as the help does ("+/-" for two keys in one)
 
 
 MAIN_KEYS: tuple[Key, ...] = (
-    Key("question_mark", "help", "help", "this help", "?"),
-    Key("s", "settings", "settings", "edit every knob of the profile and apply it"),
-    Key("h", "history", "history", "the history of configurations (Enter re-applies a row)"),
+    Key("question_mark,f1", "help", "help", "this help", "? F1"),
+    Key("s", "settings", "settings", "edit every knob of the profile and apply it", short="set"),
+    Key("h", "history", "history", "the history of configurations (Enter re-applies a row)", narrow=False),
     Key("d", "doctor", "doctor", "the doctor: what is wrong with this session, and the profile change that fixes "
         "it (Enter applies it)", footer=False),
-    Key("plus,equals_sign", "threads_up", "threads+", "intra-op threads up by one (0 = default counts as the "
-        "physical cores)", "+"),
-    Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-"),
+    Key("plus,equals_sign", "threads_up", "threads", "intra-op threads up by one (from ORT's default: its count, "
+        "the physical cores, plus one)", "+", short="thr", bar="+/-"),
+    Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
     Key("p", "toggle_spinning", "spin", "toggle the intra-op pool's spinning (allow_spinning off / default)"),
     Key("R", "cycle_rate", "rate", "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop"),
     Key("b", "toggle_block_base", "dbb", "toggle dynamic_block_base between unset and 4"),
     Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
         "few seconds and show the change with its 95 % interval"),
-    Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space"),
+    Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space", bar="spc"),
     Key("r", "reset_stats", "reset", "reset the running configuration's statistics and the live series"),
-    Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s"),
-    Key("o", "open_profile", "open", "open a saved or shipped profile and apply it"),
-    Key("e", "export", "export", "export the running settings as Python, C++, C#, perf_test, Olive, env or JSON"),
-    Key("q,ctrl+c", "quit", "quit", "quit (the settings are kept for ortop --resume)", "q"),
+    Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s", narrow=False),
+    Key("o", "open_profile", "open", "open a saved or shipped profile and apply it (sections it lacks keep "
+        "their running values)", narrow=False),
+    Key("e", "export", "export", "export the running settings as Python, C++, C#, perf_test, Olive, env or JSON",
+        narrow=False),
+    Key("q,ctrl+c,f10", "quit", "quit", "quit (the settings are kept for ortop --resume)", "q F10"),
 )
 
 HISTORY_KEYS: tuple[tuple[str, str], ...] = (
@@ -51,6 +58,18 @@ HISTORY_KEYS: tuple[tuple[str, str], ...] = (
 
 SETTINGS_KEYS: tuple[tuple[str, str], ...] = (
     ("tab / shift+tab", "move between fields"),
-    ("enter / ctrl+s", "apply (the worker rebuilds; errors show beside their field)"),
+    ("ctrl+↓ / ctrl+↑", "next / previous section (also page down / page up)"),
+    ("←/→ or space", "change a choice"),
+    ("enter / ctrl+s", "apply (the worker rebuilds; errors show beside their field as you type)"),
     ("esc", "close without applying"),
 )
+
+
+def key_display(k: Key) -> str:
+    """The key as the help screen writes it."""
+    return k.display or k.keys.split(",")[0]
+
+
+def bar_display(k: Key) -> str:
+    """The key as the footer writes it (one name: ``?``, ``+/-``, ``spc``)."""
+    return k.bar or key_display(k).split(" ")[0]

@@ -50,8 +50,8 @@ class ExportRow(_RowMessage):
 
 
 class WriteExport(Message):
-    """Write the exported ``text`` next to the profiles as ``…-export{ext}``; the app answers with
-    :meth:`ExportScreen.show_message`."""
+    """Write the exported ``text`` next to the profiles under a name the user gives (``…-export{ext}`` offered);
+    the app asks the name and answers with :meth:`ExportScreen.show_message`."""
 
     def __init__(self, screen: ExportScreen, text: str, ext: str) -> None:
         super().__init__()

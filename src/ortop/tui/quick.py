@@ -1,11 +1,15 @@
-"""What each quick key of the live view changes, as pure functions: a profile in, dotted-key changes out.
+"""What each quick key of the live view changes, as pure functions: a profile in, a :class:`Quick` out.
 
-The app applies the changes to the profile being built (or the running one), so two quick presses stack.
+The app applies the changes to the profile being built (or the running one), so two quick presses stack. A key
+that would change nothing says why and rebuilds nothing (``+`` at the host's logical cores, ``-`` at 1, ``+`` from
+ORT's default to the count the default already runs); one that must drop a setting asks first (``+`` while the pool
+is pinned: the affinity lists one core group per pool thread, so it cannot stay).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from ortop.config.profile import Profile
@@ -16,34 +20,66 @@ BLOCK_BASE = 4
 Changes = dict[str, Any]
 
 
-def threads(profile: Profile, step: int) -> tuple[Changes, str | None]:
-    """Intra-op threads one up or down (0 = ORT's default counts as the physical cores), between 1 and the logical
-    cores; a thread affinity, set for the old count, is cleared. Returns the changes and a note for the event log."""
-    n = profile.session.intra_op_num_threads
-    if not n:
-        from ortop.collectors.cpu import physical_cores
+@dataclass(frozen=True)
+class Quick:
+    """What a quick key does: ``changes`` to apply (empty: nothing to do, ``message`` says why), and ``confirm``,
+    a question to ask before applying when the change drops a setting the user made."""
 
-        n = physical_cores()
-    n = min(os.cpu_count() or 1, n + 1) if step > 0 else max(1, n - 1)
-    changes: Changes = {"session.intra_op_num_threads": n}
-    if profile.session.intra_op_thread_affinities is None:
-        return changes, None
-    changes["session.intra_op_thread_affinities"] = None  # pinned for another thread count
-    return changes, "thread affinity cleared: it was set for another thread count"
+    changes: Changes = field(default_factory=dict)
+    message: str = ""
+    confirm: str = ""
+
+    @property
+    def noop(self) -> bool:
+        return not self.changes
 
 
-def spinning(profile: Profile) -> Changes:
+def _physical() -> int:
+    from ortop.collectors.cpu import physical_cores
+
+    return physical_cores()
+
+
+def _logical() -> int:
+    return os.cpu_count() or 1
+
+
+def threads(profile: Profile, step: int, *, logical: int | None = None, physical: int | None = None) -> Quick:
+    """Intra-op threads one up or down, between 1 and the logical cores (0 = ORT's default counts as the physical
+    cores). A thread affinity is set for one thread count: changing the count drops it, after asking."""
+    logical = logical or _logical()
+    cur = profile.session.intra_op_num_threads
+    n = cur or (physical or _physical())
+    new = min(logical, n + 1) if step > 0 else max(1, n - 1)
+    if new == n:
+        now = f"ORT's default already runs {n} intra-op threads" if not cur else f"intra-op threads already at {n}"
+        limit = "this host's logical cores" if step > 0 else "the fewest"
+        return Quick(message=f"{now}, {limit}: nothing to change")
+    changes: Changes = {"session.intra_op_num_threads": new}
+    aff = profile.session.intra_op_thread_affinities
+    if aff is None:
+        return Quick(changes)
+    changes["session.intra_op_thread_affinities"] = None
+    pinned = ";".join(",".join(str(c) for c in t) for t in aff)
+    shown = str(cur) if cur else f"default ({n})"
+    return Quick(changes, message=f"thread affinity {pinned} dropped: it pinned {len(aff)} pool threads, and "
+                                  f"{new} threads have {new - 1}",
+                 confirm=f"Threads {shown} → {new} drops the thread affinity {pinned}: it lists one core group per "
+                         f"pool thread of {shown} threads. Change the threads and unpin the pool?")
+
+
+def spinning(profile: Profile) -> Quick:
     """The intra-op pool's spinning off, or back to ORT's default."""
-    return {"session.allow_spinning": None if profile.session.allow_spinning is False else False}
+    return Quick({"session.allow_spinning": None if profile.session.allow_spinning is False else False})
 
 
-def rate(profile: Profile) -> Changes:
+def rate(profile: Profile) -> Quick:
     """The next paced rate in RATE_CYCLE; a rate outside it goes to a closed loop."""
     r = profile.workload.rate_hz
     nxt = RATE_CYCLE[(RATE_CYCLE.index(r) + 1) % len(RATE_CYCLE)] if r in RATE_CYCLE else 0.0
-    return {"workload.rate_hz": nxt}
+    return Quick({"workload.rate_hz": nxt})
 
 
-def block_base(profile: Profile) -> Changes:
+def block_base(profile: Profile) -> Quick:
     """dynamic_block_base between unset and BLOCK_BASE."""
-    return {"session.dynamic_block_base": None if profile.session.dynamic_block_base else BLOCK_BASE}
+    return Quick({"session.dynamic_block_base": None if profile.session.dynamic_block_base else BLOCK_BASE})

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from rich.style import Style
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Click, Resize
 from textual.geometry import Region
@@ -13,8 +14,13 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+from ortop.tui.keymap import MAIN_KEYS, Key, bar_display
 
 Draw = Callable[[int, int], Text]
+PALETTE_W = 12  # the command palette's key on the footer's right: "▏^p palette "
 
 
 class Panel(Widget):
@@ -200,3 +206,64 @@ class Choice(Widget, can_focus=True):
 
     def on_click(self, event: Click) -> None:
         self.action_step(1)
+
+
+class KeyBar(Footer):
+    """The live view's footer, in the order and with the labels of :data:`ortop.tui.keymap.MAIN_KEYS`.
+
+    Textual's footer shows every binding at full length, so at 80 columns the keys of the demo (``R``, ``b``,
+    ``space``, ``r``) fell off its right end, and at 120 ``o``, ``e`` and ``q`` did. This one takes the first of
+    three forms that fits the width: every key with its label and the palette's key; every key, compact, without
+    the palette's; compact with short labels, leaving out the keys marked ``narrow=False`` (the help lists them).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="keybar")
+        self._tier: int | None = None
+
+    @staticmethod
+    def entries(tier: int) -> list[tuple[Key, str, str]]:
+        """(key, as shown, label) per footer key in form ``tier`` (0 full, 1 compact, 2 short)."""
+        return [(k, bar_display(k), (k.short or k.label) if tier == 2 else k.label) for k in MAIN_KEYS
+                if k.footer and (tier < 2 or k.narrow)]
+
+    @classmethod
+    def tier_for(cls, width: int) -> int:
+        """The first form that fits ``width`` columns."""
+        for tier in (0, 1):
+            pad = 3 if tier == 0 else 2  # " key label" (+1 around the key when not compact), +1 margin
+            need = sum(len(shown) + len(label) + pad for _, shown, label in cls.entries(tier))
+            if need + (PALETTE_W if tier == 0 else 0) <= width:
+                return tier
+        return 2
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:
+            return
+        tier = self.tier_for(self.app.size.width)
+        by_action: dict[str, tuple[Binding, bool]] = {}
+        for _, binding, enabled, _tooltip in self.screen.active_bindings.values():
+            by_action.setdefault(binding.action, (binding, enabled))
+        for k, shown, label in self.entries(tier):
+            hit = by_action.get(f"app.{k.action}")
+            if hit is None:
+                continue
+            binding, enabled = hit
+            yield FooterKey(binding.key, shown, label, binding.action, disabled=not enabled,
+                            tooltip=k.help).data_bind(compact=Footer.compact)
+        if tier == 0 and self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            try:
+                _node, binding, enabled, tooltip = self.screen.active_bindings[self.app.COMMAND_PALETTE_BINDING]
+            except KeyError:
+                return
+            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
+                            classes="-command-palette", disabled=not enabled,
+                            tooltip=binding.tooltip or binding.description)
+
+    def on_resize(self, event: Resize) -> None:
+        tier = self.tier_for(self.app.size.width)
+        if tier != self._tier:
+            self._tier = tier
+            self.compact = tier > 0
+            if self._bindings_ready:
+                self.call_after_refresh(self.recompose)

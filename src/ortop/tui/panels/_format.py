@@ -1,9 +1,15 @@
-"""What every panel shares: number formats, bars, clipping, line stacking, history labels and the state badge."""
+"""What every panel shares: number formats, bars, clipping and wrapping, line stacking, the compact form of a
+configuration, the paced-rate check and the state badge.
+
+One convention for CPU: a process's CPU time is counted in cores (``1.10 cores``: htop's 110 %), a share of
+something (a core, the host, the wall time) in per cent.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.text import Text
 
@@ -67,6 +73,16 @@ def fmt_rate(x: float | None) -> str:
     return f"{x:.1f}/s"
 
 
+def fmt_cores(pct: float | None, unit: bool = True) -> str:
+    """A process's CPU (in % of one core, as the collectors give it) as cores: ``1.10 cores``, ``0.05 cores``."""
+    if not finite(pct):
+        return f"{DASH} cores" if unit else DASH
+    assert pct is not None
+    n = pct / 100.0
+    s = f"{n:.1f}" if n >= 9.95 else (f"{n:.2f}" if n >= 0.00995 else f"{n:.3f}")
+    return f"{s} cores" if unit else s
+
+
 def fmt_bytes(n: float | None) -> str:
     """Bytes as GiB above 1 GiB, else MiB."""
     if not finite(n):
@@ -118,6 +134,47 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
+def clip_words(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` cells with an ellipsis: after a whole term of a `` · `` list when one fits, else at a
+    word boundary (mid-word only for one long word)."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    cut = text[: max(0, width - 1)]
+    term = (cut + " ").rfind(" · ")
+    space = cut.rfind(" ")
+    if term >= width // 3:
+        cut = cut[:term]
+    elif space >= width // 2:
+        cut = cut[:space].rstrip(" ;,·:→")
+    return cut + "…"
+
+
+def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken at spaces, at most ``max_lines`` of them (the last one
+    cut with an ellipsis when more was left)."""
+    if width <= 0 or max_lines <= 0:
+        return []
+    lines: list[str] = []
+    rest = text.strip()
+    while rest and len(lines) < max_lines:
+        if len(rest) <= width:
+            lines.append(rest)
+            rest = ""
+            break
+        if len(lines) == max_lines - 1:
+            lines.append(clip_words(rest, width))
+            rest = ""
+            break
+        space = rest.rfind(" ", 0, width + 1)
+        if space < width // 3:
+            space = width  # one long word: break it
+        lines.append(rest[:space].rstrip())
+        rest = rest[space:].lstrip()
+    return lines
+
+
 def join_lines(lines: Sequence[Text], height: int | None = None) -> Text:
     """Stack lines into one Text; with ``height``, cut to it (a panel never grows its own box)."""
     if height is not None:
@@ -146,6 +203,78 @@ def short_label(label: str) -> str:
     """
     parts = [p for p in label.split("; ") if not p.startswith(("description:", "model:"))]
     return "; ".join(_short_key(part) for part in parts) or ("same settings" if label != "start" else "start")
+
+
+# The compact form of a configuration: one short term per knob, the knobs the demo turns first.
+_COMPACT_ORDER = ("session.intra_op_num_threads", "session.allow_spinning", "session.dynamic_block_base",
+                  "session.intra_op_thread_affinities", "workload.rate_hz", "workload.concurrency",
+                  "session.inter_op_num_threads", "session.execution_mode", "provider.name", "provider.io_binding")
+
+
+def _cores(value: Any) -> str:
+    return ";".join(",".join(str(c) for c in t) for t in value)
+
+
+def compact_term(key: str, value: Any) -> str:
+    """One knob's value in a few cells (``2 thr``, ``spin off``, ``100 Hz``); None is ORT's default or unset."""
+    from ortop.config.values import human
+
+    if key == "session.intra_op_num_threads":
+        return f"{value} thr" if value else "default thr"
+    if key == "session.inter_op_num_threads":
+        return f"inter {value}" if value else "inter default"
+    if key == "session.allow_spinning":
+        return f"spin {human(value)}"
+    if key == "session.dynamic_block_base":
+        return "dbb unset" if value is None else f"dbb {value}"
+    if key == "session.intra_op_thread_affinities":
+        return f"pinned {_cores(value)}" if value else "unpinned"
+    if key == "workload.rate_hz":
+        return f"{value:g} Hz" if value else "closed loop"
+    if key == "workload.concurrency":
+        return f"×{value} callers"
+    if key in ("session.execution_mode", "provider.name"):
+        return str(value)
+    if key == "provider.io_binding":
+        return f"iobinding {human(value)}"
+    name = key.rsplit(".", 1)[-1]
+    return f"{name}={human(value)}" if value is not None else f"{name} unset"
+
+
+def compact_changes(before: Any, after: Any) -> list[str]:
+    """What ``after`` changes from ``before`` (two profiles), one compact term per knob (``spin off``, ``100 Hz``).
+
+    The description and the model path are not knobs and are left out."""
+    from ortop.config.profile import flatten
+
+    a, b = flatten(before.to_dict(full=True)), flatten(after.to_dict(full=True))
+    keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k) and k not in ("description", "model")]
+    rank = {k: i for i, k in enumerate(_COMPACT_ORDER)}
+    keys.sort(key=lambda k: (rank.get(k, len(rank)), k))
+    return [compact_term(k, b.get(k)) for k in keys]
+
+
+def compact_text(terms: Iterable[str], empty: str = "same settings") -> str:
+    """Compact terms joined with `` · ``; ``empty`` when there are none."""
+    out = " · ".join(terms)
+    return out or empty
+
+
+# A paced loop doing less than this share of its rate is saturated: the model cannot keep the rate.
+PACE_SLACK = 0.9
+PACE_MIN_RUNS = 20
+
+
+def pace_shortfall(profile: Any, throughput: float | None, runs: int) -> str | None:
+    """``saturated: 16/s of 100 Hz`` when the paced rate is not kept (runs then go back to back, a closed loop in
+    effect), None when it is, when the loop is not paced, or before there are enough runs to tell."""
+    rate = profile.workload.rate_hz
+    if not rate or runs < PACE_MIN_RUNS or not finite(throughput):
+        return None
+    assert throughput is not None
+    if throughput >= PACE_SLACK * rate:
+        return None
+    return f"saturated: {fmt_rate(throughput)} of {rate:g} Hz"
 
 
 def state_text(state: str, elapsed: float) -> Text:

@@ -1,4 +1,8 @@
-"""The CPU panel: one meter per core (a heat grid when there are too many), then worker / system / UI load."""
+"""The CPU panel: one meter per core (a heat grid when there are too many), then worker / host / UI load.
+
+Each meter shows the core's whole load and, in cyan, the worker's share of it (summed from the worker's threads by
+the core each last ran on), so a busy neighbour process is told apart from the model's own threads.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,39 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.tui.panels._format import DASH, IDLE, LEVELS, WORKER_STYLE, bar, finite, fmt_pct, join_lines, load_style
+from ortop.tui.panels._format import (
+    IDLE,
+    LEVELS,
+    WORKER_STYLE,
+    bar,
+    finite,
+    fmt_cores,
+    fmt_pct,
+    join_lines,
+    load_style,
+)
 
 MIN_BAR = 4
 GOOD_BAR = 10
+TITLE = "CPU · per core: worker / all %"
 
 
-def _meter_layout(n: int, width: int, height: int) -> tuple[int, int, int] | None:
+def worker_share(per_core: Sequence[float], threads: Iterable[Any]) -> list[float]:
+    """Per core, the worker's share (% of that core): its threads' load summed by the core each last ran on,
+    never above the core's measured total (the two are read a moment apart)."""
+    share = [0.0] * len(per_core)
+    for t in threads:
+        core, pct = getattr(t, "core", None), getattr(t, "cpu_percent", None)
+        if core is not None and 0 <= core < len(share) and pct is not None and finite(pct):
+            share[core] += float(pct)
+    return [min(s, float(per_core[i]) if finite(per_core[i]) else 0.0) for i, s in enumerate(share)]
+
+
+def _meter_layout(n: int, width: int, height: int, num_w: int = 3,
+                  good: int = GOOD_BAR) -> tuple[int, int, int] | None:
     """(columns, rows, bar width) for ``n`` meters in ``width``×``height``; None when even 4-cell bars do not fit.
 
-    Takes as many columns as keep bars at least ``GOOD_BAR`` cells (fewer rows leave room for the other panels),
+    Takes as many columns as keep bars at least ``good`` cells (fewer rows leave room for the other panels),
     else the fewest columns that fit the height at all.
     """
     label = len(str(max(0, n - 1)))
@@ -25,28 +52,37 @@ def _meter_layout(n: int, width: int, height: int) -> tuple[int, int, int] | Non
     for cols in range(1, n + 1):
         rows = math.ceil(n / cols)
         cell = (width - (cols - 1)) // cols
-        bw = cell - label - 5  # label, "▕", bar, "▏", "nnn"
+        bw = cell - label - 2 - num_w  # label, "▕", bar, "▏", the figure
         if bw < MIN_BAR:
             break
         if rows > height:
             continue
-        if bw >= GOOD_BAR:
+        if bw >= good:
             best = (cols, rows, bw)
             continue
         return best or (cols, rows, bw)
     return best
 
 
-def core_meters(per_core: Sequence[float], worker_cores: Iterable[int], width: int, height: int = 8) -> Text:
+def core_meters(per_core: Sequence[float], worker_cores: Iterable[int], width: int, height: int = 8,
+                share: Sequence[float] | None = None) -> Text:
     """One meter per logical core (``3▕████▌   ▏ 57``), in columns, cores numbered from 0 as htop does.
 
     The worker's cores have their number drawn in reverse cyan, so where the pool runs (and spins) is visible at a
-    glance. When the meters cannot fit ``width``×``height`` (many cores), the heat grid is drawn instead.
+    glance. With ``share`` (the worker's % of each core, see :func:`worker_share`) the bar's first cells are the
+    worker's, in cyan, and the figure reads ``worker/all`` (`` 40/57``) where the meters have room for it. When the
+    meters cannot fit ``width``×``height`` (many cores), the heat grid is drawn instead.
     """
     n = len(per_core)
     if n == 0:
         return Text("no per-core figures", style="dim", end="")
-    layout = _meter_layout(n, width, height)
+    layout = None
+    num_w = 3
+    if share is not None:  # the worker/all figure costs four cells of bar: a shorter bar is still worth it
+        layout = _meter_layout(n, width, height, 7, GOOD_BAR - 4)
+        num_w = 7 if layout is not None and layout[2] >= MIN_BAR + 2 else 3
+    if num_w == 3:
+        layout = _meter_layout(n, width, height)
     if layout is None:
         return heat_grid(per_core, worker_cores, width, height)
     cols, rows, bw = layout
@@ -64,9 +100,19 @@ def core_meters(per_core: Sequence[float], worker_cores: Iterable[int], width: i
             pct = float(per_core[i]) if finite(per_core[i]) else 0.0
             line.append(str(i).rjust(label_w), style="reverse " + WORKER_STYLE if i in mine else "dim")
             line.append("▕", style="dim")
-            line.append(bar(pct / 100.0, bw), style=load_style(pct))
+            cells = bar(pct / 100.0, bw)
+            mine_cells = 0
+            if share is not None:
+                mine_cells = min(len(cells.rstrip()), int(round(share[i] / 100.0 * bw)))
+            if mine_cells:
+                line.append(cells[:mine_cells], style=WORKER_STYLE)
+            line.append(cells[mine_cells:], style=load_style(pct))
             line.append("▏", style="dim")
-            line.append(f"{pct:3.0f}", style=WORKER_STYLE if i in mine else "")
+            if num_w == 7 and share is not None:
+                line.append(f"{share[i]:3.0f}", style=WORKER_STYLE if share[i] >= 0.5 else "dim")
+                line.append(f"/{pct:<3.0f}")
+            else:
+                line.append(f"{pct:3.0f}", style=WORKER_STYLE if i in mine else "")
         lines.append(line)
     return join_lines(lines)
 
@@ -135,15 +181,20 @@ def cpu_panel(sample: Any, width: int, height: int) -> Text:
     n = len(sample.per_core)
     cores_h = max(1, height - 1)
     grid = _meter_layout(n, width, cores_h) is None
-    body = core_meters(sample.per_core, sample.worker_cores, width, cores_h - (1 if grid and height > 3 else 0))
+    share = worker_share(sample.per_core, sample.threads) if sample.process_percent is not None else None
+    body = core_meters(sample.per_core, sample.worker_cores, width, cores_h - (1 if grid and height > 3 else 0),
+                       share)
     summary = Text(no_wrap=True, end="")
     summary.append("worker ", style="dim")
-    proc = sample.process_percent
-    summary.append(fmt_pct(proc), style=WORKER_STYLE)
-    summary.append(" · system ", style="dim")
+    summary.append(fmt_cores(sample.process_percent), style=WORKER_STYLE)
+    summary.append(" · host ", style="dim")
     summary.append(fmt_pct(sample.system_percent), style=load_style(sample.system_percent))
-    summary.append(" · ui ", style="dim")
-    summary.append(f"{sample.self_percent:.1f}%" if finite(sample.self_percent) else DASH)
+    for unit in (True, False):  # the UI's own cost, whole or not at all (a figure cut short misleads)
+        ui = fmt_cores(sample.self_percent, unit=unit)
+        if len(summary.plain) + 6 + len(ui) <= width:
+            summary.append(" · ui ", style="dim")
+            summary.append(ui)
+            break
     lines = body.split("\n") if body.plain else [body]
     if grid and height > 3:
         legend = Text("▁…█ load  ", style="dim", end="")

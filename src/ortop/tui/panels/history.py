@@ -14,9 +14,29 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.tui.panels._format import DASH, clip, fmt_ms, fmt_rate, short_label
+from ortop.tui.panels._format import (
+    DASH,
+    clip_words,
+    compact_changes,
+    compact_text,
+    fmt_ms,
+    fmt_rate,
+    short_label,
+)
 
-HISTORY_COLUMNS = ("", "#", "changes from start", "runs", "p50 ms", "p99 ms", "thr", "CPU/run", "verdict")
+HISTORY_COLUMNS = ("", "#", "change from the row before", "runs", "p50 ms", "p99 ms", "thr", "CPU/run", "verdict")
+NARROW_COLUMNS = (0, 1, 2, 3, 4, 7, 8)  # below 100 columns: p99 and throughput go (the detail line has the rest)
+
+
+def columns(width: int) -> tuple[int, ...]:
+    """Which of HISTORY_COLUMNS a table ``width`` cells wide shows."""
+    return NARROW_COLUMNS if width < 100 else tuple(range(len(HISTORY_COLUMNS)))
+
+
+def label_width(width: int) -> int:
+    """Cells left for the change column in a table ``width`` cells wide (the others and cell padding take the
+    rest; they are a fixed width)."""
+    return max(16, width - (52 if width < 100 else 68))
 
 VERDICT_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
                  "not comparable")
@@ -67,18 +87,27 @@ def verdict_text(verdict: Any) -> str:
     return verdict_parts(verdict)[2] or DASH
 
 
+def row_change(history: Sequence[Any], i: int) -> str:
+    """What row ``i`` changed from the row before it, compact (``spin off · 100 Hz``): each row reads as the one
+    step it took, not as a long list of changes from the start that all begin alike."""
+    if i == 0:
+        return "start"
+    terms = compact_changes(history[i - 1].profile, history[i].profile)
+    return compact_text(terms, f"same as #{history[i - 1].config_id}")
+
+
 def history_rows(history: Sequence[Any], label_width: int = 48,
                  current_id: int | None = None) -> list[tuple[Text, ...]]:
     """One tuple of cells per configuration, in HISTORY_COLUMNS order; the best p50 gets ★, the running one ▶."""
     rows: list[tuple[Text, ...]] = []
-    for h in history:
+    for i, h in enumerate(history):
         mark = "★" if h.best else ""
         if current_id is not None and h.config_id == current_id:
             mark += "▶"
         rows.append((
             Text(mark, style="bold yellow"),
             Text(str(h.config_id), style="dim"),
-            Text(clip(short_label(h.label), label_width)),
+            Text(clip_words(row_change(history, i), label_width)),
             Text(f"{h.latency.runs:,}", justify="right"),
             Text(fmt_ms(h.latency.p50), justify="right", style="bold" if h.best else ""),
             Text(fmt_ms(h.latency.p99), justify="right"),
@@ -89,11 +118,19 @@ def history_rows(history: Sequence[Any], label_width: int = 48,
     return rows
 
 
-def history_detail(rec: Any) -> Text:
-    """The two lines under the table for the selected row: what it changed, its verdict in full, its providers."""
+def history_detail(rec: Any, before: Any = None) -> Text:
+    """The lines under the table for the selected row: its changes from the start in full, what it changed from
+    ``before`` (the row above it, when given), its verdict in full, its providers and its figures (all of them:
+    a narrow table leaves some out)."""
     detail = Text(no_wrap=False)
     detail.append(f"#{rec.config_id} ", style="bold")
     detail.append(short_label(rec.label) if rec.label != "start" else "the start profile")
+    if before is not None:
+        detail.append(f"\nfrom #{before.config_id}: ", style="dim")
+        detail.append(compact_text(compact_changes(before.profile, rec.profile), "no change"))
     detail.append(f"\nverdict: {verdict_text(rec.verdict)} · providers {', '.join(rec.providers_active) or '—'}",
                   style="dim")
+    lat = rec.latency
+    detail.append(f"\n{lat.runs:,} runs · p50 {fmt_ms(lat.p50)} · p99 {fmt_ms(lat.p99)} ms · "
+                  f"{fmt_rate(rec.throughput_per_s)} · CPU/run {fmt_ms(rec.cpu.cpu_ms_per_run)} ms", style="dim")
     return detail

@@ -29,8 +29,8 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
                   throughput: float, bucket_s: float, width: int, height: int, window_s: float = 5.0) -> Text:
     """Sparklines of p50, p99 and throughput per bucket, a ``▼`` over each rebuild, then the current figures.
 
-    Each row scales on its own range (printed at the right), so the shape of p99 is visible even when it sits far
-    above p50.
+    p50 and p99 each scale on their own range, so the shape of p99 is visible even when it sits far above p50.
+    Throughput scales from 0: on its own range 94 against 100 runs/s would look like a crash.
     """
     label_w, value_w = 4, 11
     sw = max(1, width - label_w - value_w)
@@ -49,16 +49,16 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     lines: list[Text] = []
     marker = Text(" " * label_w + " " * pad, no_wrap=True, end="")
     marker.append("".join("▼" if b is not None and b.marker else " " for b in cols), style="bold yellow")
-    rows = [
-        ("p50", p50, "green", f"{fmt_ms(last_finite(p50))} ms"),
-        ("p99", p99, "yellow", f"{fmt_ms(last_finite(p99))} ms"),
-        ("thr", thr, "cyan", fmt_rate(last_finite(thr))),
+    rows: list[tuple[str, list[float], str, str, float | None]] = [
+        ("p50", p50, "green", f"{fmt_ms(last_finite(p50))} ms", None),
+        ("p99", p99, "yellow", f"{fmt_ms(last_finite(p99))} ms", None),
+        ("thr", thr, "cyan", fmt_rate(last_finite(thr)), 0.0),
     ]
     spark_rows = []
-    for name, vals, style, value in rows:
+    for name, vals, style, value, lo in rows:
         line = Text(no_wrap=True, end="")
         line.append(name.ljust(label_w), style="dim")
-        line.append(" " * pad + spark(vals, len(vals)) if vals else " " * sw, style=style)
+        line.append(" " * pad + spark(vals, len(vals), lo) if vals else " " * sw, style=style)
         line.append(value.rjust(value_w), style="bold")
         spark_rows.append(line)
     now = Text(no_wrap=True, end="")
@@ -88,5 +88,5 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     else:
         lines = [*spark_rows][: max(0, height)]
     if height > 6:
-        lines.append(Text("▼ rebuild  ranges: each row its own scale", style="dim", end=""))
+        lines.append(Text("▼ rebuild  p50, p99: own scale · thr: from 0", style="dim", end=""))
     return join_lines(lines, height)

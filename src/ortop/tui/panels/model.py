@@ -7,16 +7,21 @@ from typing import Any
 
 from rich.text import Text
 
+from ortop.model.feeds import note_level
 from ortop.tui.panels._format import (
     BUSY_STATES,
     DASH,
     STATE_ICON,
     STATE_STYLE,
     clip,
+    clip_words,
+    compact_changes,
+    compact_text,
     fmt_ms,
     join_lines,
-    short_label,
+    pace_shortfall,
     state_text,
+    wrap_words,
 )
 
 
@@ -61,8 +66,8 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     else:
         st.append(f" {STATE_ICON.get(snap.state, '?')} {snap.state} ", style=STATE_STYLE.get(snap.state, "bold"))
     if snap.pending is not None and snap.state in BUSY_STATES:
-        changes = snap.pending.changes_from(snap.profile)
-        st.append(" → " + clip(short_label("; ".join(changes)) if changes else "same settings", width), style="yellow")
+        changes = compact_text(compact_changes(snap.profile, snap.pending))
+        st.append(" → " + clip_words(changes, max(0, width - len(st.plain) - 3)), style="yellow")
     elif snap.config_id >= 0:
         st.append(f" config #{snap.config_id}", style="dim")
     lines.append(st)
@@ -112,6 +117,19 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     line.append("settings ", style="dim")
     line.append(settings_line(snap.profile), style="bold")
     lines.append(line)
-    for note in snap.notes:
-        lines.append(Text("note " + note, style="dim", end=""))
+    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)
+    if short:
+        lines.append(Text(clip_words(f"! {short}: the model cannot keep this rate, runs go back to back", width),
+                          style="bold yellow", end=""))
+    # Warnings (a free dim left at an implausible 1) first and whole, wrapped at words; plain notes after, cut.
+    notes = sorted(snap.notes, key=lambda n: note_level(n) != "warning")
+    for note in notes:
+        left = height - len(lines)
+        if left <= 0:
+            break
+        if note_level(note) == "warning":
+            for i, part in enumerate(wrap_words(note, max(1, width - 2), min(3, left))):
+                lines.append(Text(("! " if i == 0 else "  ") + part, style="yellow", end=""))
+        else:
+            lines.append(Text(clip_words("note " + note, width), style="dim", end=""))
     return join_lines(lines, height)

@@ -10,7 +10,18 @@ from typing import Any
 from rich.text import Text
 
 from ortop.measure.stats import spark
-from ortop.tui.panels._format import DASH, WORKER_STYLE, bar, clip, finite, fmt_ms, fmt_pct, join_lines, load_style
+from ortop.tui.panels._format import (
+    DASH,
+    WORKER_STYLE,
+    bar,
+    clip,
+    finite,
+    fmt_cores,
+    fmt_ms,
+    fmt_pct,
+    join_lines,
+    load_style,
+)
 
 
 def average_threads(samples: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
@@ -45,20 +56,27 @@ def spin_split(cost: Any) -> tuple[float, float, float]:
 
 def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
                process_history: Sequence[float] = ()) -> Text:
-    """CPU per inference, CPU burned between runs, busy duty cycle, and the pool's threads with their cores.
+    """CPU per inference, CPU burned between runs, the share of time inside Run(), and the threads with their cores.
 
     The split bar (``█`` in runs, ``▒`` between runs) is the point of the panel: on a paced loop with spinning on,
-    most of it is ``▒``, turning spinning off shrinks it. ``process_history`` (the worker's CPU %, one value per
-    refresh) draws the same story over time: the line drops the moment spinning goes off.
+    most of it is ``▒``, turning spinning off shrinks it. ``process_history`` (the worker's CPU, one value per
+    refresh) draws the same story over time: the line drops the moment spinning goes off. The worker's CPU is in
+    cores (``0.29 cores``: averaged over this configuration; the sparkline's figure is the latest); percentages are
+    shares (of the wall time, of the worker's CPU, of one core for a thread).
     """
     lines: list[Text] = []
     line = Text(no_wrap=True, end="")
     line.append("CPU/run ", style="dim")
     line.append(f"{fmt_ms(cost.cpu_ms_per_run)} ms", style="bold")
-    line.append(" · busy ", style="dim")
-    line.append(fmt_pct(cost.busy_percent))
-    line.append(" · process " if width >= 42 else " · proc ", style="dim")
-    line.append(fmt_pct(cost.process_cpu_percent), style=WORKER_STYLE)
+    line.append(" · ", style="dim")
+    line.append(fmt_cores(cost.process_cpu_percent), style=WORKER_STYLE)
+    line.append(" avg", style="dim")
+    for label, tail in ((" · in Run() ", " of the time"), (" · in Run ", ""), (" · busy ", "")):
+        if len(line.plain) + len(label) + len(fmt_pct(cost.busy_percent)) + len(tail) <= width:
+            line.append(label, style="dim")
+            line.append(fmt_pct(cost.busy_percent))
+            line.append(tail, style="dim")
+            break
     lines.append(line)
 
     inside, between, total = spin_split(cost)
@@ -90,16 +108,17 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
         now = vals[-1]
         line = Text(no_wrap=True, end="")
         line.append("worker ", style="dim")
-        sw = max(1, width - 7 - 6)
+        value = fmt_cores(now)
+        sw = max(1, width - 7 - len(value) - 1)
         hi = max([100.0] + [v for v in vals[-sw:] if finite(v)])
         line.append(spark(vals, sw, 0.0, hi).rjust(sw), style=WORKER_STYLE)
-        line.append(fmt_pct(now, 6), style="bold")
+        line.append(" " + value, style="bold")
         lines.append(line)
 
     busy = [t for t in threads if finite(t.cpu_percent)]
     room = height - len(lines)
     if room >= 2 and busy:
-        lines.append(Text("thread      core   CPU", style="dim", end=""))
+        lines.append(Text("thread      core   % of a core", style="dim", end=""))
         room -= 1
         tid_w = max(len(str(t.tid)) for t in busy)
         bw = max(3, min(12, width - tid_w - 22))
@@ -110,7 +129,10 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
             line.append(f"{'?' if t.core is None else t.core:>4} ", style=WORKER_STYLE)
             line.append(bar(t.cpu_percent / 100.0, bw), style=load_style(t.cpu_percent))
             line.append(f"{t.cpu_percent:5.0f}% ")
-            line.append(clip(t.name, max(0, width - tid_w - bw - 13)), style="dim")
+            # what the thread does, where the worker named it (caller, main, reader; the rest is ORT's pool)
+            role = getattr(t, "role", "")
+            line.append(clip(role or t.name, max(0, width - tid_w - bw - 13)),
+                        style="bold" if role.startswith("caller") else "dim")
             lines.append(line)
         if len(shown) < len(busy):
             idle = sum(1 for t in busy[len(shown):] if t.cpu_percent < 1)

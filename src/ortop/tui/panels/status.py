@@ -7,11 +7,25 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.tui.panels._format import clip, short_label, state_text
+from ortop.tui.panels._format import clip_words, compact_changes, compact_text, pace_shortfall, state_text
+
+
+def start_profile(snap: Any) -> Any:
+    """The profile the session started with (the history's first row), or None before any row."""
+    return snap.history[0].profile if snap.history else None
+
+
+def config_text(snap: Any) -> str:
+    """The running configuration in compact form, as changes from the start: ``2 thr · spin off · 100 Hz``."""
+    start = start_profile(snap)
+    if start is None or snap.config_id == (snap.history[0].config_id if snap.history else -1):
+        return "start"
+    return compact_text(compact_changes(start, snap.profile), "start settings")
 
 
 def status_line(snap: Any, width: int) -> Text:
-    """The top line: ortop, model, state with elapsed time, and the running configuration's changes."""
+    """The top line: ortop, model, state with elapsed time, and the running configuration's changes (cut at a
+    word, never mid-word); a paced rate the model cannot keep is said here too."""
     t = Text(no_wrap=True, end="")
     t.append(" ortop ", style="bold reverse")
     t.append(" " + os.path.basename(snap.model_path) + " ", style="bold")
@@ -20,8 +34,12 @@ def status_line(snap: Any, width: int) -> Text:
     if v is not None:
         t.append(f" ⇄ verifying #{v.config_id} vs #{v.against_id} {v.phase} "
                  f"{v.elapsed_s:.0f}/{v.budget_s:.0f} s ", style="bold black on yellow")
+    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)
+    pace = f" ! {short} " if short else ""
     if snap.config_id >= 0:
-        label = next((h.label for h in snap.history if h.config_id == snap.config_id), "")
         t.append(f" #{snap.config_id} ", style="dim")
-        t.append(clip(short_label(label), max(0, width - len(t.plain))))
+        room = max(0, width - len(t.plain) - len(pace))
+        t.append(clip_words(config_text(snap), room))
+    if pace and len(t.plain) + len(pace) <= width:
+        t.append(pace, style="bold black on yellow")
     return t

@@ -34,11 +34,12 @@ def export_text(profile: Profile, fmt: str) -> tuple[str, bool]:
 
 class ExportScreen(Responsive, ModalScreen[None]):
     """The settings as code or config text, per format; ``w`` asks the app to write the shown text next to the
-    profiles (:class:`~ortop.tui.messages.WriteExport`), and the app answers with :meth:`show_message`."""
+    profiles under a name the user gives (:class:`~ortop.tui.messages.WriteExport`), and the app answers with
+    :meth:`show_message`."""
 
     BINDINGS = [
         Binding("escape", "close", "close"),
-        Binding("w", "write", "write file"),
+        Binding("w", "write", "write to a file…"),
         Binding("left", "tab(-1)", "prev", show=False),
         Binding("right", "tab(1)", "next", show=False),
     ]
@@ -52,7 +53,8 @@ class ExportScreen(Responsive, ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
-            yield Static(Text.assemble(("Export", "bold"), ("  ←/→ format · w writes a file · esc closes", "dim")))
+            yield Static(Text.assemble(("Export", "bold"),
+                                       ("  ←/→ format · w writes it to a file (asks a name) · esc closes", "dim")))
             yield Tabs(*[Tab(name, id=f"x-{name}") for name, _ in EXPORT_FORMATS], active=f"x-{self.fmt}",
                        id="export-tabs")
             with VerticalScroll(id="export-scroll"):

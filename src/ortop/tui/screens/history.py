@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ortop.tui.messages import ApplyRow, ExportRow, SaveRow, VerifyRow
-from ortop.tui.panels.history import HISTORY_COLUMNS, history_detail, history_rows
+from ortop.tui.panels.history import HISTORY_COLUMNS, columns, history_detail, history_rows, label_width
 from ortop.tui.screens._base import Responsive
 
 
@@ -38,10 +38,11 @@ class HistoryScreen(Responsive, Screen[None]):
         self._cells: dict[int, tuple[Text, ...]] = {}
         self._records: dict[int, Any] = {}
         self._filled = False
+        self._columns: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(("History", "bold"), ("  enter re-applies · v verifies against the row before"
-                                                          " (interleaved) · ctrl+s saves · e exports", "dim")),
+        yield Static(Text.assemble(("History", "bold"), ("  what each configuration changed · the selected one"
+                                                          " in full below", "dim")),
                      id="history-title")
         table: DataTable[Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
@@ -50,8 +51,10 @@ class HistoryScreen(Responsive, Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for i, name in enumerate(HISTORY_COLUMNS):
-            table.add_column(name, key=f"c{i}")
+        self._columns = columns(self.app.size.width)
+        for i in self._columns:
+            name = HISTORY_COLUMNS[i]
+            table.add_column("change" if i == 2 and len(self._columns) < len(HISTORY_COLUMNS) else name, key=f"c{i}")
         if self._first is not None:
             self.refresh_data(self._first)
             self._first = None
@@ -60,16 +63,16 @@ class HistoryScreen(Responsive, Screen[None]):
     def refresh_data(self, snap: Any) -> None:
         """Add new rows and rewrite only the cells that changed (the table is live while measuring)."""
         table = self.query_one(DataTable)
-        label_width = max(10, self.size.width - 68)  # the other columns and cell padding take about 66 cells
-        rows = history_rows(snap.history, label_width=label_width, current_id=snap.config_id)
-        for rec, cells in zip(snap.history, rows):
+        rows = history_rows(snap.history, label_width=label_width(self.app.size.width), current_id=snap.config_id)
+        for rec, all_cells in zip(snap.history, rows):
             cid = rec.config_id
             self._records[cid] = rec
+            cells = tuple(all_cells[i] for i in self._columns)
             old = self._cells.get(cid)
             if old is None:
                 table.add_row(*cells, key=str(cid))
             else:
-                for i, (a, b) in enumerate(zip(old, cells)):
+                for i, a, b in zip(self._columns, old, cells):
                     if a != b:
                         table.update_cell(str(cid), f"c{i}", b)
             self._cells[cid] = cells
@@ -89,10 +92,16 @@ class HistoryScreen(Responsive, Screen[None]):
             return None
         return self._records.get(int(key)) if key is not None else None
 
+    def _before(self, rec: Any) -> Any:
+        """The row above ``rec`` (what its change is counted from), or None for the first."""
+        ids = list(self._records)
+        i = ids.index(rec.config_id) if rec.config_id in ids else 0
+        return self._records[ids[i - 1]] if i > 0 else None
+
     def show_message(self, message: Text | None = None) -> None:
         """The selected row's detail, then ``message`` (the outcome of a re-apply) under it."""
         rec = self.selected()
-        detail = history_detail(rec) if rec is not None else Text(no_wrap=False)
+        detail = history_detail(rec, self._before(rec)) if rec is not None else Text(no_wrap=False)
         if message is not None:
             detail.append("\n")
             detail.append_text(message)

@@ -14,14 +14,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.messages import CatchUp
 from ortop.tui.meters import Meters
 from ortop.tui.panels import cpu, events, gpu, latency, model, spin, status
-from ortop.tui.panels._format import BUSY_STATES
-from ortop.tui.widgets import Panel
+from ortop.tui.panels._format import BUSY_STATES, pace_shortfall
+from ortop.tui.widgets import KeyBar, Panel
 
 
 class Column(Vertical):
@@ -56,14 +55,14 @@ class MainScreen(Screen[None]):
         yield Panel(id="status")
         with Row(id="body"):
             with Column(id="left"):
-                yield Panel("CPU", id="cpu")
+                yield Panel(cpu.TITLE, id="cpu")
                 yield Panel("Spin · CPU the worker burns", id="spin")
                 yield Panel("GPU", id="gpu")
             with Column(id="right"):
                 yield Panel("Latency", id="latency")
                 yield Panel("Model · session", id="model")
                 yield Panel("Events", id="events")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#cpu", Panel).on_size = self.refit
@@ -97,9 +96,11 @@ class MainScreen(Screen[None]):
         q("#latency", Panel).show(lambda w, h: latency.latency_panel(
             snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s),
             (m.frame, snap.config_id, snap.state))
+        pace = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)  # a paced rate not kept: said at once
         q("#model", Panel).show(lambda w, h: model.model_panel(snap, w, h, fatal),
                                 (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
-                                 snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms))
+                                 snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms,
+                                 snap.notes, pace))
         q("#events", Panel).show(lambda w, h: events.events_panel(evs, w, h),
                                  (len(evs), evs[-1] if evs else None))
 

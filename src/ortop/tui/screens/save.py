@@ -1,4 +1,4 @@
-"""The save modal: a name for a profile; the app writes the file."""
+"""The save modal: a name for a file (a profile, an export); the app writes it."""
 
 from __future__ import annotations
 
@@ -27,23 +27,27 @@ class SaveAs(NamedTuple):
 
 
 class SaveScreen(Responsive, ModalScreen[SaveAs | None]):
-    """Ask a name; the file goes to the profile folder as NAME.toml, and an existing file is only replaced on 'y'.
+    """Ask a name; the file goes to the profile folder as NAME.toml (NAME + ``suffix``), and an existing file is only
+    replaced on 'y'.
 
-    Dismissed with a :class:`SaveAs` (None on escape); the app writes the profile. When the write fails, the app
+    Dismissed with a :class:`SaveAs` (None on escape); the app writes the file. When the write fails, the app
     asks again with the reason as ``message``.
     """
 
     BINDINGS = [Binding("escape", "close", "cancel")]
 
-    def __init__(self, profile_dir: str | os.PathLike, default_name: str = "", message: Text | None = None) -> None:
+    def __init__(self, profile_dir: str | os.PathLike, default_name: str = "", message: Text | None = None, *,
+                 suffix: str = ".toml", title: str = "Save profile") -> None:
         super().__init__()
         self.profile_dir = Path(profile_dir)
         self.default_name = default_name
         self.message = message
+        self.suffix = suffix
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(Text.assemble(("Save profile", "bold"), ("  enter saves · esc cancels", "dim")))
+            yield Static(Text.assemble((self.title_text, "bold"), ("  enter saves · esc cancels", "dim")))
             yield Input(self.default_name, id="save-name", placeholder="name")
             yield Static("", id="save-path")
             yield Static(self.message or "", id="save-message")
@@ -53,7 +57,7 @@ class SaveScreen(Responsive, ModalScreen[SaveAs | None]):
         self.query_one(Input).focus()
 
     def _preview(self, name: str) -> None:
-        path = profile_path(self.profile_dir, name)
+        path = profile_path(self.profile_dir, name, self.suffix)
         self.query_one("#save-path", Static).update(Text(f"→ {path}" if path else "→ (type a name)", style="dim"))
 
     @on(Input.Changed)
@@ -63,7 +67,7 @@ class SaveScreen(Responsive, ModalScreen[SaveAs | None]):
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         name = event.value
-        path = profile_path(self.profile_dir, name)
+        path = profile_path(self.profile_dir, name, self.suffix)
         if path is None:
             self.query_one("#save-message", Static).update(Text("type a name (letters, digits, - and _)",
                                                                  style="bold red"))

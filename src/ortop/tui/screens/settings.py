@@ -1,17 +1,17 @@
-"""The settings form: every profile knob, validated before anything changes."""
+"""The settings form: every profile knob, validated as it is typed and again before anything changes."""
 
 from __future__ import annotations
-
-from typing import cast
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import DescendantFocus
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from ortop.config import knobs
 from ortop.config.profile import Profile, ProfileError
 from ortop.tui import form
 from ortop.tui._compat import breakpoint_classes
@@ -35,29 +35,39 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
     The form is a three-column grid (label, control, hint) of plain widgets and :class:`Choice` cycles rather than
     Selects: every widget costs a restyle on each focus change, and on a 2-core host busy with the model a form
     of Selects took seconds to open and lagged behind typing.
+
+    Each change is checked at once: the field's error appears, or its old one goes, as the user types (an error
+    the monitor gave, such as a core this host lacks, stays until that field changes). ctrl+↓/↑ (or page down/up)
+    jump between sections, and the focused row's label is highlighted.
     """
 
     BINDINGS = [
         Binding("escape", "cancel", "close"),
         Binding("ctrl+s", "apply", "apply", priority=True),
+        Binding("ctrl+down,pagedown", "section(1)", "next section", priority=True),
+        Binding("ctrl+up,pageup", "section(-1)", "previous section", priority=True),
     ]
 
     def __init__(self, profile: Profile) -> None:
         super().__init__(classes=" ".join(breakpoint_classes()))
         self.base = profile
         self.initial = form.form_values(profile)
+        # fields whose error came from the monitor, with the text it refused: kept while the field holds that text
+        self._remote: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         with Vertical(id="settings-box"):
-            yield Static(Text.assemble(("Settings", "bold"), ("  enter or ctrl+s applies · esc closes · ←/→ "
-                                                               "changes a choice · the session rebuilds live", "dim")),
+            yield Static(Text.assemble(("Settings", "bold"), ("  enter applies · esc closes · ctrl+↓/↑ sections · "
+                                                               f"{form.BLANK_RULE}", "dim")),
                          id="settings-title")
             with VerticalScroll(id="settings-form"):
                 section = ""
+                n = 0
                 for f in form.FIELDS:
                     if f.section != section:
                         section = f.section
-                        yield Static(section, classes="section")
+                        yield Static(section, classes="section", id=f"section-{n}")
+                        n += 1
                         if section == "Environment":
                             yield Static(form.ENV_NOTE, classes="note")
                     yield Label(f.label, classes="flabel", id=f"label-{fid(f.key)}")
@@ -68,6 +78,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
                         yield Input(value, compact=True, id=f"f-{fid(f.key)}", classes="fcontrol",
                                     select_on_focus=False, placeholder=form.PLACEHOLDER.get(f.kind, ""))
                     yield Static(self._hint(f.key, value), classes="fhint", id=f"hint-{fid(f.key)}")
+            yield Static("", id="settings-focus")
             yield Static("", id="settings-error")
             with Horizontal(id="settings-buttons"):
                 yield Button("Apply", id="apply", variant="primary", compact=True)
@@ -77,6 +88,15 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
 
     def on_mount(self) -> None:
         self.query_one(f"#f-{fid('session.intra_op_num_threads')}", Input).focus()
+
+    @staticmethod
+    def sections() -> list[str]:
+        """The form's sections in order (each has a heading ``#section-N``)."""
+        out: list[str] = []
+        for f in form.FIELDS:
+            if f.section not in out:
+                out.append(f.section)
+        return out
 
     def load(self, profile: Profile) -> None:
         """Show ``profile`` in an already-built form: the app keeps one SettingsScreen and reopens it, because
@@ -114,33 +134,81 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         if isinstance(w, (Choice, Input)):
             w.value = value
 
+    def _intra(self, vals: dict[str, str]) -> int:
+        try:
+            return int(vals["session.intra_op_num_threads"].strip() or 0)
+        except ValueError:
+            return 0
+
     @on(Input.Changed)
     def _changed(self, event: Input.Changed) -> None:
-        key = (event.input.id or "")[2:].replace("--", ".")
-        if key in ("session.intra_op_thread_affinities", "session.intra_op_num_threads"):
-            vals = self.values()
-            try:
-                intra = int(vals["session.intra_op_num_threads"].strip() or 0)
-            except ValueError:
-                intra = 0
-            aff = "session.intra_op_thread_affinities"
-            hint = self.query_one(f"#hint-{fid(aff)}", Static)
-            if not hint.has_class("-error"):
-                hint.update(self._hint(aff, vals[aff], intra))
+        self._edited((event.input.id or "")[2:].replace("--", "."))
+
+    @on(Choice.Changed)
+    def _choice_changed(self, event: Choice.Changed) -> None:
+        self._edited((event.choice.id or "")[2:].replace("--", "."))
+
+    def _edited(self, key: str) -> None:
+        """Check the form as it stands now that ``key`` changed: that field's error appears or goes at once (its
+        old error never stays stale until enter), and so do the errors of fields checked against it (the affinity
+        against the thread count). Errors the monitor gave stay on their own fields until those change."""
+        if not self.is_mounted or key not in form.FIELD_BY_KEY:
+            return
+        vals = self.values()
+        aff = "session.intra_op_thread_affinities"
+        pair = (aff, "session.intra_op_num_threads")  # the affinity's preview follows both
+        if (vals[key] == self.initial.get(key) and key not in pair and key not in self._remote
+                and not self.query(".fhint.-error")):
+            return  # the profile's own value (the form filling itself): nothing to check
+        self._remote = {k: v for k, v in self._remote.items() if vals.get(k) == v}
+        try:
+            form.build(self.base, vals)
+            errors: list[tuple[str | None, str]] = []
+        except ProfileError as exc:
+            errors = form.error_keys(exc)
+        placed: dict[str, list[str]] = {}
+        loose: list[str] = []
+        for k, message in errors:
+            target = form.field_for(k)
+            if target is None:
+                loose.append(message)
+            else:
+                placed.setdefault(target, []).append(message)
+        related = {key} | (set(pair) if key in pair else set())
+        shown = {(h.id or "")[5:].replace("--", ".") for h in self.query(".fhint.-error")}
+        for k in (related | shown | set(placed)) - set(self._remote):
+            if k in placed:
+                self._set_error(k, placed[k])
+            elif k in shown or k in related:
+                self._clear_error(k, vals)
+        self.query_one("#settings-error", Static).update(
+            Text("✗ " + "; ".join(loose), style="bold red") if loose else "")
 
     # ---- errors ----
+    def _set_error(self, key: str, messages: list[str]) -> None:
+        hint = self.query_one(f"#hint-{fid(key)}", Static)
+        hint.update(Text("✗ " + "; ".join(messages), style="bold red"))
+        hint.add_class("-error")
+        self.query_one(f"#label-{fid(key)}").add_class("-error")
+
+    def _clear_error(self, key: str, values: dict[str, str]) -> None:
+        hint = self.query_one(f"#hint-{fid(key)}", Static)
+        hint.remove_class("-error")
+        hint.update(self._hint(key, values.get(key, ""), self._intra(values)))
+        self.query_one(f"#label-{fid(key)}").remove_class("-error")
+
     def clear_errors(self) -> None:
         values = self.values()
         for hint in self.query(".fhint.-error"):
-            key = (hint.id or "")[5:].replace("--", ".")
-            hint.remove_class("-error")
-            cast(Static, hint).update(self._hint(key, values.get(key, "")))
-        for label in self.query(".flabel.-error"):
-            label.remove_class("-error")
+            self._clear_error((hint.id or "")[5:].replace("--", "."), values)
+        self._remote.clear()
         self.query_one("#settings-error", Static).update("")
 
-    def show_errors(self, err: BaseException) -> list[str]:
-        """Put each message in place of its field's hint (by the error's dotted key); the rest under the form."""
+    def show_errors(self, err: BaseException, remote: bool = True) -> list[str]:
+        """Put each message in place of its field's hint (by the error's dotted key); the rest under the form.
+
+        ``remote``: the errors come from the monitor (the app calls this after a refusal), which checks what the
+        form cannot (the host's cores): they stay until their field changes."""
         placed: dict[str, list[str]] = {}
         loose: list[str] = []
         for key, message in form.error_keys(err):
@@ -151,10 +219,9 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
                 placed.setdefault(target, []).append(message)
         first = None
         for key, messages in placed.items():
-            hint = self.query_one(f"#hint-{fid(key)}", Static)
-            hint.update(Text("✗ " + "; ".join(messages), style="bold red"))
-            hint.add_class("-error")
-            self.query_one(f"#label-{fid(key)}").add_class("-error")
+            self._set_error(key, messages)
+            if remote:
+                self._remote[key] = self.values().get(key, "")
             first = first or key
         if loose:
             self.query_one("#settings-error", Static).update(Text("✗ " + "; ".join(loose), style="bold red"))
@@ -164,13 +231,48 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
             self.query_one("#settings-form", VerticalScroll).scroll_to_widget(control, animate=False)
         return list(placed)
 
+    # ---- moving around ----
+    def action_section(self, step: int) -> None:
+        """Focus the first field of the next (``step`` 1) or previous (-1) section, wrapping around."""
+        names = self.sections()
+        focused = self.focused
+        key = (focused.id or "")[2:].replace("--", ".") if focused is not None else ""
+        cur = form.FIELD_BY_KEY[key].section if key in form.FIELD_BY_KEY else names[0]
+        target = names[(names.index(cur) + step) % len(names)] if cur in names else names[0]
+        first = next(f for f in form.FIELDS if f.section == target)
+        control = self.query_one(f"#f-{fid(first.key)}")
+        control.focus()
+        heading = self.query_one(f"#section-{names.index(target)}")
+        self.query_one("#settings-form", VerticalScroll).scroll_to_widget(heading, animate=False, top=True)
+
+    @on(DescendantFocus)
+    def _focus_moved(self, event: DescendantFocus) -> None:
+        """Highlight the focused row's label (a compact input alone shows focus too faintly), and say under the
+        form what the field is, in full: a narrow screen cuts the hints beside the fields."""
+        for label in self.query(".flabel.-focus"):
+            label.remove_class("-focus")
+        wid = event.widget.id or ""
+        key = wid[2:].replace("--", ".")
+        line = Text()
+        if wid.startswith("f-") and key in form.FIELD_BY_KEY:
+            self.query_one(f"#label-{wid[2:]}").add_class("-focus")
+            f = form.FIELD_BY_KEY[key]
+            line.append(f"{f.section} › {f.label}", style="bold")
+            knob_help = knobs.get(key).help
+            if knob_help:
+                line.append(f": {knob_help}")
+            blank = {"affinity": "blank = not pinned", "env": "blank = unset", "opt_text": "blank = unset"}
+            line.append("  ←/→ or space changes it" if f.choices else f"  ({blank.get(f.kind, form.BLANK_RULE)})",
+                        style="dim")
+        self.query_one("#settings-focus", Static).update(line)
+
     # ---- actions ----
     def action_apply(self) -> None:
         self.clear_errors()
         try:
             new = form.build(self.base, self.values())
         except ProfileError as exc:
-            self.show_errors(exc)
+            self.show_errors(exc, remote=False)
             return
         self.dismiss(None if new == self.base else new)
 
