@@ -337,3 +337,17 @@ def test_info_json(matmul_model, env):
 
 def test_info_on_a_missing_model_is_one_line(tmp_path, env):
     one_error_line(ortop("info", tmp_path / "nope.onnx", env=env), 2)
+
+
+def test_the_profiles_model_runs_when_none_is_given(matmul_model, tmp_path, env):
+    """`ortop --profile p.toml` with no MODEL runs the model the profile names (relative to the profile), not the
+    demo model."""
+    import shutil
+
+    shutil.copy(matmul_model, tmp_path / "m.onnx")
+    profile = tmp_path / "p.toml"
+    profile.write_text('model = "m.onnx"\n[session]\nintra_op_num_threads = 1\n')
+    r = ortop("--profile", profile, "--headless", "--duration", 1, "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["model"] == str(tmp_path / "m.onnx") and d["inputs"] == ["x: float32[256x256]"]

@@ -146,11 +146,32 @@ def effective_profile(args: argparse.Namespace, model_path: str) -> Any:
 
 
 def _resolve_model(args: argparse.Namespace) -> str:
-    if args.demo or not args.model:
-        from ortop.model.demo import ensure_demo
+    """The model on the command line, else the one the start profile names (``--profile``, or the last session's
+    with ``--resume``), else the built-in demo model."""
+    if args.demo:
+        return _demo()
+    if args.model:
+        return str(args.model)
+    named = _profile_model(args)
+    return named if named else _demo()
 
-        return str(ensure_demo())
-    return args.model
+
+def _demo() -> str:
+    from ortop.model.demo import ensure_demo
+
+    return str(ensure_demo())
+
+
+def _profile_model(args: argparse.Namespace) -> str:
+    from ortop.config import profile as P
+    from ortop.config.store import last_session_path, resolve_profile
+
+    if args.resume:
+        path = last_session_path()
+        return P.load(path).model if path.exists() else ""
+    if args.profile:
+        return P.load(resolve_profile(args.profile)).model
+    return ""
 
 
 def _gpu_summary(collector) -> Any:

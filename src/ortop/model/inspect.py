@@ -114,6 +114,11 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
 
     path = os.fspath(path)
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # onnxruntime takes paths as UTF-8 strings: such a name fails deep in its bindings
+        raise ModelError(f"the model's file name {path.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8, "
+                         "which onnxruntime cannot open: rename the file") from None
+    try:
         st = os.stat(path)
     except FileNotFoundError:
         raise ModelError(f"model file not found: {path}") from None
