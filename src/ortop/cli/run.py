@@ -174,17 +174,6 @@ def _profile_model(args: argparse.Namespace) -> str:
     return ""
 
 
-def _gpu_summary(collector) -> Any:
-    sample = collector.sample()
-    if not sample.devices:
-        return None
-    return [
-        {"index": d.index, "name": d.name, "mem_used": d.mem_used, "mem_total": d.mem_total,
-         "util_percent": d.util_percent, "worker_mem": d.process_mem}
-        for d in sample.devices
-    ]
-
-
 def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | None = None) -> int:
     import threading
 

@@ -41,7 +41,7 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
     Raises:
         ProbeError: the child died, timed out, or was stopped.
     """
-    from ortop.engine.workerproc import _spawn_lock
+    from ortop.engine.workerproc import spawn_with_env
     from ortop.runtime import opprof
 
     profile = replace(profile, model=model_path)
@@ -50,19 +50,7 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
                              trace=trace, placement=placement)
         ctx = mp.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
-        with _spawn_lock:
-            # Environment knobs (OMP_*, LD_PRELOAD) must be in place when the child starts: set them around start().
-            backup = {k: os.environ.get(k) for k in profile.env}
-            try:
-                os.environ.update(profile.env)
-                proc = ctx.Process(target=opprof.child_main, args=(send, req), daemon=True, name="ortop-ops")
-                proc.start()
-            finally:
-                for k, v in backup.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+        proc = spawn_with_env(ctx, opprof.child_main, (send, req), profile.env, "ortop-ops")
         send.close()
         try:
             result, why = _wait(proc, recv, timeout_s, stop)

@@ -12,6 +12,27 @@ from typing import Any
 _spawn_lock = threading.Lock()  # os.environ is process-wide: one spawn at a time sets it
 
 
+def spawn_with_env(ctx: Any, target: Any, args: tuple, env: Mapping[str, str], name: str) -> Any:
+    """Start ``target(*args)`` in a spawned child whose environment carries ``env`` on top of this one's.
+
+    Environment knobs (LD_PRELOAD, OMP_*) must be in place when the child starts, and spawn copies os.environ at
+    start(): they are set around start() only, under a lock, and this process's environment is restored.
+    """
+    with _spawn_lock:
+        backup = {k: os.environ.get(k) for k in env}
+        try:
+            os.environ.update(env)
+            proc = ctx.Process(target=target, args=args, daemon=True, name=name)
+            proc.start()
+        finally:
+            for k, v in backup.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return proc
+
+
 class WorkerProc:
     """``on_message(msg)`` runs on the receiver thread for every message; ``on_exit(self)`` once, after EOF."""
 
@@ -32,20 +53,7 @@ class WorkerProc:
 
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        with _spawn_lock:
-            # Env knobs (LD_PRELOAD, OMP_*) must be in place when the child process starts; spawn copies
-            # os.environ at start, so set them around start() only.
-            backup = {k: os.environ.get(k) for k in self.env}
-            try:
-                os.environ.update(self.env)
-                proc = ctx.Process(target=worker_main, args=(child, self.model_path), daemon=True, name=self.name)
-                proc.start()
-            finally:
-                for k, v in backup.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+        proc = spawn_with_env(ctx, worker_main, (child, self.model_path), self.env, self.name)
         child.close()
         self.proc, self.conn = proc, parent
         self._receiver = threading.Thread(target=self._receive, name=f"{self.name}-receiver", daemon=True)
