@@ -615,3 +615,18 @@ def test_bad_metrics_and_jsonl_input_is_one_line_before_any_build(small_model, e
     r = subprocess.run(_ortop(small_model, "--headless", "--duration", -1), capture_output=True, text=True,
                        env=env, timeout=60)
     assert "--duration" in _one_error_line(r)
+
+
+def test_a_failing_feed_poll_is_counted_and_exported_not_dropped():
+    class Broken(SyntheticRuns):
+        def config_runs(self, config_id):  # a monitor being torn down
+            raise RuntimeError("monitor stopped")
+
+    src = Broken(capacity=100)
+    src.rebuild()
+    feed = HistogramFeed(RunFeed(src), LatencyHistogram(), interval_s=0.05)
+    reg = CollectorRegistry()
+    reg.register(OrtopCollector(FakeMonitor(), feed=feed, gpu=FakeGpuCollector(no_gpu=True), rss=lambda pid: None))
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    [sample] = families["ortop_metrics_feed_failures"].samples
+    assert sample.value == 1 and feed.last_failure == "RuntimeError: monitor stopped"

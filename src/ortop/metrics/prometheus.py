@@ -108,6 +108,8 @@ class HistogramFeed:
         self.capacity = capacity
         self.polls = 0
         self.busy_s = 0.0
+        self.failures = 0              # polls that raised: counted and exported, never silently dropped
+        self.last_failure = ""
         self._pacer = Pacer(interval_s, capacity)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -129,12 +131,18 @@ class HistogramFeed:
             self._thread = threading.Thread(target=self._loop, daemon=True, name="ortop-metrics-feed")
             self._thread.start()
 
+    def failed(self, exc: BaseException) -> None:
+        """A poll that raised (a monitor being torn down, say): the next poll or scrape tries again; the failure is
+        counted in ``ortop_metrics_feed_failures_total`` with its last message."""
+        self.failures += 1
+        self.last_failure = f"{type(exc).__name__}: {exc}"
+
     def _loop(self) -> None:
         while not self._stop.wait(self._pacer.next_s):
             try:
                 self.update()
-            except Exception:  # a monitor being torn down: the next poll (or scrape) tries again
-                pass
+            except Exception as exc:
+                self.failed(exc)
 
     def close(self) -> None:
         self._stop.set()
@@ -186,8 +194,8 @@ class OrtopCollector:
             if feed is not None:
                 try:
                     feed.update()
-                except Exception:
-                    pass
+                except Exception as exc:
+                    feed.failed(exc)
             return iter(list(self._families(monitor.snapshot())))
 
     def _families(self, s: Snapshot) -> Iterable[Metric]:
@@ -203,6 +211,10 @@ class OrtopCollector:
                                   "restarts for environment knobs).", value=max(0, len(s.history) - 1))
         yield CounterMetricFamily("ortop_worker_restarts", "Worker processes restarted after dying.",
                                   value=s.restarts)
+        if self.feed is not None:
+            yield CounterMetricFamily("ortop_metrics_feed_failures", "Polls of the latency feed that failed (the "
+                                      "next one tries again); non-zero means the histogram may lag.",
+                                      value=self.feed.failures)
         yield from self._gauges(s)
         yield self._info(s)
         state = GaugeMetricFamily("ortop_state", "1 for the monitor's current state, 0 for the others.",
