@@ -351,3 +351,35 @@ def test_the_profiles_model_runs_when_none_is_given(matmul_model, tmp_path, env)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["model"] == str(tmp_path / "m.onnx") and d["inputs"] == ["x: float32[256x256]"]
+
+
+def test_runs_before_a_worker_crash_are_kept_and_the_restart_is_said(matmul_model, env):
+    """SIGKILL the worker mid-run: the summary keeps the runs measured before the fault, and says when and why."""
+    import psutil
+
+    p = subprocess.Popen([sys.executable, "-m", "ortop.cli", matmul_model, "--headless", "--duration", "6",
+                          "--json", "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    try:
+        deadline = time.monotonic() + 30
+        worker = None
+        while worker is None and time.monotonic() < deadline:
+            kids = [k for k in psutil.Process(p.pid).children() if "resource_tracker" not in " ".join(k.cmdline())]
+            worker = kids[0] if kids else None
+            time.sleep(0.1)
+        assert worker is not None, "no worker process appeared"
+        time.sleep(3.5)  # warm-up done, a few seconds measured
+        worker.kill()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    d = json.loads(out)
+    assert d["restarts"]["count"] == 1 and "signal 9" in d["restarts"]["events"][0]["why"]
+    assert len(d["restarts"]["configurations"]) == 2
+    # the runs from before the fault count with those after the restart (without them: only the second term)
+    before, after = d["restarts"]["configurations"]
+    rows = {r["config_id"]: r["runs"] for r in d["history"]}
+    assert rows[before] > 1000 and rows[after] > 0
+    assert d["runs"] == rows[before] + rows[after]

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ortop.config.profile import Profile
 from ortop.engine.snapshot import Snapshot, summary
 
@@ -92,9 +94,36 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
         measured = time.monotonic() - t0
         snap = monitor.snapshot()
         gpu_info = gpu_summary(gpu)
+        data = summary(snap, duration_s=measured, gpu=gpu_info)
+        if snap.restarts:
+            keep_runs_across_restarts(data, monitor, snap, measured)
     finally:
         monitor.stop()
-    return HeadlessResult(summary(snap, duration_s=measured, gpu=gpu_info), monitor.fatal, True, snap, measured)
+    return HeadlessResult(data, monitor.fatal, True, snap, measured)
+
+
+def keep_runs_across_restarts(data: dict[str, Any], monitor: Any, snap: Any, measured_s: float) -> None:
+    """After a worker died and was restarted, count the runs of every configuration of the running profile, not
+    only those since the restart, and say when and why the worker died (``restarts``).
+
+    A restart rebuilds the last good profile as a new configuration; its runs and the ones measured before the
+    fault are the same experiment, so the summary's runs, latency and throughput cover them all.
+    """
+    from ortop.measure.stats import latency_stats
+
+    same = snap.profile.to_dict(full=True)
+    ids = [h.config_id for h in snap.history if h.profile.to_dict(full=True) == same]
+    runs = [monitor.config_runs(cid) for cid in ids]
+    lat = np.concatenate(runs) if runs else np.zeros(0)
+    # the running configuration's count is exact; earlier ones count the runs their ring kept (the newest 50,000)
+    data["runs"] = int(snap.runs + sum(r.size for cid, r in zip(ids, runs) if cid != snap.config_id))
+    data["latency_ms"] = latency_stats(lat).as_dict()
+    data["throughput_per_s"] = round(lat.size / measured_s, 4) if measured_s > 0 else None
+    data["restarts"] = {
+        "count": snap.restarts,
+        "events": [{"t_s": round(e.t, 3), "why": e.text} for e in snap.events if "worker process died" in e.text],
+        "configurations": ids,
+    }
 
 
 def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, names: Sequence[str] | None = None,
