@@ -159,3 +159,18 @@ def make_conv_model(path: str | os.PathLike, channels: int = 3, out_channels: in
              helper.make_node("Relu", ["c"], ["y"])]
     out = [shape[0], out_channels, shape[2], shape[3]]
     return save(model_of(nodes, [_vi("x", "float32", shape)], [_vi("y", "float32", out)], [w, b]), path)
+
+
+def make_chained_activations_model(path: str | os.PathLike, n: int = 6, mb: int = 32) -> str:
+    """``n`` elementwise nodes in a chain, each making an activation of ``mb`` MB (float32), each adding the
+    input again so no node can work in place on its input: what the CPU arena and the memory pattern are about
+    (arena on keeps the activations' memory after a run; the pattern plans them as one block)."""
+    elems = mb * 2 ** 20 // 4
+    nodes = []
+    prev = "x"
+    for i in range(n):
+        out = "y" if i == n - 1 else f"a{i}"
+        nodes.append(helper.make_node("Add" if i % 2 == 0 else "Mul", [prev, "x"], [out], name=f"n{i}"))
+        prev = out
+    return save(model_of(nodes, [_vi("x", "float32", [elems])], [_vi("y", "float32", [elems])],
+                         name="chained"), path)

@@ -727,7 +727,12 @@ def test_alternate_sends_blocks_in_schedule_order_without_the_settle_runs(worker
         assert len(s.rows) == d.runs > 0
         assert s.rows[:, 0].min() >= d.t_start_ns  # no settle run is in the block
         assert block_s <= (d.t_end_ns - d.t_start_ns) / 1e9 < block_s + 0.05
-        assert 0 < d.cpu_ns and 0 <= d.cpu_between_ns
+        assert 0 < d.cpu_ns
+        # CPU between runs is measured per run, or not at all for a closed loop of sub-0.2 ms runs (their CPU is
+        # taken per window): the block says which, consistently with its rows.
+        tracked = s.rows[:, 2] >= 0
+        assert tracked.all() or not tracked.any()
+        assert (d.cpu_between_ns >= 0) == bool(tracked.all())
         if prev_end is not None:
             # Between one block's end and the next one's recorded start lies that block's settle period.
             assert (d.t_start_ns - prev_end) / 1e9 >= settle_s
@@ -751,3 +756,30 @@ def test_the_monitor_and_the_ui_fake_both_fit_the_view(matmul_model):
     assert isinstance(mon, MonitorView)
     fakes = pytest.importorskip("tests.fakes.monitor")
     assert isinstance(fakes.FakeMonitor(), MonitorView)
+
+
+def test_short_closed_loop_runs_skip_the_per_run_cpu_clock_and_paced_ones_keep_it(tmp_path):
+    """A closed loop of runs of a few µs takes CPU per window (two process-clock reads per run would cost several
+    percent of its time); a paced loop keeps per-run CPU, which is how spinning between runs is seen."""
+    from ortop.config import profile as profile_mod
+    from ortop.runtime.session import FAST_RUN_MS, Loop, Session
+    from tests.models import make_matmul_model
+
+    path = make_matmul_model(tmp_path / "tiny.onnx", n=4, batch=1)
+    from ortop import model as model_mod
+
+    info = model_mod.load_model(path)
+    for rate, expect_tracked in ((0.0, False), (200.0, True)):
+        prof = profile_mod.merge(Profile(model=path), **{"session.intra_op_num_threads": 1,
+                                                         "workload.rate_hz": rate, "workload.warmup_runs": 50})
+        sess = Session(prof, info)
+        sess.warm()
+        assert sess.warm_mean_ms < FAST_RUN_MS
+        loop = Loop(sess, 1, lambda cid, msg: None)
+        assert loop.tracks_cpu is expect_tracked
+        loop.start()
+        time.sleep(0.1)
+        loop.halt()
+        rows = loop.take()
+        assert len(rows) > 0
+        assert bool((rows[:, 2] >= 0).all()) is expect_tracked

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
+from ortop.engine.memory import MemoryInfo
 from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
 from ortop.engine.snapshot import RowVerdict, VerifyProgress
 from ortop.measure.stats import Bucket, LatencyStats
@@ -92,8 +93,15 @@ class FakeMonitor:
             window=replace(cur.latency, runs=400) if cur else LatencyStats(),
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
-            restarts=0, verifying=self.verifying,
+            restarts=0, verifying=self.verifying, memory=self._memory(cur),
         )
+
+    def _memory(self, cur: ConfigRecord | None) -> MemoryInfo:
+        mib = 2 ** 20
+        peak = cur.rss_peak if cur is not None and cur.rss_peak is not None else 180 * mib
+        series = tuple(float(peak - max(0, 30 - i) * mib // 3) for i in range(60))  # a settling arena
+        return MemoryInfo(rss=peak - 2 * mib, rss_peak=peak, rss_built=peak - 14 * mib, host_total=16 * 2 ** 30,
+                          host_available=9 * 2 ** 30, series=series)
 
     def apply(self, profile: Profile) -> int:
         profile = replace(profile, model=self.model_path)
@@ -140,10 +148,13 @@ class FakeMonitor:
         changes = profile.changes_from(self.start_profile)
         cid = len(self.history)
         rng = random.Random(cid)
+        rss_peak = (212 - 9 * cid) * 2 ** 20 if runs else None  # MB that the configuration's arena settles at
+        prev = self.history[-1].rss_peak if self.history else None
         self.history.append(ConfigRecord(
             cid, "; ".join(changes) if changes else "start", profile, started, 44.0 + cid, 4.0 + cid,
             ("CPUExecutionProvider",), _latency(rng, p50, runs), 1000.0 / p50 * 0.97 if runs else math.nan, cpu,
-            verdict))
+            verdict, rss_peak=rss_peak,
+            rss_delta=rss_peak - prev if rss_peak is not None and prev is not None else None))
 
     def _mark_best(self) -> None:
         measured = [h for h in self.history if h.latency.runs >= 20]

@@ -31,6 +31,7 @@ from ortop import model as model_mod
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
 from ortop.engine import ab
+from ortop.engine.memory import MemoryInfo, host_memory, leak_check
 from ortop.engine.schedule import Live, Schedule, Trials
 from ortop.engine.snapshot import (
     Change,
@@ -58,6 +59,7 @@ __all__ = ["Monitor", "summary", "Snapshot", "ConfigRecord", "CpuCost", "Event",
 RESTART_LIMIT = 3            # worker deaths within RESTART_WINDOW_S before giving up on automatic restarts
 RESTART_WINDOW_S = 60.0
 SERIES_LEN = 600             # buckets kept for the live series
+LEAK_CHECK_S = 5.0           # the running configuration's RSS series is checked for a slow leak this often
 RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
                              # recomputed at most this often; finished configurations are computed once
 ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
@@ -416,10 +418,14 @@ class Monitor:
         return cid
 
     def _spawn(self, profile: Profile) -> int:
+        from ortop.collectors.memory import resolve_allocator
         from ortop.engine.workerproc import WorkerProc
 
+        env, said = resolve_allocator(profile.env)  # LD_PRELOAD = "mimalloc": the library's path on this host
         with self._lock:
-            w = WorkerProc(self.model_path, profile.env, self._on_message, self._on_exit)
+            for text in said:
+                self._event("warning", text)
+            w = WorkerProc(self.model_path, env, self._on_message, self._on_exit)
             w.start()
             self._worker = w
             self._worker_key = profile.restart_key()
@@ -512,7 +518,11 @@ class Monitor:
                 else:
                     self._event("error", f"Run() failed in configuration #{msg.config_id}: {msg.message}")
             elif isinstance(msg, P.Log):
-                self._log(msg.line)
+                level = getattr(msg, "level", "")
+                if level:
+                    self._event(level, msg.line)
+                else:
+                    self._log(msg.line)
             self._changed.notify_all()
 
     def _worker_state(self, msg: P.State) -> None:
@@ -601,8 +611,23 @@ class Monitor:
         t = rows[:, 0] / 1e9 + (self._worker_offset or 0.0)
         if c is not None:
             c.add(rows, msg.wall_ns, msg.cpu_ns, t, msg.block)
+            rss = getattr(msg, "rss", -1)
+            if rss >= 0:
+                self._rss_sample(c, rss)
         if len(rows):
             self._series.add(t, rows[:, 1] / 1e6)
+
+    def _rss_sample(self, c: ConfigStore, rss: int) -> None:
+        """The worker's RSS at a flush: the configuration's peak and series; a steady rise logged once as a leak."""
+        now = self.now()
+        c.add_rss(now, rss)
+        if c.leak is not None or now - c.leak_checked < LEAK_CHECK_S:
+            return
+        c.leak_checked = now
+        leak = leak_check(c.rss_t, c.rss)
+        if leak is not None:
+            c.leak = leak
+            self._event("warning", f"memory: {leak.text()} (configuration #{c.config_id})")
 
     def _set_state(self, state: State) -> None:
         if state != self._state:
@@ -660,9 +685,13 @@ class Monitor:
     def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
         rows = c.ring.view()
         lat = stats.latency_stats(rows[:, 0])
+        delta = None
+        if prev is not None and c.rss_peak is not None and prev.rss_peak is not None:
+            delta = c.rss_peak - prev.rss_peak
         return ConfigRecord(c.config_id, c.label, c.profile, c.started, c.info.get("create_ms", math.nan),
                             c.info.get("first_run_ms", math.nan), tuple(c.info.get("providers_active", ())), lat,
-                            c.throughput(), c.cost(rows), self._row_verdict(c, prev, rows), False, c.changes)
+                            c.throughput(), c.cost(rows), self._row_verdict(c, prev, rows), False, c.changes,
+                            c.rss_peak, delta)
 
     def _record_cached(self, c: ConfigStore, prev: ConfigStore | None, now: float) -> ConfigRecord:
         """A configuration's record, recomputed only when its runs (or its predecessor's) changed, and for the
@@ -691,7 +720,15 @@ class Monitor:
                               il.elapsed() if il is not None else 0.0, v.seconds,
                               il.blocks_so_far() if il is not None else 0)
 
+    def _memory(self, cur: ConfigStore | None, host: tuple[int | None, int | None]) -> MemoryInfo:
+        if cur is None:
+            return MemoryInfo(host_total=host[0], host_available=host[1])
+        built = cur.info.get("rss_after", -1)
+        return MemoryInfo(rss=cur.rss_last, rss_peak=cur.rss_peak, rss_built=built if built >= 0 else None,
+                          host_total=host[0], host_available=host[1], series=tuple(cur.rss[-120:]), leak=cur.leak)
+
     def snapshot(self) -> Snapshot:
+        host = host_memory()  # /proc/meminfo: read outside the lock
         with self._lock:
             now = self.now()
             history = []
@@ -727,4 +764,5 @@ class Monitor:
                 throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
                 series=self._series.buckets(now), events=tuple(self._events), history=tuple(history),
                 worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
+                memory=self._memory(cur, host),
             )

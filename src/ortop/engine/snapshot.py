@@ -14,6 +14,7 @@ from typing import Any
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile
+from ortop.engine.memory import MemoryInfo, mb
 from ortop.measure import stats
 
 MINUS = "\u2212"
@@ -132,6 +133,8 @@ class ConfigRecord:
     verdict: RowVerdict | str = ""  # against the previous row; "" for the first
     best: bool = False
     changes: tuple[Change, ...] = ()
+    rss_peak: int | None = None     # the worker's peak RSS (bytes) while this configuration ran, warm-up done
+    rss_delta: int | None = None    # rss_peak against the previous row's (bytes)
 
     def as_dict(self) -> dict[str, Any]:
         v = self.verdict
@@ -144,6 +147,8 @@ class ConfigRecord:
             "p99_ms": _num(self.latency.p99),
             "throughput_per_s": _num(self.throughput_per_s),
             "cpu_ms_per_run": _num(self.cpu.cpu_ms_per_run),
+            "rss_peak_mb": mb(self.rss_peak),
+            "rss_delta_mb": None if self.rss_delta is None else round(self.rss_delta / 2**20, 1),
             "verdict": v.as_dict() if isinstance(v, RowVerdict) else None,
         }
 
@@ -178,6 +183,7 @@ class Snapshot:
     worker_pid: int | None
     restarts: int
     verifying: VerifyProgress | None = None
+    memory: MemoryInfo = MemoryInfo()
 
 
 # ---- changes -----------------------------------------------------------------------------------------------------
@@ -250,6 +256,25 @@ def _num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), 4)
 
 
+def memory_summary(m: MemoryInfo, gpu: Any = None) -> dict[str, Any]:
+    """The summary's ``memory`` block (MB): the worker's RSS at the end and its peak, its growth since the build,
+    the host's memory, and the worker's GPU memory (summed over devices; None without a GPU or a figure)."""
+    gpu_mb = None
+    if gpu:
+        per = [d.get("worker_mem") for d in gpu if isinstance(d, Mapping)]
+        if any(x is not None for x in per):
+            gpu_mb = mb(sum(x for x in per if x is not None))
+    return {
+        "rss_mb": mb(m.rss),
+        "rss_peak_mb": mb(m.rss_peak),
+        "rss_growth_mb": None if m.growth is None else round(m.growth / 2**20, 1),
+        "host_used_mb": mb(m.host_used),
+        "host_available_mb": mb(m.host_available),
+        "gpu_mb": gpu_mb,
+        "leak": m.leak.text() if m.leak is not None else None,
+    }
+
+
 def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict | None = None) -> dict[str, Any]:
     """The JSON object ``--json`` prints and ``--summary FILE`` writes (headless and TUI alike)."""
     warmup = snap.profile.workload.warmup_runs
@@ -273,6 +298,7 @@ def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict |
         "session": {"create_ms": _num(snap.create_ms), "first_run_ms": _num(snap.first_run_ms)},
         "inputs": list(snap.feeds),
         "gpu": gpu,
+        "memory": memory_summary(snap.memory, gpu),
         "history": [h.as_dict() for h in snap.history],
     }
     if extra:

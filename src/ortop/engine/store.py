@@ -20,6 +20,8 @@ from ortop.measure import stats
 from ortop.measure.compare import Block, block_from_runs
 
 CONFIG_RING = 50_000  # runs kept per configuration for its percentiles and verdicts
+RSS_KEEP = 900        # RSS values kept per configuration (one a second at most: 15 minutes)
+RSS_EVERY_S = 1.0
 
 
 class ConfigStore:
@@ -43,6 +45,28 @@ class ConfigStore:
         self._block_rows: dict[int, np.ndarray] = {}  # latency ms of a block whose BlockDone has not come yet
         self.verdict: RowVerdict | None = None        # set by a verification; else the row's verdict is computed
         self.verdict_gen = 0                          # moves with every change of the verification state
+        self.rss_last: int | None = None              # the worker's RSS at its latest flush of this configuration
+        self.rss_peak: int | None = None              # its highest, after the build and warm-up
+        self.rss_t: list[float] = []                  # the RSS series, about one value a second (monitor clock)
+        self.rss: list[float] = []
+        self.leak: Any = None                         # an engine.memory.Leak, once logged for this configuration
+        self.leak_checked = 0.0                       # when the leak check last ran (monitor clock)
+
+    def add_rss(self, t_s: float, rss: int) -> None:
+        """The worker's RSS (bytes) at a flush of this configuration's runs: the peak, and the series (thinned to
+        one value per RSS_EVERY_S, the highest of them, so the series keeps the peaks)."""
+        if rss < 0:
+            return
+        self.rss_last = rss
+        self.rss_peak = rss if self.rss_peak is None else max(self.rss_peak, rss)
+        if self.rss_t and t_s - self.rss_t[-1] < RSS_EVERY_S:
+            self.rss[-1] = max(self.rss[-1], float(rss))
+            return
+        self.rss_t.append(t_s)
+        self.rss.append(float(rss))
+        if len(self.rss_t) > RSS_KEEP:
+            del self.rss_t[: len(self.rss_t) - RSS_KEEP]
+            del self.rss[: len(self.rss) - RSS_KEEP]
 
     def clear(self) -> None:
         self.ring.clear()
@@ -85,7 +109,7 @@ class ConfigStore:
         wall_s = self.wall_ns / 1e9
         per_run = self.cpu_ns / 1e6 / self.runs
         between = math.nan
-        if self.profile.workload.concurrency == 1 and len(rows):
+        if self.profile.workload.concurrency == 1 and len(rows) and bool((rows[:, 2] >= 0).all()):
             # Spin: CPU the process burned while no Run() was in flight, per second of wall time.
             between = float(rows[:, 2].sum()) / (float(rows[-1, 3] - rows[0, 3]) or wall_s)
         return CpuCost(per_run, between, self.cpu_ns / self.wall_ns * 100, self.busy_ns / self.wall_ns * 100)

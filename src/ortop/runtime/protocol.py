@@ -15,7 +15,9 @@ Parent → worker                                   Worker → parent
 
 ``Samples.rows`` is an int64 array, one row per run: [start_ns, latency_ns, cpu_in_ns, cpu_between_ns] (the cpu
 columns are -1 with concurrent callers); ``wall_ns``/``cpu_ns`` are the wall and process CPU time the batch
-covers. Clocks are the worker's ``perf_counter_ns`` and ``process_time_ns``.
+covers; ``rss`` the worker's resident memory read from ``/proc/self/statm`` at the flush (~100 ms: a file read of a
+few µs, and, sampled in the worker, it follows a configuration's peak even when nobody asks for a snapshot).
+Clocks are the worker's ``perf_counter_ns`` and ``process_time_ns``.
 
 This module imports nothing heavy: the parent imports it without onnxruntime.
 """
@@ -120,6 +122,7 @@ class Samples:
     wall_ns: int
     cpu_ns: int
     block: int = LIVE
+    rss: int = -1  # the worker's resident memory (bytes) when the batch was sent; -1 unknown
 
 
 @dataclass(frozen=True)
@@ -156,9 +159,11 @@ class RunError:
 
 @dataclass(frozen=True)
 class Log:
-    """A line ORT (or Python) wrote to stderr/stdout in the worker, ANSI colour stripped."""
+    """A line ORT (or Python) wrote to stderr/stdout in the worker, ANSI colour stripped; ``level`` set when the
+    worker itself says something with a known level (``warning``, ``error``, ``info``)."""
 
     line: str
+    level: str = ""
 
 
 ToWorker = Build | Drop | RunLive | Alternate | Pause | Resume | Stop

@@ -107,6 +107,54 @@ class _Sender:
             self.conn.send(msg)
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_now() -> int:
+    """The worker's resident memory in bytes, from ``/proc/self/statm`` (a few µs: cheap enough for every flush);
+    psutil where there is no /proc; -1 when neither answers."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return _rss()
+
+
+def preload_missing(preload: str, maps: str) -> list[str]:
+    """The entries of an ``LD_PRELOAD`` value that are not mapped in the process (``maps``: /proc/self/maps).
+
+    ld.so skips a library it cannot load with one line on stderr, and that line is written at exec time, before
+    the worker can catch its stderr: what is mapped is the only reliable answer. Entries are matched by path, or
+    by file name for bare names ld.so looked up itself.
+    """
+    mapped = {line.split(None, 5)[5].strip() for line in maps.splitlines() if len(line.split(None, 5)) == 6}
+    names = {os.path.basename(m) for m in mapped}
+    real = {os.path.realpath(m) for m in mapped if m.startswith("/")}
+    missing = []
+    for entry in preload.replace(":", " ").split():
+        if entry.startswith("/"):
+            if entry not in mapped and os.path.realpath(entry) not in real:
+                missing.append(entry)
+        elif entry not in names:
+            missing.append(entry)
+    return missing
+
+
+def _check_preload(send) -> None:
+    """Say, as a warning, when LD_PRELOAD asked for a library that is not loaded (a wrong path, not a library)."""
+    preload = os.environ.get("LD_PRELOAD", "")
+    if not preload.strip() or not sys.platform.startswith("linux"):
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            maps = fh.read()
+    except OSError:
+        return
+    for entry in preload_missing(preload, maps):
+        send(P.Log(f"LD_PRELOAD {entry} is not loaded in the worker (missing, or not a shared library): the "
+                   "allocator is not in effect", "warning"))
+
+
 def _rss() -> int:
     try:
         import psutil
@@ -327,7 +375,7 @@ class Worker:
         cpu_now = time.process_time_ns()
         wall, cpu = now - self.last_flush, cpu_now - self.last_cpu
         self.last_flush, self.last_cpu = now, cpu_now
-        self.send(P.Samples(loop.config_id, rows, wall, cpu, P.LIVE))
+        self.send(P.Samples(loop.config_id, rows, wall, cpu, P.LIVE, rss_now()))
 
     def _halt_live(self) -> None:
         if self.loop is not None:
@@ -355,8 +403,8 @@ class Worker:
         rows = b.loop.take()
         rows = rows[rows[:, 0] >= b.t_start]
         cid = b.loop.config_id
-        between = int(rows[:, 3].sum()) if b.loop.k == 1 else -1
-        self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq))
+        between = int(rows[:, 3].sum()) if b.loop.tracks_cpu else -1
+        self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now()))
         self.send(P.BlockDone(cid, b.seq, b.t_start, t_end, cpu_end - b.cpu_start, between, len(rows)))
         alt.pos += 1
         total = alt.total()
@@ -444,6 +492,7 @@ def worker_main(conn, model_path: str) -> None:
     send = _Sender(conn)
     _capture_stderr(send)
     _die_with_parent()
+    _check_preload(send)
     set_os_thread_name("ortop-worker")  # the main thread: builds sessions and serves the parent's commands
     try:
         import onnxruntime  # noqa: F401  (loaded once, up front: a build's memory figure is then the session's own)

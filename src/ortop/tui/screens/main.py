@@ -1,4 +1,4 @@
-"""The live view: CPU, spin, GPU on the left; latency, model / session and events on the right.
+"""The live view: CPU, spin, GPU and memory on the left; latency, model / session and events on the right.
 
 The app reads the monitor and the collectors on its tick and hands the screen what it read (:meth:`MainScreen.draw`);
 the screen gives each panel its drawing function from :mod:`ortop.tui.panels`, and the panels repaint only what
@@ -18,7 +18,7 @@ from textual.screen import Screen
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.messages import CatchUp
 from ortop.tui.meters import Meters
-from ortop.tui.panels import cpu, events, gpu, latency, model, spin, status
+from ortop.tui.panels import cpu, events, gpu, latency, memory, model, spin, status
 from ortop.tui.panels._format import BUSY_STATES, pace_shortfall
 from ortop.tui.widgets import KeyBar, Panel
 
@@ -58,6 +58,7 @@ class MainScreen(Screen[None]):
                 yield Panel(cpu.TITLE, id="cpu")
                 yield Panel("Spin · CPU the worker burns", id="spin")
                 yield Panel("GPU", id="gpu")
+                yield Panel(memory.TITLE, id="memory")
             with Column(id="right"):
                 yield Panel("Latency", id="latency")
                 yield Panel("Model · session", id="model")
@@ -93,6 +94,11 @@ class MainScreen(Screen[None]):
         q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history),
                                (m.slow, snap.config_id))
         q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
+        mem = snap.memory
+        q("#memory", Panel).show(lambda w, h: memory.memory_panel(mem, snap.history, m.gpu, w, h),
+                                 (mem.rss, mem.rss_peak, (mem.host_available or 0) >> 24, mem.leak,
+                                  mem.series[-1:], len(mem.series),
+                                  tuple((h.config_id, h.rss_peak, h.rss_delta) for h in snap.history), m.gpu))
         q("#latency", Panel).show(lambda w, h: latency.latency_panel(
             snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s),
             (m.frame, snap.config_id, snap.state))
@@ -113,7 +119,8 @@ class MainScreen(Screen[None]):
                 pass
 
     def _fit_heights(self, cpu_sample: Any, gpu_sample: Any) -> None:
-        """Size the CPU and GPU panels to their content (core count, GPU count), leaving the rest to the spin panel.
+        """Size the CPU and GPU panels to their content (core count, GPU count), leaving the rest to the spin panel
+        (the memory panel's height is fixed by the stylesheet).
 
         Only runs a layout when the inputs change (a resize, the first sample), not on every tick.
         """
@@ -127,7 +134,8 @@ class MainScreen(Screen[None]):
         self._fit_key = key
         frame = cpu_panel.outer_size.height - cpu_panel.size.height
         gpu_h = gpu.gpu_rows(gpu_sample) + frame
-        max_cpu = max(3, (body.size.height - gpu_h) * 55 // 100 - frame)
+        mem_h = self.query_one("#memory", Panel).outer_size.height
+        max_cpu = max(3, (body.size.height - gpu_h - mem_h) * 55 // 100 - frame)
         lines = cpu.cpu_panel(cpu_sample, cpu_panel.size.width, max_cpu).plain.count("\n") + 1
         cpu_panel.styles.height = lines + frame
         gpu_panel.styles.height = gpu_h

@@ -1,0 +1,127 @@
+"""Memory figures: the worker's resident memory (now, per configuration's peak, growth), the host's, and the slow
+leak check over a configuration's RSS series.
+
+The worker reads its own RSS from ``/proc/self/statm`` at every flush of samples (~100 ms) and sends it with the
+samples: a configuration's peak is then followed even in a headless run that takes a single snapshot at its end
+(a sampler in this process, reading at snapshot time, would see two RSS values a second in the TUI and one in a
+whole headless run). The host's figures are read at snapshot time (``/proc/meminfo`` through psutil).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MB = 2**20
+
+# The leak check: a series of at least LEAK_MIN_S seconds, cut into LEAK_SEGMENTS; a leak is RSS rising from
+# segment to segment in most steps (not a step up and a plateau, as an arena growing to its working set does),
+# by at least LEAK_MIN_MB overall and LEAK_MIN_FRACTION of the starting RSS.
+LEAK_MIN_S = 20.0
+LEAK_SEGMENTS = 8
+LEAK_RISING_STEPS = 0.75
+LEAK_MIN_MB = 4.0
+LEAK_MIN_FRACTION = 0.01
+
+
+@dataclass(frozen=True)
+class Leak:
+    """RSS rising steadily: ``rise_mb`` over ``span_s`` seconds."""
+
+    rise_mb: float
+    span_s: float
+    start_mb: float
+
+    @property
+    def mb_per_min(self) -> float:
+        return self.rise_mb / self.span_s * 60 if self.span_s > 0 else math.nan
+
+    def text(self) -> str:
+        return (f"RSS rising steadily: +{self.rise_mb:.1f} MB over {self.span_s:.0f} s "
+                f"({self.mb_per_min:.1f} MB/min, from {self.start_mb:.0f} MB) — a slow leak?")
+
+
+def leak_check(t_s: Sequence[float], rss_bytes: Sequence[float]) -> Leak | None:
+    """A slow leak in an RSS series (times in seconds, RSS in bytes), or None.
+
+    The series is cut into equal time segments; each segment's median stands for it. A leak rises in at least
+    three quarters of the steps between segments and by at least 4 MB and 1 % overall; a one-off step (an arena
+    growing, a cache filling) followed by a plateau rises in one step only, and noise rises in about half.
+    """
+    n = min(len(t_s), len(rss_bytes))
+    if n < 2 * LEAK_SEGMENTS:
+        return None
+    t0, t1 = float(t_s[0]), float(t_s[n - 1])
+    span = t1 - t0
+    if span < LEAK_MIN_S:
+        return None
+    buckets: list[list[float]] = [[] for _ in range(LEAK_SEGMENTS)]
+    for i in range(n):
+        k = min(LEAK_SEGMENTS - 1, int((float(t_s[i]) - t0) / span * LEAK_SEGMENTS))
+        buckets[k].append(float(rss_bytes[i]))
+    meds = [sorted(b)[len(b) // 2] for b in buckets if b]
+    if len(meds) < LEAK_SEGMENTS - 1:
+        return None
+    rising = sum(1 for a, b in zip(meds, meds[1:]) if b > a)
+    falling = sum(1 for a, b in zip(meds, meds[1:]) if b < a)
+    rise = meds[-1] - meds[0]
+    steps = len(meds) - 1
+    if rising < LEAK_RISING_STEPS * steps or falling > 1:
+        return None
+    if rise < LEAK_MIN_MB * MB or rise < LEAK_MIN_FRACTION * meds[0]:
+        return None
+    return Leak(rise / MB, span, meds[0] / MB)
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """The memory figures of a snapshot (bytes; None where unknown)."""
+
+    rss: int | None = None               # the worker's RSS at its latest flush
+    rss_peak: int | None = None          # the running configuration's peak since it was built (warm-up done)
+    rss_built: int | None = None         # the worker's RSS right after the session was built and warmed
+    host_total: int | None = None
+    host_available: int | None = None
+    series: tuple[float, ...] = ()       # the running configuration's RSS (bytes), about one value a second
+    leak: Leak | None = None
+
+    @property
+    def growth(self) -> int | None:
+        """RSS now against right after the build: what running has added (arena growth, caches, a leak)."""
+        if self.rss is None or self.rss_built is None:
+            return None
+        return self.rss - self.rss_built
+
+    @property
+    def host_used(self) -> int | None:
+        if self.host_total is None or self.host_available is None:
+            return None
+        return self.host_total - self.host_available
+
+
+def host_memory() -> tuple[int | None, int | None]:
+    """(total, available) bytes of host memory; (None, None) when it cannot be read."""
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        return int(vm.total), int(vm.available)
+    except Exception:  # psutil missing or refused: the figure is optional
+        pass
+    try:
+        fields: dict[str, int] = {}
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                fields[key] = int(rest.split()[0]) * 1024
+        return fields.get("MemTotal"), fields.get("MemAvailable")
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def mb(x: float | None) -> float | None:
+    """Bytes as MB rounded to 0.1, None for None or negative (unknown)."""
+    if x is None or not math.isfinite(x) or x < 0:
+        return None
+    return round(x / MB, 1)

@@ -1,0 +1,98 @@
+"""The memory panel: the worker's RSS (now, peak, growth since the build), the host's memory, the worker's GPU
+memory, a leak warning, and each configuration's peak RSS with its change against the row before it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+
+from ortop.measure.stats import spark
+from ortop.tui.panels._format import DASH, WORKER_STYLE, clip, fmt_bytes, join_lines, short_label
+
+TITLE = "Memory · worker RSS"
+MB = 2 ** 20
+
+
+def _mb(n: float | None) -> str:
+    return DASH if n is None or n < 0 else f"{n / MB:.0f} MB"
+
+
+def _signed_mb(n: float) -> str:
+    mbs = n / MB
+    if abs(mbs) < 0.5:
+        return "±0 MB"
+    return f"{mbs:+.0f} MB".replace("-", "\u2212")
+
+
+def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, height: int) -> Text:
+    """``mem``: the snapshot's ``MemoryInfo``; ``history``: its ConfigRecords (peak RSS per configuration);
+    ``gpu_sample``: the GPU collector's latest sample (its per-device worker memory), or None."""
+    lines: list[Text] = []
+    head = Text(no_wrap=True, end="")
+    head.append("RSS ", style="dim")
+    head.append(_mb(mem.rss), style=WORKER_STYLE)
+    head.append("  peak ", style="dim")
+    head.append(_mb(mem.rss_peak).removesuffix(" MB") if mem.rss is not None else _mb(mem.rss_peak))
+    growth = mem.growth
+    if growth is not None:  # MB, like the figures before it
+        head.append("  ")
+        head.append(_signed_mb(growth).removesuffix(" MB"), style="yellow" if growth > 64 * MB else "")
+        head.append(" since build", style="dim")
+    lines.append(head)
+
+    host = Text(no_wrap=True, end="")
+    host.append("host ", style="dim")
+    if mem.host_total is None:
+        host.append(DASH)
+    else:
+        host.append(f"{fmt_bytes(mem.host_used)} used")
+        host.append(" · ", style="dim")
+        avail = mem.host_available or 0
+        host.append(f"{fmt_bytes(avail)} available", style="red" if avail < 0.1 * mem.host_total else "")
+    worker_gpu = _gpu_worker(gpu_sample)
+    if worker_gpu is not None and len(host.plain) + 6 + len(fmt_bytes(worker_gpu)) <= width:
+        host.append("  GPU ", style="dim")
+        host.append(fmt_bytes(worker_gpu), style=WORKER_STYLE)
+    lines.append(host)
+
+    if mem.leak is not None:
+        lines.append(Text(clip("⚠ " + mem.leak.text(), width), style="yellow", no_wrap=True, end=""))
+    elif len(mem.series) >= 2 and width > 10:
+        lo, hi = min(mem.series), max(mem.series)
+        line = Text(no_wrap=True, end="")
+        line.append("RSS ", style="dim")
+        line.append(spark(list(mem.series), width - 4, lo - max(1.0, (hi - lo)) * 0.1, hi), style="cyan")
+        lines.append(line)
+
+    rows = [h for h in history if getattr(h, "rss_peak", None) is not None]
+    room = height - len(lines)
+    if rows and room > 0:
+        for h in rows[-room:]:
+            line = Text(no_wrap=True, end="")
+            line.append(f"#{h.config_id} ", style="bold")
+            line.append(f"peak {_mb(h.rss_peak):>7}")
+            if h.rss_delta is not None:
+                d = h.rss_delta
+                line.append(f" {_signed_mb(d):>8}", style="green" if d < -MB else ("yellow" if d > MB else "dim"))
+            else:
+                line.append(" " * 9)
+            label = short_label(h.label) if h.label != "start" else "start"
+            line.append(" " + clip(label, max(0, width - len(line.plain) - 1)), style="dim")
+            lines.append(line)
+    return join_lines(lines, height)
+
+
+def _gpu_worker(sample: Any) -> int | None:
+    """The worker's GPU memory summed over devices, or None (no GPU, or NVML cannot say per process)."""
+    if sample is None or not getattr(sample, "devices", ()):
+        return None
+    per = [d.process_mem for d in sample.devices if d.process_mem is not None]
+    return sum(per) if per else None
+
+
+def memory_rows(history: Sequence[Any], height_hint: int = 3) -> int:
+    """Lines the panel wants: RSS, host, the series or leak line, and up to ``height_hint`` history rows."""
+    rows = sum(1 for h in history if getattr(h, "rss_peak", None) is not None)
+    return 3 + min(rows, height_hint)
