@@ -544,8 +544,12 @@ class Monitor:
     def _build_failed(self, message: str) -> None:
         self._pending = None
         if self._current is None:
-            self._event("error", f"session failed to build: {message}")
-            self._fail(f"cannot build a session: {message}")
+            if message.startswith("the first run failed"):
+                self._event("error", message)
+                self._fail(message)
+            else:
+                self._event("error", f"session failed to build: {message}")
+                self._fail(f"cannot build a session: {message}")
         elif not self._worker_has_session and self._good is not None:
             # A fresh worker (environment change) has nothing to fall back on: bring back the last good.
             self._event("error", f"rebuild failed: {message}; restarting with the previous settings")

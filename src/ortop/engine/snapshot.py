@@ -275,6 +275,37 @@ def memory_summary(m: MemoryInfo, gpu: Any = None) -> dict[str, Any]:
     }
 
 
+def group_warnings(texts: list[str], *, min_tokens: int = 5, shown: int = 3) -> list[str]:
+    """Warnings that differ in one word only become one line: ORT warns once per initializer listed as an input,
+    269 lines that say the same thing about 269 names read as
+    ``ORT: Initializer {fc1_w, fc2_w, fc3_w, … 269 names} appears in graph inputs …``. Order is kept (each group
+    where its first member was)."""
+    groups: list[tuple[list[str], int | None, list[str]]] = []  # (tokens of the first, varying position, words)
+    for text in texts:
+        tokens = text.split(" ")
+        for g in groups:
+            first, pos, words = g
+            if len(first) != len(tokens) or len(tokens) < min_tokens:
+                continue
+            diff = [k for k, (a, b) in enumerate(zip(first, tokens)) if a != b]
+            if len(diff) == 1 and (pos is None or pos == diff[0]):
+                if pos is None:
+                    groups[groups.index(g)] = (first, diff[0], [first[diff[0]], tokens[diff[0]]])
+                else:
+                    words.append(tokens[diff[0]])
+                break
+        else:
+            groups.append((tokens, None, []))
+    out = []
+    for first, pos, words in groups:
+        if pos is None:
+            out.append(" ".join(first))
+            continue
+        listed = ", ".join(words[:shown]) + (f", … {len(words)} names" if len(words) > shown else "")
+        out.append(" ".join(first[:pos] + ["{" + listed + "}"] + first[pos + 1:]))
+    return out
+
+
 def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict | None = None) -> dict[str, Any]:
     """The JSON object ``--json`` prints and ``--summary FILE`` writes (headless and TUI alike)."""
     warmup = snap.profile.workload.warmup_runs
@@ -283,8 +314,9 @@ def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict |
         "profile": snap.profile.to_dict(full=True),
         "providers_requested": list(snap.providers_requested),
         "providers_active": list(snap.providers_active),
-        "warnings": [e.text + (f" (x{e.count})" if e.count > 1 else "") for e in snap.events
-                     if e.level in ("warning", "error")],
+        "warnings": group_warnings([e.text + (f" (x{e.count})" if e.count > 1 else "") for e in snap.events
+                                    if e.level in ("warning", "error")]),
+        "notes": list(snap.notes),
         "runs": snap.runs,
         "warmup_runs": warmup,
         "duration_s": round(duration_s, 3),

@@ -49,6 +49,7 @@ class Session:
             self.device = "cuda"
         self._bound: dict[int, Any] = {}  # caller index -> IOBinding (one loop at a time drives a session)
         self.warm_mean_ms = float("nan")  # mean of the warm-up runs, once warm() has run
+        self.warmup_cut = False           # warm-up stopped at WARMUP_LIMIT_NS before warmup_runs
 
     def warm(self) -> tuple[int, float]:
         """The first run (timed apart: it pays for lazy initialisation) and the profile's other warm-up runs.
@@ -61,9 +62,15 @@ class Session:
         first_ns = time.perf_counter_ns() - t0
         n = max(0, self.profile.workload.warmup_runs - 1)
         t1 = time.perf_counter_ns()
-        for _ in range(n):
+        deadline = t1 + WARMUP_LIMIT_NS
+        done = 0
+        for _ in range(n):  # bounded by time too: a slow model with a large warmup_runs would never start measuring
             run()
-        mean_ms = (time.perf_counter_ns() - t1) / 1e6 / n if n else float("nan")
+            done += 1
+            if time.perf_counter_ns() > deadline:
+                break
+        self.warmup_cut = done < n
+        mean_ms = (time.perf_counter_ns() - t1) / 1e6 / done if done else float("nan")
         self.warm_mean_ms = mean_ms
         return first_ns, mean_ms
 
@@ -112,6 +119,7 @@ class Session:
         return lambda: run(None, feeds)
 
 
+WARMUP_LIMIT_NS = 30_000_000_000  # warm-up ends after 30 s whatever warmup_runs says
 FAST_RUN_MS = 0.2  # closed-loop runs shorter than this (warm-up mean) skip the per-run process clock
 
 

@@ -423,19 +423,21 @@ class Worker:
     def _build(self, config_id: int, data: dict) -> None:
         from ortop import model as model_mod
         from ortop.config import profile as profile_mod
-        from ortop.runtime.session import Session, one_line
+        from ortop.runtime.session import WARMUP_LIMIT_NS, Session, one_line
 
         self._halt_live()
         self._abort_block()
         self._state("building", config_id)
         rss_before = _rss()
+        stage = ""
         try:
             prof = profile_mod.from_dict(data)
             new = Session(prof, self.info)
             self._state("warming", config_id)
+            stage = "the first run failed: "  # the session was built; the model failed running it
             first_ns, warm_ms = new.warm()
         except Exception as exc:
-            self.send(P.BuildFailed(config_id, f"{type(exc).__name__}: {one_line(exc)}"))
+            self.send(P.BuildFailed(config_id, f"{stage}{type(exc).__name__}: {one_line(exc)}"))
             self._run()  # whatever ran before keeps running
             return
         old = self.sessions.pop(config_id, None)
@@ -448,7 +450,8 @@ class Worker:
             "providers_active": new.providers_active,
             "providers_requested": prof.providers(),
             "feeds": model_mod.describe_feeds(new.feeds),
-            "notes": list(new.notes),
+            "notes": list(new.notes) + ([f"warm-up stopped after {WARMUP_LIMIT_NS // 10**9} s, before its "
+                                         f"{prof.workload.warmup_runs} runs"] if new.warmup_cut else []),
             "pid": os.getpid(),
             "rss_before": rss_before,
             "rss_after": _rss(),
