@@ -795,3 +795,17 @@ def test_warnings_that_differ_in_one_name_are_one_line():
     assert out[1] == ("ORT: Initializer {w0, w1, w2, … 269 names} appears in graph inputs and will not be treated "
                       "as constant.")
     assert group_warnings(["a b c d e f", "a b X d e Y"]) == ["a b c d e f", "a b X d e Y"]  # two words differ
+
+
+def test_paced_blocks_span_enough_runs_and_verification_grows_to_fit_its_pairs():
+    """At 10 Hz a run comes every 100 ms: a 0.3 s block would hold three runs. Blocks span at least five periods,
+    the settle stays short (it waits out spinning, not the pace), and a live verification measures long enough
+    for about eight pairs instead of stopping undecided."""
+    from ortop.engine.schedule import MIN_BLOCK_RUNS, SETTLE_S, VERIFY_PAIRS, plan_blocks, verify_seconds
+
+    closed = plan_blocks(1.0, None, 2)
+    paced = plan_blocks(1.0, None, 2, period_ms=100.0)
+    assert closed == (0.3, SETTLE_S)
+    assert paced == (MIN_BLOCK_RUNS * 0.1, SETTLE_S)
+    assert verify_seconds(1.0, 0.0) == 6.0
+    assert verify_seconds(1.0, 100.0) == pytest.approx(2 * VERIFY_PAIRS * (0.5 + 0.3))

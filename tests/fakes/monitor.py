@@ -120,12 +120,12 @@ class FakeMonitor:
     def resume(self) -> None:
         self.state = "measuring"
 
-    def verify(self, config_id: int, against_id: int | None = None, seconds: float = 6.0) -> Future:
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
         ids = [h.config_id for h in self.history]
         if config_id not in ids or ids.index(config_id) == 0:
             raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
         against = ids[ids.index(config_id) - 1] if against_id is None else against_id
-        self.verifying = VerifyProgress(config_id, against, "measuring", 2.0, seconds, 6)
+        self.verifying = VerifyProgress(config_id, against, "measuring", 2.0, seconds or 6.0, 6)
         self.verified.append((config_id, against))
         return Future()
 

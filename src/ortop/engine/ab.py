@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.schedule import plan_blocks
+from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import stats
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
@@ -247,7 +247,7 @@ class Interleaving:
             if self.stop.is_set():
                 return self._result(memory, stopped=True)
             lat = max(self._latency_estimate(i) for i in range(len(self.profiles)))
-            block, settle = plan_blocks(lat, self.budget_s, len(self.profiles))
+            block, settle = plan_blocks(lat, self.budget_s, len(self.profiles), period_ms(self.profiles))
             block = self.block_s or block
             settle = self.settle_s if self.settle_s is not None else settle
             self.block_s, self.settle_s = block, settle

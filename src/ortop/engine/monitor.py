@@ -32,7 +32,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
 from ortop.engine import ab
 from ortop.engine.memory import MemoryInfo, host_memory, leak_check
-from ortop.engine.schedule import Live, Schedule, Trials
+from ortop.engine.schedule import Live, Schedule, Trials, period_ms, verify_seconds
 from ortop.engine.snapshot import (
     Change,
     ConfigRecord,
@@ -260,7 +260,7 @@ class Monitor:
                 self._send(msg)
 
     # ---- verification --------------------------------------------------------------------------------------
-    def verify(self, config_id: int, against_id: int | None = None, seconds: float = 6.0) -> Future:
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
         """Compare history row ``config_id`` with ``against_id`` (default: the row before it) by interleaving.
 
         Both configurations are rebuilt as sessions in the running worker and alternate in short blocks for
@@ -303,6 +303,9 @@ class Monitor:
                 self._generation += 1
                 fut.set_result(rv)
                 return fut
+            if seconds is None:  # 6 s, or longer where blocks are long (a paced or slow model): ~8 pairs
+                lat = [float(np.median(c.ring.view()[:, 0])) for c in (base, row) if len(c.ring)]
+                seconds = verify_seconds(max(lat) if lat else math.nan, period_ms([base.profile, row.profile]))
             v = _Verify(config_id, against_id, seconds, fut)
             self._verify = v
             row.verdict_gen += 1

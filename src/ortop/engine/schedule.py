@@ -8,7 +8,9 @@ blocks (the A/B comparison); ``Trials`` runs configurations one after another fo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ortop.runtime import protocol as P
 
@@ -57,18 +59,46 @@ class Trials:
 Schedule = Live | Alternate | Trials
 
 
-def plan_blocks(latency_ms: float, budget_s: float | None = None, n_configs: int = 2) -> tuple[float, float]:
-    """(block_s, settle_s) for a model whose runs take about ``latency_ms``.
+def plan_blocks(latency_ms: float, budget_s: float | None = None, n_configs: int = 2,
+                period_ms: float = 0.0) -> tuple[float, float]:
+    """(block_s, settle_s) for a model whose runs take about ``latency_ms``, called every ``period_ms`` when paced.
 
-    About BLOCK_S per block, at least MIN_BLOCK_RUNS runs; a short budget shrinks blocks so MIN_BLOCKS fit (per
-    two configurations) but never below MIN_BLOCK_RUNS runs. Settle: SETTLE_S or SETTLE_RUNS runs, the longer.
+    About BLOCK_S per block, at least MIN_BLOCK_RUNS runs (at a paced rate, runs come one per period, so a block
+    spans at least MIN_BLOCK_RUNS periods); a short budget shrinks blocks so MIN_BLOCKS fit (per two
+    configurations) but never below MIN_BLOCK_RUNS runs. Settle: SETTLE_S or SETTLE_RUNS runs, the longer (the
+    settle waits out the other session's spinning pool, a matter of run time, not of the pace).
     """
     run_s = latency_ms / 1e3 if math.isfinite(latency_ms) and latency_ms > 0 else 0.001
+    per_run_s = max(run_s, period_ms / 1e3 if math.isfinite(period_ms) and period_ms > 0 else 0.0)
     block = BLOCK_S
     if budget_s is not None and budget_s > 0:
         settle_guess = max(SETTLE_S, SETTLE_RUNS * run_s)
         fit = budget_s / (MIN_BLOCKS * max(2, n_configs) / 2) - settle_guess
         block = min(block, max(fit, 0.05))
-    block = max(block, MIN_BLOCK_RUNS * run_s)
+    block = max(block, MIN_BLOCK_RUNS * per_run_s)
     settle = max(SETTLE_S, SETTLE_RUNS * run_s)
     return block, settle
+
+
+def period_ms(profiles: Sequence[Any]) -> float:
+    """The longest pacing period of ``profiles`` (ms between one caller's runs; 0 for closed loops)."""
+    out = 0.0
+    for p in profiles:
+        w = p.workload
+        if w.rate_hz > 0:
+            out = max(out, 1e3 * w.concurrency / w.rate_hz)
+    return out
+
+
+VERIFY_PAIRS = 8  # a verification plans for this many pairs: a few more than the rank interval's minimum of six
+
+
+def verify_seconds(latency_ms: float, period: float, base_s: float = 6.0) -> float:
+    """How long a live verification measures: ``base_s``, or longer when blocks are long (a slow or paced model)
+    so that about VERIFY_PAIRS pairs fit."""
+    block, _ = plan_blocks(latency_ms, None, 2, period)
+    # the comparison estimates a paced run's time from its pace, so its settle can be SETTLE_RUNS periods: plan
+    # for that, the longer case
+    per_run_s = max(latency_ms if math.isfinite(latency_ms) else 0.0, period) / 1e3
+    settle = max(SETTLE_S, SETTLE_RUNS * per_run_s)
+    return max(base_s, 2 * VERIFY_PAIRS * (block + settle))
