@@ -15,6 +15,7 @@ from ortop.engine.monitor import Monitor
 from ortop.engine.snapshot import RowVerdict
 from ortop.measure.compare import METRICS
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
+from tests.test_engine import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,17 +38,6 @@ def threads_profiles(tmp_path):
     a.write_text("[session]\nintra_op_num_threads = 1\n")
     b.write_text("[session]\nintra_op_num_threads = 2\n")
     return a, b
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def check_comparison_json(d: dict, n_configs: int, budget: float) -> None:

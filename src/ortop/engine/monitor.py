@@ -64,6 +64,8 @@ RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles o
                              # recomputed at most this often; finished configurations are computed once
 ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
 LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
+
+
 class _Verify:
     """A verification under way: its ids, its interleaving (once started), a cancel flag and the caller's future."""
 
