@@ -479,7 +479,34 @@ def test_stop_ends_early_with_a_result() -> None:
 
     result = Tuner(space, racer, budget_s=60, clock=clock, on_event=on_event, stop=stop).run()
     assert clock.t < 40
-    assert result.verdict in (BETTER, KEEP)
+    assert result.stopped and result.as_dict()["stopped"] is True
+    # Stopped before the verification: nothing is claimed, and what was leading is named.
+    assert result.verdict == KEEP
+    assert result.text.startswith("stopped before the best candidate (threads 2) was verified")
+    assert result.candidate is not None and result.candidate.session.intra_op_num_threads == 2
+
+
+@pytest.mark.integration
+def test_ctrl_c_prints_the_result_so_far_and_exits_130(matmul_model, tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    save_path = tmp_path / "best.toml"
+    proc = subprocess.Popen([sys.executable, "-m", "ortop", "tune", matmul_model, "--budget", "60", "--space",
+                             "threads", "--json", "--save", str(save_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    d = json.loads(out)
+    assert d["stopped"] is True and d["elapsed_s"] < 30
+    assert d["best"]["verdict"] == KEEP
+    assert "stopping: the result so far follows" in err
+    assert "stopped by the user" in save_path.read_text()
+    profile_mod.load(save_path)
 
 
 def test_losers_are_released() -> None:

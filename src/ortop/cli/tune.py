@@ -9,23 +9,28 @@ Progress goes to stderr (a live bar and leaderboard on a terminal, one line per 
 to stdout, as text or, with ``--json``, as one JSON object and nothing else.
 
 Exit codes: 0 with a result (keeping the baseline included), 2 for bad input (one ``ortop: error:`` line), 1 when
-the model fails at run time.
+the model fails at run time, 130 when ctrl-C stopped the search (the result so far is printed, and saved with
+``--save``; a second ctrl-C aborts without one).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import math
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import EXIT_OK, UsageError
+
+EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
 
 EXAMPLES = """examples:
   ortop tune model.onnx                                   lowest p50, 60 s
@@ -141,7 +146,8 @@ def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: 
         gain,
         f"verdict: {result.text}",
         f"search: {raced} candidates raced, {failed} failed, budget {result.budget_s:g} s "
-        f"(took {result.elapsed_s:.1f} s); space: {', '.join(result.dimensions) or 'none'}",
+        f"(took {result.elapsed_s:.1f} s{', stopped by the user' if result.stopped else ''}); "
+        f"space: {', '.join(result.dimensions) or 'none'}",
     ]
     return "\n".join(lines)
 
@@ -233,6 +239,12 @@ class Progress:
                 print(line, file=sys.stderr, flush=True)
                 self._last = line
 
+    def note(self, line: str) -> None:
+        """A line for the user (on the live display's phase line, or on its own line)."""
+        self.display.phase = line
+        if self.live is None:
+            print(f"[{self.clock() - self.t0:5.1f} s] {line}", file=sys.stderr, flush=True)
+
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
@@ -250,7 +262,8 @@ def _figs(d: dict) -> str:
 def format_result(result: Any, model_path: str, saved: str | None) -> str:
     d = result.as_dict()
     lines = [f"ortop tune {os.path.basename(model_path)}: {objective_text(result.objective, result.max_p99_ms)} "
-             f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s)",
+             f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s"
+             f"{'; stopped by ctrl-C, these are the figures so far' if result.stopped else ''})",
              f"baseline: {_figs(d['baseline'])}"]
     counts: dict[str, int] = {}
     for t in result.trials:
@@ -309,13 +322,14 @@ def run(args: argparse.Namespace) -> int:
         space = Space(profile, host, ModelFacts.from_model(info, profile), dims)
     except ValueError as exc:
         raise UsageError(f"--space: {exc}") from None
-    racer = WorkerRacer(model_path, block_s=block_target_for(args.budget))
     stop = threading.Event()
+    racer = WorkerRacer(model_path, block_s=block_target_for(args.budget), stop=stop)
     progress = Progress(args.budget, args.objective, clock, t0, live=sys.stderr.isatty())
     try:
-        tuner = Tuner(space, racer, objective=args.objective, max_p99_ms=args.max_p99, budget_s=args.budget,
-                      clock=clock, started=t0, on_event=progress, stop=stop)
-        result = tuner.run()
+        with _first_interrupt_stops(stop, progress):
+            tuner = Tuner(space, racer, objective=args.objective, max_p99_ms=args.max_p99, budget_s=args.budget,
+                          clock=clock, started=t0, on_event=progress, stop=stop)
+            result = tuner.run()
     finally:
         progress.close()
     result.host = {**host.as_dict(), "gpus": gpus}
@@ -339,7 +353,28 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         print(format_result(result, model_path, saved))
-    return EXIT_OK
+    return EXIT_INTERRUPTED if result.stopped else EXIT_OK
+
+
+@contextlib.contextmanager
+def _first_interrupt_stops(stop: threading.Event, progress: Progress) -> Iterator[None]:
+    """Ctrl-C once: the search stops where it is and the result so far is printed (and saved), exit 130.
+    Ctrl-C twice: abort at once, nothing printed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        progress.note("stopping: the result so far follows (ctrl-C again aborts)")
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -117,8 +117,9 @@ class WorkerRacer:
     TOKEN_BASE = -1000
 
     def __init__(self, model_path: str, *, block_s: float = BLOCK_TARGET_S, build_timeout_s: float = 600.0,
-                 strict_providers: bool = True):
+                 strict_providers: bool = True, stop: threading.Event | None = None):
         self.model_path = model_path
+        self.stop = stop or threading.Event()  # set: the race under way ends with the blocks it has
         self.block_target = block_s
         self.build_timeout_s = build_timeout_s
         self.strict_providers = strict_providers
@@ -264,7 +265,7 @@ class WorkerRacer:
         while True:
             ok = [i for i in range(len(profiles)) if i not in out.failed]
             left = end - time.monotonic()
-            if len(ok) < 2 or left <= 0:
+            if len(ok) < 2 or left <= 0 or self.stop.is_set():
                 return out
             try:
                 blocks = self._interleave([profiles[i] for i in ok], left)
@@ -320,7 +321,7 @@ class WorkerRacer:
         block, settle = self._plan(profiles)
         names = [describe(p, profiles[0]) if i else "incumbent" for i, p in enumerate(profiles)]
         il = ab.Interleaving(profiles, ids, [channel(k) for k in range(len(groups))], channel_of, budget_s=seconds,
-                             names=names, finish=finish, block_s=block, settle_s=settle)
+                             names=names, finish=finish, block_s=block, settle_s=settle, stop=self.stop)
         holder["il"] = il
         for k, g in enumerate(groups):
             with g.cv:

@@ -185,6 +185,7 @@ class TuneResult:
     not_tried: list[tuple[Candidate, str]]
     pruned: list[str]
     dimensions: tuple[str, ...]
+    stopped: bool = False                 # cut short by the user: the figures are those measured until then
     host: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -203,6 +204,7 @@ class TuneResult:
             "max_p99_ms": self.max_p99_ms,
             "budget_s": self.budget_s,
             "elapsed_s": round(self.elapsed_s, 2),
+            "stopped": self.stopped,
             "host": self.host,
             "space": list(self.dimensions),
             "pruned": list(self.pruned),

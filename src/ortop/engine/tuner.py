@@ -323,6 +323,9 @@ class Tuner:
         best_figs = Figures()
         if not changed:
             verdict, text = KEEP, self._nothing_won_text()
+        elif self.stop.is_set():
+            verdict, text = KEEP, (f"stopped before the best candidate ({describe(best, start)}) was verified: keep "
+                                   "the baseline, or verify that candidate with ortop compare")
         else:
             self.phase = "verifying the best against the baseline"
             self.stage = "verify"
@@ -345,7 +348,8 @@ class Tuner:
         self.phase = "done"
         result = TuneResult(self.metric, self.max_p99, self.budget_s, self.elapsed(), start, base_figs, chosen,
                             chosen_figs, verdict, text, comparison, best if changed else None, self.trials,
-                            self.not_tried, list(self.space.pruned), self.space.dimensions)
+                            self.not_tried, list(self.space.pruned), self.space.dimensions,
+                            stopped=self.stop.is_set())
         self._emit("done")
         return result
 
