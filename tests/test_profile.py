@@ -42,6 +42,7 @@ inter_op_spin_backoff_max = 2
 dynamic_block_base = 4
 intra_op_thread_affinities = [[0, 1], [2]]
 disable_cpu_ep_fallback = true
+use_env_allocators = true
 log_severity_level = 3
 
 [session.config]
@@ -61,6 +62,8 @@ do_copy_in_default_stream = false
 [workload]
 rate_hz = 50.0
 concurrency = 2
+replicas = 2
+pin_replicas = true
 warmup_runs = 3
 seed = 7
 batch = 2

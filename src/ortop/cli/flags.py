@@ -25,6 +25,12 @@ def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False) -> N
     w = p.add_argument_group("workload")
     w.add_argument("--rate", type=float, metavar="HZ", help="paced loop at HZ runs per second (0 = closed loop)")
     w.add_argument("--concurrency", type=int, metavar="K", help="K concurrent callers")
+    w.add_argument("--replicas", type=int, metavar="N",
+                   help="serve N sessions of the model at once in one worker, each with its own callers")
+    w.add_argument("--pin-replicas", action="store_true", default=None,
+                   help="give each replica its own share of the cores (pool threads and callers pinned there)")
+    w.add_argument("--shared-arena", action="store_true", default=None,
+                   help="one CPU arena shared by the sessions (ORT's environment allocator)")
     w.add_argument("--warmup", type=int, metavar="N", help="warm-up runs after each build, excluded from figures")
     w.add_argument("--seed", type=int, metavar="S", help="seed for the synthetic inputs")
     g = p.add_argument_group("inputs")
@@ -64,6 +70,8 @@ def flag_changes(args: argparse.Namespace, prof: Any) -> dict[str, Any]:
     ch: dict[str, Any] = {}
     for flag, key in (("provider", "provider.name"), ("rate", "workload.rate_hz"),
                       ("concurrency", "workload.concurrency"), ("warmup", "workload.warmup_runs"),
+                      ("replicas", "workload.replicas"), ("pin_replicas", "workload.pin_replicas"),
+                      ("shared_arena", "session.use_env_allocators"),
                       ("seed", "workload.seed"), ("batch", "workload.batch"),
                       ("threads", "session.intra_op_num_threads"), ("inter_threads", "session.inter_op_num_threads")):
         value = getattr(args, flag, None)

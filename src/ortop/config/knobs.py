@@ -51,6 +51,7 @@ TuneValues = tuple[Any, ...] | Callable[[int], tuple[Any, ...]]
 INT32_MAX = 2**31 - 1
 MAX_THREADS = 4096
 MAX_CALLERS = 256
+MAX_REPLICAS = 64
 MAX_WARMUP_RUNS = 1_000_000
 MAX_RATE_HZ = 1_000_000.0
 
@@ -239,6 +240,10 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("session.disable_cpu_ep_fallback", bool, None, CONFIG_ENTRY, "session.disable_cpu_ep_fallback",
          optional=True, help="fail instead of running unsupported nodes on CPU (ORT's default: off)",
          label="no CPU fallback", section=_PROV, hint="on = nodes the provider cannot run fail the session"),
+    Knob("session.use_env_allocators", bool, None, CONFIG_ENTRY, "session.use_env_allocators", optional=True,
+         help="share one CPU arena between the process's sessions (ORT's environment allocator, registered once "
+         "per process; ORT's default: each session its own)", label="shared arena", section=_MEM,
+         hint="on = replicas share one CPU arena"),
     Knob("session.log_severity_level", int, 2, SESSION_OPTION, "log_severity_level", minimum=0, maximum=4,
          help="ORT's log level: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal", label="log severity",
          section=_LOG, hint="0 verbose … 4 fatal"),
@@ -282,6 +287,12 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("workload.concurrency", int, 1, minimum=1, maximum=MAX_CALLERS,
          help="concurrent callers of one session", label="concurrency",
          section=_WL, hint="concurrent callers"),
+    Knob("workload.replicas", int, 1, minimum=1, maximum=MAX_REPLICAS,
+         help="sessions of the model served at once in one worker, each with its own callers", label="replicas",
+         section=_WL, hint="sessions served at once, each with its callers"),
+    Knob("workload.pin_replicas", bool, False,
+         help="give each replica its own share of the cores (its pool threads and callers pinned there)",
+         label="pin replicas", section=_WL, hint="on = each replica on its own cores"),
     Knob("workload.warmup_runs", int, 10, minimum=0, maximum=MAX_WARMUP_RUNS,
          help="runs after each build, excluded from figures",
          label="warm-up runs", section=_WL),

@@ -107,6 +107,7 @@ class SessionSettings(_Section):
     dynamic_block_base: int | None = None
     intra_op_thread_affinities: tuple[tuple[int, ...], ...] | None = None
     disable_cpu_ep_fallback: bool | None = None
+    use_env_allocators: bool | None = None
     log_severity_level: int = 2
     config: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -130,6 +131,8 @@ class Workload(_Section):
     TABLE: ClassVar[str] = "workload"
     rate_hz: float = 0.0
     concurrency: int = 1
+    replicas: int = 1
+    pin_replicas: bool = False
     warmup_runs: int = 10
     seed: int = 0
     batch: int = 0

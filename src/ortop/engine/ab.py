@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.placement import build_message
 from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import stats
@@ -286,7 +287,7 @@ class Interleaving:
                         f"the {n - i} session{'s' if n - i > 1 else ''} still to build need about {need / MiB:.0f} "
                         f"MiB ({per / MiB:.0f} MiB each, as a build measured it) but only "
                         f"{available / MiB:.0f} MiB of memory is available: compare fewer profiles at once")
-            self.channels[self.channel_of[i]](P.Build(cid, prof.to_dict(full=True)))
+            self.channels[self.channel_of[i]](build_message(cid, prof))
             ok = self._wait(partial(self._answered, cid), BUILD_TIMEOUT_S)
             if not ok:
                 if self.stop.is_set():

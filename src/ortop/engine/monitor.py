@@ -32,6 +32,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
 from ortop.engine import ab
 from ortop.engine.memory import MemoryInfo, host_memory, leak_check
+from ortop.engine.placement import build_message
 from ortop.engine.schedule import Live, Schedule, Trials, period_ms, verify_seconds
 from ortop.engine.snapshot import (
     Change,
@@ -227,7 +228,7 @@ class Monitor:
             self._stores[cid] = ConfigStore(cid, profile, label=label_of(changes), changes=changes,
                                             started=self.now(), row=False)
             self._generation += 1
-        self._send(P.Build(cid, profile.to_dict(full=True)))
+        self._send(build_message(cid, profile))
         return cid
 
     def is_built(self, config_id: int) -> bool:
@@ -445,7 +446,7 @@ class Monitor:
             cid = self._new_id()
             changes = changes_between(self.start_profile, profile)
             self._pending = ConfigStore(cid, profile, label=label_of(changes), changes=changes, started=self.now())
-        self._send(P.Build(cid, profile.to_dict(full=True)))
+        self._send(build_message(cid, profile))
         return cid
 
     def _send(self, msg: Any) -> None:
@@ -773,5 +774,5 @@ class Monitor:
                 throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
                 series=self._series.buckets(now), events=tuple(self._events), history=tuple(history),
                 worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
-                memory=self._memory(cur, host),
+                memory=self._memory(cur, host), replicas=cur.replicas() if cur is not None else (),
             )

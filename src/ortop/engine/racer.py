@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ortop.config.profile import Profile
+from ortop.engine.placement import build_message
 from ortop.engine.space import describe, profile_key
 from ortop.engine.trials import RaceOutcome, RacerError
 from ortop.engine.tuner import relabel
@@ -163,7 +164,7 @@ class WorkerRacer:
             self._next_id += 1
             from ortop.runtime import protocol as P
 
-            g.send(P.Build(cid, p.to_dict(full=True)))
+            g.send(build_message(cid, p))
             ok = g.wait(_settled(g, cid), self.build_timeout_s)
             if g.dead is not None and cid not in g.built:
                 failed[i] = f"{g.dead} while building it"

@@ -154,6 +154,22 @@ class ConfigRecord:
 
 
 @dataclass(frozen=True)
+class ReplicaFigures:
+    """One replica of the running configuration (``workload.replicas``): its cores when pinned, its runs."""
+
+    index: int
+    cores: tuple[int, ...] | None   # None: not pinned (every core)
+    runs: int
+    throughput_per_s: float
+    latency: stats.LatencyStats
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"replica": self.index, "cores": list(self.cores) if self.cores else None, "runs": self.runs,
+                "throughput_per_s": _num(self.throughput_per_s), "p50_ms": _num(self.latency.p50),
+                "p99_ms": _num(self.latency.p99)}
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything a view needs, frozen at one instant."""
 
@@ -184,6 +200,7 @@ class Snapshot:
     restarts: int
     verifying: VerifyProgress | None = None
     memory: MemoryInfo = MemoryInfo()
+    replicas: tuple[ReplicaFigures, ...] = ()  # per replica, when the configuration serves several
 
 
 # ---- changes -----------------------------------------------------------------------------------------------------
@@ -333,6 +350,8 @@ def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict |
         "memory": memory_summary(snap.memory, gpu),
         "history": [h.as_dict() for h in snap.history],
     }
+    if snap.replicas:
+        out["replicas"] = [r.as_dict() for r in snap.replicas]
     if extra:
         out.update(extra)
     return out

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.snapshot import Change, CpuCost, RowVerdict
+from ortop.engine.snapshot import Change, CpuCost, ReplicaFigures, RowVerdict
 from ortop.measure import stats
 from ortop.measure.compare import Block, block_from_runs
 
@@ -25,7 +25,8 @@ RSS_EVERY_S = 1.0
 
 
 class ConfigStore:
-    """One configuration's runs and totals (columns of the ring: latency_ms, cpu_in_ms, cpu_between_ms, t_s)."""
+    """One configuration's runs and totals (columns of the ring: latency_ms, cpu_in_ms, cpu_between_ms, t_s,
+    replica)."""
 
     def __init__(self, config_id: int, profile: Profile, *, label: str = "start", changes: tuple[Change, ...] = (),
                  started: float = 0.0, row: bool = True, capacity: int = CONFIG_RING):
@@ -35,8 +36,9 @@ class ConfigStore:
         self.changes = changes
         self.started = started
         self.row = row                      # a history row (False: a session built for a comparison only)
-        self.ring = stats.Ring(capacity, 4)
+        self.ring = stats.Ring(capacity, 5)
         self.runs = 0
+        self.replica_runs: dict[int, int] = {}  # runs per replica (workload.replicas), over the same wall time
         self.wall_ns = 0
         self.cpu_ns = 0
         self.busy_ns = 0
@@ -71,6 +73,7 @@ class ConfigStore:
     def clear(self) -> None:
         self.ring.clear()
         self.runs = self.wall_ns = self.cpu_ns = self.busy_ns = 0
+        self.replica_runs.clear()
 
     def add(self, rows: np.ndarray, wall_ns: int, cpu_ns: int, t_s: np.ndarray, block: int = -1) -> None:
         """A batch of runs (the protocol's int64 rows) started at ``t_s`` (seconds, the monitor's clock)."""
@@ -82,8 +85,11 @@ class ConfigStore:
             return
         lat_ms = rows[:, 1] / 1e6
         self.busy_ns += int(rows[:, 1].sum())
-        self.ring.extend(np.column_stack([lat_ms, rows[:, 2] / 1e6, rows[:, 3] / 1e6, t_s]))
+        replica = rows[:, 4] if rows.shape[1] > 4 else np.zeros(len(rows), dtype=np.int64)
+        self.ring.extend(np.column_stack([lat_ms, rows[:, 2] / 1e6, rows[:, 3] / 1e6, t_s, replica]))
         self.runs += len(rows)
+        for r, n in zip(*np.unique(replica, return_counts=True)):
+            self.replica_runs[int(r)] = self.replica_runs.get(int(r), 0) + int(n)
         if block >= 0:
             self._block_rows[block] = lat_ms
 
@@ -98,6 +104,22 @@ class ConfigStore:
 
     def latency_ms(self) -> np.ndarray:
         return self.ring.view()[:, 0]
+
+    def replicas(self) -> tuple[ReplicaFigures, ...]:
+        """Each replica's throughput and latency (the ring's runs of it), when the configuration serves several."""
+        shares = self.info.get("shares") or []
+        if len(shares) < 2 and self.profile.workload.replicas < 2:
+            return ()
+        rows = self.ring.view()
+        wall_s = self.wall_ns / 1e9
+        out = []
+        for r in range(max(len(shares), self.profile.workload.replicas)):
+            lat = rows[rows[:, 4] == r, 0] if len(rows) else rows[:, 0]
+            n = self.replica_runs.get(r, 0)
+            share = shares[r] if r < len(shares) else None
+            out.append(ReplicaFigures(r, tuple(share) if share else None, n, n / wall_s if wall_s else math.nan,
+                                      stats.latency_stats(lat)))
+        return tuple(out)
 
     def throughput(self) -> float:
         return self.runs / (self.wall_ns / 1e9) if self.wall_ns else math.nan

@@ -74,6 +74,23 @@ def set_global_thread_pool(profile: Profile) -> None:
         ensure_global_thread_pools(s.global_intra_op_num_threads, s.global_inter_op_num_threads)
 
 
+_env_allocator = False
+
+
+def ensure_env_allocator() -> None:
+    """Register one CPU arena in ORT's environment, once per process: the sessions whose profile sets
+    ``session.use_env_allocators`` then allocate from it instead of an arena each (ORT's shared allocator)."""
+    global _env_allocator
+    import onnxruntime as ort
+
+    with _global_lock:
+        if _env_allocator:
+            return
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))  # -1: ORT's defaults
+        _env_allocator = True
+
+
 def _enum(ort: Any, enum_name: str, member: str, what: str) -> Any:
     enum = getattr(ort, enum_name)
     try:
@@ -91,11 +108,13 @@ def session_options(profile: Profile) -> onnxruntime.SessionOptions:
     The attributes come from the knob registry (``Knob.ort_name``; choices through their ORT enum), so a knob
     declared there is applied here with no edit. With ``use_per_session_threads = false`` this also creates the
     process's global thread pools (see :func:`ensure_global_thread_pools`), since a session without per-session
-    pools fails without them.
+    pools fails without them, and with ``use_env_allocators`` the shared CPU arena (:func:`ensure_env_allocator`).
     """
     import onnxruntime as ort
 
     set_global_thread_pool(profile)
+    if profile.session.use_env_allocators:
+        ensure_env_allocator()
     so = ort.SessionOptions()
     for knob in knobs.settings(knobs.SESSION_OPTION):
         value = knob.read(profile)

@@ -41,6 +41,7 @@ class Build:
 
     config_id: int
     profile: dict
+    shares: tuple[tuple[int, ...], ...] | None = None  # with workload.pin_replicas: each replica's cores
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Samples:
     """A batch of runs of one session; ``block`` is the schedule position in an alternation, ``LIVE`` (-1) else."""
 
     config_id: int
-    rows: Any  # np.ndarray int64 (n, 4)
+    rows: Any  # np.ndarray int64 (n, 5): start_ns, latency_ns, cpu_in_ns, cpu_between_ns, replica
     wall_ns: int
     cpu_ns: int
     block: int = LIVE

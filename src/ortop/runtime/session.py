@@ -6,6 +6,7 @@ so this module stays cheap and ORT's first words land in the captured pipe.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,8 @@ class Session:
         self._bound: dict[int, Any] = {}  # caller index -> IOBinding (one loop at a time drives a session)
         self.warm_mean_ms = float("nan")  # mean of the warm-up runs, once warm() has run
         self.warmup_cut = False           # warm-up stopped at WARMUP_LIMIT_NS before warmup_runs
+        self.members: tuple[Session, ...] = (self,)   # what a Loop drives: this session alone
+        self.shares: tuple[tuple[int, ...] | None, ...] = (None,)
 
     def warm(self) -> tuple[int, float]:
         """The first run (timed apart: it pays for lazy initialisation) and the profile's other warm-up runs.
@@ -119,18 +122,67 @@ class Session:
         return lambda: run(None, feeds)
 
 
+class Replicas:
+    """``workload.replicas`` sessions of one model, served at once: each its own session (its own pool, or the
+    global pools) and its own callers; with ``shares`` each replica is pinned to its cores
+    (:mod:`ortop.config.replicas`). Reads like a :class:`Session` where the worker and the loop need it."""
+
+    def __init__(self, profile: Profile, model_info: Any, shares: Any = None) -> None:
+        from ortop.config.replicas import overlap_note, replica_profile
+
+        n = profile.workload.replicas
+        self.profile = profile
+        self.shares: tuple[tuple[int, ...] | None, ...] = tuple(shares) if shares else (None,) * n
+        notes: list[str] = []
+        members = []
+        for share in self.shares:
+            prof, said = replica_profile(profile, share)
+            members.append(Session(prof, model_info))
+            notes.extend(x for x in said if x not in notes)
+        self.members = tuple(members)
+        first = self.members[0]
+        self.feeds, self.notes = first.feeds, [*first.notes, *notes]
+        overlap = overlap_note([x for x in self.shares if x])
+        if overlap:
+            self.notes.append(overlap)
+        self.create_ns = sum(m.create_ns for m in self.members)
+        self.providers_active = first.providers_active
+        self.warm_mean_ms = float("nan")
+        self.warmup_cut = False
+
+    def warm(self) -> tuple[int, float]:
+        """Warm every replica; the slowest first run and the mean of the warm-up means."""
+        firsts, means = [], []
+        for m in self.members:
+            first_ns, mean_ms = m.warm()
+            firsts.append(first_ns)
+            means.append(mean_ms)
+        self.warmup_cut = any(m.warmup_cut for m in self.members)
+        self.warm_mean_ms = float(np.nanmean(means)) if not all(np.isnan(means)) else float("nan")
+        return max(firsts), self.warm_mean_ms
+
+
+def build(profile: Profile, model_info: Any, shares: Any = None) -> Session | Replicas:
+    """One session, or the replicas the profile asks for (a pinned single replica too: it is placed)."""
+    if profile.workload.replicas == 1 and not shares:
+        return Session(profile, model_info)
+    return Replicas(profile, model_info, shares)
+
+
 WARMUP_LIMIT_NS = 30_000_000_000  # warm-up ends after 30 s whatever warmup_runs says
 FAST_RUN_MS = 0.2  # closed-loop runs shorter than this (warm-up mean) skip the per-run process clock
 
 
 class Loop:
-    """K caller threads driving one session, closed loop or paced; each appends per-run rows to its own list.
+    """K caller threads per replica driving a session (or each of its replicas), closed loop or paced; each caller
+    appends per-run rows to its own list.
 
-    A row is (start_ns, latency_ns, cpu_in_ns, cpu_between_ns); the cpu columns are -1 with K > 1, where one
-    process clock cannot be split between overlapping runs. ``take()`` hands over the rows so far.
+    A row is (start_ns, latency_ns, cpu_in_ns, cpu_between_ns), and ``take()`` adds the replica's index; the cpu
+    columns are -1 with more than one caller, where one process clock cannot be split between overlapping runs.
+    Each replica is paced at the profile's rate: N replicas serve N times the rate, like N servers.
     """
 
-    def __init__(self, session: Session, config_id: int, on_error: Callable[[int, str], None]):
+    def __init__(self, session: Session | Replicas, config_id: int, on_error: Callable[[int, str], None]):
         self.session = session
         self.config_id = config_id
         self.on_error = on_error
@@ -138,15 +190,19 @@ class Loop:
         w = session.profile.workload
         self.k = w.concurrency
         self.period_ns = int(1e9 * self.k / w.rate_hz) if w.rate_hz > 0 else 0
-        self.rows: list[list[tuple]] = [[] for _ in range(self.k)]
+        # (replica, caller index within it) per caller thread
+        self.callers = [(r, i) for r in range(len(session.members)) for i in range(self.k)]
+        self.rows: list[list[tuple]] = [[] for _ in self.callers]
         # Per-run CPU needs two process-clock reads per run (a system call each, ~0.5 µs here): on a model of tens
         # of µs in a closed loop that is several percent of its time, and the CPU between runs it measures is nil
         # there anyway. Such loops take the process CPU per window instead (per run = window CPU / runs).
-        self.tracks_cpu = self.k == 1 and not (
+        self.tracks_cpu = len(self.callers) == 1 and not (
             self.period_ns == 0 and session.warm_mean_ms < FAST_RUN_MS)
+        many = len(session.members) > 1
         self.threads = [
-            threading.Thread(target=self._caller, args=(i,), name=f"ortop-caller-{i}", daemon=True)
-            for i in range(self.k)
+            threading.Thread(target=self._caller, args=(n,), daemon=True,
+                             name=f"ortop-r{r}-caller-{i}" if many else f"ortop-caller-{i}")
+            for n, (r, i) in enumerate(self.callers)
         ]
         self.started_ns = 0
 
@@ -155,20 +211,24 @@ class Loop:
         for t in self.threads:
             t.start()
 
-    def _caller(self, i: int) -> None:
+    def _caller(self, n: int) -> None:
         set_os_thread_name(threading.current_thread().name)
+        r, i = self.callers[n]
         try:
-            run = self.session.runner(i)
+            share = self.session.shares[r]
+            if share:
+                os.sched_setaffinity(0, share)  # 0: this thread (Linux), the replica's pool thread 0
+            run = self.session.members[r].runner(i)
         except Exception as exc:
             self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
             return
-        out = self.rows[i]
+        out = self.rows[n]
         append = out.append
         perf, cpu = time.perf_counter_ns, time.process_time_ns
         stop = self.stop
         track_cpu = self.tracks_cpu
         period = self.period_ns
-        next_at = perf() + (period * i) // max(1, self.k)
+        next_at = perf() + (period * n) // len(self.callers)  # callers (and replicas) spread over the period
         prev_end_cpu = cpu()
         try:
             while not stop.is_set():
@@ -197,14 +257,18 @@ class Loop:
             self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
 
     def take(self) -> np.ndarray:
-        """The rows appended since the last take, as int64 (n, 4), callers' rows one after the other."""
-        batch: list[tuple] = []
-        for lst in self.rows:
+        """The rows appended since the last take, as int64 (n, 5) with the replica last, callers one after the
+        other."""
+        parts = []
+        for (r, _), lst in zip(self.callers, self.rows):
             n = len(lst)
             if n:
-                batch.extend(lst[:n])
+                part = np.empty((n, 5), dtype=np.int64)
+                part[:, :4] = lst[:n]
+                part[:, 4] = r
+                parts.append(part)
                 del lst[:n]
-        return np.array(batch, dtype=np.int64).reshape(-1, 4)
+        return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
 
     def halt(self) -> None:
         """Stop the callers and wait for them (a run in flight finishes first); the rows stay for take()."""

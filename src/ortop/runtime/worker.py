@@ -283,7 +283,7 @@ class Worker:
 
     def handle(self, msg: Any) -> None:
         if isinstance(msg, P.Build):
-            self._build(msg.config_id, msg.profile)
+            self._build(msg.config_id, msg.profile, getattr(msg, "shares", None))
         elif isinstance(msg, P.Drop):
             self._drop(msg.config_id)
         elif isinstance(msg, P.RunLive):
@@ -420,10 +420,11 @@ class Worker:
             self.send(P.AlternationDone(completed))
 
     # ---- sessions ----------------------------------------------------------------------------------------------
-    def _build(self, config_id: int, data: dict) -> None:
+    def _build(self, config_id: int, data: dict, shares: Any = None) -> None:
         from ortop import model as model_mod
         from ortop.config import profile as profile_mod
-        from ortop.runtime.session import WARMUP_LIMIT_NS, Session, one_line
+        from ortop.config.replicas import split_cores
+        from ortop.runtime.session import WARMUP_LIMIT_NS, build, one_line
 
         self._halt_live()
         self._abort_block()
@@ -432,7 +433,11 @@ class Worker:
         stage = ""
         try:
             prof = profile_mod.from_dict(data)
-            new = Session(prof, self.info)
+            if prof.workload.pin_replicas and not shares:  # not placed by the parent: split the cores we may use
+                shares = split_cores(sorted(os.sched_getaffinity(0)), prof.workload.replicas)
+            if not prof.workload.pin_replicas:
+                shares = None
+            new = build(prof, self.info, shares)
             self._state("warming", config_id)
             stage = "the first run failed: "  # the session was built; the model failed running it
             first_ns, warm_ms = new.warm()
@@ -452,6 +457,8 @@ class Worker:
             "feeds": model_mod.describe_feeds(new.feeds),
             "notes": list(new.notes) + ([f"warm-up stopped after {WARMUP_LIMIT_NS // 10**9} s, before its "
                                          f"{prof.workload.warmup_runs} runs"] if new.warmup_cut else []),
+            "replicas": len(new.members),
+            "shares": [list(x) if x else None for x in new.shares],
             "pid": os.getpid(),
             "rss_before": rss_before,
             "rss_after": _rss(),
