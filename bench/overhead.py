@@ -3,7 +3,10 @@
 Both run the same model with the same session options and the same feeds, each in a fresh process, alternating
 A B A B … so drift in the machine's speed hits both alike. Prints each pair and the median ratios.
 
-    python bench/overhead.py [MODEL] [--threads N] [--duration S] [--rounds R]
+    python bench/overhead.py [MODEL] [--threads N] [--duration S] [--rounds R] [--metrics-port PORT]
+
+With ``--metrics-port`` ortop serves its Prometheus endpoint on that port and a scraper here reads it every
+``--scrape-interval`` seconds (default 1: fifteen times Prometheus' usual rate) while it measures.
 
 Targets: throughput ratio >= 0.98 and p50 within ±2 % on a 1–10 ms model; duty-cycle ratio (the share of wall time
 spent inside run(), ortop's over the bare loop's) >= 0.95 on a 15–30 µs model such as onnxruntime's
@@ -18,6 +21,8 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
+import urllib.request
 
 BARE = textwrap.dedent("""
     import json, sys, time
@@ -56,9 +61,46 @@ def run_bare(prof_json: str, duration: float) -> dict:
     return json.loads(out.stdout)
 
 
-def run_ortop(model: str, threads: int, duration: float) -> dict:
-    out = subprocess.run([sys.executable, "-m", "ortop.cli", model, "--headless", "--json", "--threads",
-                          str(threads), "--duration", str(duration)], capture_output=True, text=True, check=True)
+class Scraper:
+    """GET http://127.0.0.1:PORT/metrics every ``interval`` seconds until stopped; counts the good scrapes."""
+
+    def __init__(self, port: int, interval: float):
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.interval = interval
+        self.stop = threading.Event()
+        self.ok = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as r:
+                    if b"ortop_runs_total" in r.read():
+                        self.ok += 1
+            except OSError:
+                pass  # not up yet, or gone
+
+    def __enter__(self) -> Scraper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def run_ortop(model: str, threads: int, duration: float, metrics_port: int | None = None,
+              scrape_interval: float = 1.0) -> dict:
+    cmd = [sys.executable, "-m", "ortop.cli", model, "--headless", "--json", "--threads", str(threads),
+           "--duration", str(duration)]
+    if metrics_port is None:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    else:
+        with Scraper(metrics_port, scrape_interval) as scraper:
+            out = subprocess.run([*cmd, "--metrics-port", str(metrics_port)], capture_output=True, text=True,
+                                 check=True)
+        if scraper.ok == 0:
+            raise SystemExit(f"no scrape of {scraper.url} succeeded: is the endpoint up?")
     d = json.loads(out.stdout)
     # duty cycle: the share of wall time inside run() (throughput × mean latency); drift in the host's speed moves
     # run() time and throughput together, so this figure cancels most of it within one run
@@ -75,17 +117,21 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--metrics-port", type=int, help="serve and scrape ortop's Prometheus endpoint on this port")
+    ap.add_argument("--scrape-interval", type=float, default=1.0)
     a = ap.parse_args()
     model = a.model or str(ensure_demo())
     prof = profile.merge(profile.Profile(model=model), **{"session.intra_op_num_threads": a.threads})
     prof_json = json.dumps(prof.to_dict(full=True))
     thr, p50, duty = [], [], []
-    print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds")
+    print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds"
+          + (f", metrics endpoint on :{a.metrics_port} scraped every {a.scrape_interval:g} s"
+             if a.metrics_port else ""))
     print(f"{'round':>5} {'bare runs/s':>12} {'ortop runs/s':>13} {'ratio':>7} {'bare p50':>9} {'ortop p50':>10} "
           f"{'ratio':>7} {'duty ratio':>10}")
     for i in range(a.rounds):
         b = run_bare(prof_json, a.duration)
-        o = run_ortop(model, a.threads, a.duration)
+        o = run_ortop(model, a.threads, a.duration, a.metrics_port, a.scrape_interval)
         thr.append(o["throughput"] / b["throughput"])
         p50.append(o["p50"] / b["p50"])
         duty.append(o["duty"] / b["duty"])

@@ -4,7 +4,9 @@ Each round runs, in turn, a bare ``while True: sess.run(None, feed)`` loop and `
 time with the same session options; ortop writes its summary at quit (``--summary``), which carries the model's
 throughput and the UI process's own CPU time (``monitor.cpu_s`` / ``monitor.wall_s``).
 
-    python bench/tui.py [MODEL] [--threads N] [--duration S] [--rounds R] [--refresh HZ]
+    python bench/tui.py [MODEL] [--threads N] [--duration S] [--rounds R] [--refresh HZ] [--metrics-port PORT]
+
+With ``--metrics-port`` the TUI also serves its Prometheus endpoint, scraped here every second.
 
 "UI % steady" is the ortop process's CPU from SETTLE_S after start to the end (read with psutil); "UI % live"
 counts from the first frame (the summary's live_cpu_s / live_wall_s: the first paint and session build included);
@@ -29,22 +31,26 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import run_bare  # noqa: E402  (same bare loop as the headless benchmark)
+from overhead import Scraper, run_bare  # noqa: E402  (same bare loop as the headless benchmark)
 
 SETTLE_S = 8.0  # start-up, the first build and the first full paint are over by then
 
 
-def run_tui(model: str, threads: int, duration: float, refresh: float, size: tuple[int, int]) -> dict:
+def run_tui(model: str, threads: int, duration: float, refresh: float, size: tuple[int, int],
+            metrics_port: int | None = None) -> dict:
     ortop = shutil.which("ortop") or str(Path(sys.executable).with_name("ortop"))
     with tempfile.TemporaryDirectory() as tmp:
         summary = Path(tmp) / "summary.json"
         session = f"ortop-bench-{os.getpid()}"
         cmd = (f"{ortop} {model} --threads {threads} --refresh {refresh} --summary {summary} "
-               f"--profile-dir {tmp}")
+               f"--profile-dir {tmp}" + (f" --metrics-port {metrics_port}" if metrics_port else ""))
+        scraper = Scraper(metrics_port, 1.0) if metrics_port else None
         env_state = f"XDG_STATE_HOME={tmp}"
         subprocess.run(["tmux", "new", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]),
                         f"env {env_state} {cmd}"], check=True)
         try:
+            if scraper is not None:
+                scraper.__enter__()
             time.sleep(SETTLE_S)
             ui = ui_process(session)
             cpu0, t0 = sum(ui.cpu_times()[:2]), time.monotonic()
@@ -55,7 +61,11 @@ def run_tui(model: str, threads: int, duration: float, refresh: float, size: tup
             while not summary.exists() and time.monotonic() < deadline:
                 time.sleep(0.2)
         finally:
+            if scraper is not None:
+                scraper.__exit__()
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        if scraper is not None and scraper.ok == 0:
+            raise SystemExit(f"no scrape of {scraper.url} succeeded: is the endpoint up?")
         if not summary.exists():
             raise SystemExit("ortop wrote no summary: did it start? run the command by hand to see")
         d = json.loads(summary.read_text())
@@ -86,6 +96,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--refresh", type=float, default=4.0)
     ap.add_argument("--size", default="120x40")
+    ap.add_argument("--metrics-port", type=int, help="serve and scrape ortop's Prometheus endpoint on this port")
     a = ap.parse_args()
     if a.duration < SETTLE_S + 5:
         raise SystemExit(f"--duration must be at least {SETTLE_S + 5:.0f} s ({SETTLE_S:.0f} s settle + 5 s measured)")
@@ -102,7 +113,7 @@ def main() -> int:
     thr, ui, live, steady = [], [], [], []
     for i in range(a.rounds):
         b = run_bare(prof_json, a.duration)
-        t = run_tui(model, a.threads, a.duration, a.refresh, size)
+        t = run_tui(model, a.threads, a.duration, a.refresh, size, a.metrics_port)
         thr.append(t["throughput"] / b["throughput"])
         ui.append(t["ui_percent"])
         live.append(t["live_percent"])

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ortop.collectors.memory import MIMALLOC_HINT, find_mimalloc, resolve_allocator
+from ortop.collectors.memory import MIMALLOC_HINT, find_mimalloc, not_a_shared_library, resolve_allocator
 from ortop.config import profile as P
 from ortop.config.profile import Profile
 from ortop.engine import headless
@@ -117,12 +117,41 @@ def test_ld_preload_mimalloc_becomes_the_library_path(tmp_path) -> None:
                                   finder=lambda: "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.1")
     assert env == {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.1", "OMP_NUM_THREADS": "1"}
     assert said == []
-    lib = str(tmp_path / "libother.so")
-    (tmp_path / "libother.so").write_bytes(b"")
+    import glob
+    import os
+
+    import numpy
+
+    lib = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__), "**", "*.so"), recursive=True))[0]
+    # ^ an extension module of numpy's: a shared library built for this machine
     assert resolve_allocator({"LD_PRELOAD": lib}, finder=lambda: None) == ({"LD_PRELOAD": lib}, [])
     env, said = resolve_allocator({"LD_PRELOAD": f"/nonexistent/x.so:{lib}"}, finder=lambda: None)
     assert env == {"LD_PRELOAD": lib} and said == ["LD_PRELOAD /nonexistent/x.so does not exist: the allocator is "
                                                    "not in effect"]
+
+
+def test_ld_preload_of_a_file_ld_so_would_refuse_is_left_out_in_one_line(tmp_path) -> None:
+    # ld.so prints its refusal on the terminal when the worker starts (before its stderr is caught): the file is
+    # checked here instead, from its ELF header.
+    text = tmp_path / "notes.txt"
+    text.write_text("not a library\n")
+    empty = tmp_path / "empty.so"
+    empty.write_bytes(b"")
+    exe = tmp_path / "prog"
+    exe.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + (2).to_bytes(2, "little") + (62).to_bytes(2, "little")
+                    + bytes(44))  # ET_EXEC
+    arm = tmp_path / "libarm.so"
+    arm.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + (3).to_bytes(2, "little") + (183).to_bytes(2, "little")
+                    + bytes(44))  # ET_DYN for aarch64
+    assert not_a_shared_library(str(text)) == "is not a shared library (not an ELF file)"
+    assert not_a_shared_library(str(empty)) == "is not a shared library (not an ELF file)"
+    assert not_a_shared_library(str(exe)) == "is not a shared library (an ELF file of another kind)"
+    assert "built for another machine" in not_a_shared_library(str(arm), machine="x86_64")
+    assert not_a_shared_library(str(arm), machine="aarch64") == ""
+    env, said = resolve_allocator({"LD_PRELOAD": f"{text} {empty}"}, finder=lambda: None)
+    assert "LD_PRELOAD" not in env
+    assert said == [f"LD_PRELOAD {text} is not a shared library (not an ELF file): the allocator is not in effect",
+                    f"LD_PRELOAD {empty} is not a shared library (not an ELF file): the allocator is not in effect"]
 
 
 def test_ld_preload_mimalloc_without_one_installed_says_how_to_get_it() -> None:
