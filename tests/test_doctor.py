@@ -188,6 +188,21 @@ def test_threads_above_a_cpuset_and_above_physical_cores(healthy: str) -> None:
     assert notes == [] and fixed.session.intra_op_num_threads == 4 and fixed.session.intra_op_thread_affinities is None
 
 
+def test_unpinned_replicas_whose_pools_oversubscribe_the_cores(healthy: str) -> None:
+    box = host(logical=8, physical=8)
+    two = prof(**{"workload.replicas": 2, "session.intra_op_num_threads": 4})
+    assert only(run_static(context(healthy, two, h=box)), "replicas") == []  # 2 × 4 threads on 8 cores: fits
+    four = prof(**{"workload.replicas": 4})  # ORT's default pools: 4 × 8 threads
+    [f] = only(run_static(context(healthy, four, h=box)), "replicas")
+    assert f.severity == "warning" and "32 threads for 8 cores" in f.message and "(ORT default)" in f.message
+    assert f.profile_patch == {"workload.pin_replicas": True}
+    fixed, notes = apply_patches(four, [f])
+    assert notes == [] and fixed.workload.pin_replicas
+    assert only(run_static(context(healthy, fixed, h=box)), "replicas") == []  # pinned: each pool its share
+    one_thread = prof(**{"workload.replicas": 16, "session.intra_op_num_threads": 1})
+    assert only(run_static(context(healthy, one_thread, h=box)), "replicas") == []  # no pool to fight over
+
+
 def test_affinity_across_numa_nodes_and_outside_the_cpuset(healthy: str) -> None:
     two = host(logical=8, physical=8, numa={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)})
     spread = prof(**{"session.intra_op_num_threads": 4, "session.intra_op_thread_affinities": [[1], [2], [5]]})

@@ -325,6 +325,32 @@ def check_threads(ctx: Context) -> list[Finding]:
     return [Finding("threads", "warning", msg, evidence, fix, patch)]
 
 
+def check_replicas(ctx: Context) -> list[Finding]:
+    """Replicas whose per-session pools together ask for more threads than the process can run at once.
+
+    ORT's threading guide: sessions served side by side should get separate cores, or their pools fight for the
+    same ones (every parallel section then waits for a thread that is off the CPU).
+    """
+    w, s, host = ctx.profile.workload, ctx.profile.session, ctx.host
+    if w.replicas < 2 or w.pin_replicas or not s.use_per_session_threads:
+        return []
+    n, key, default = intra_threads(ctx.profile, host)
+    cap = host.thread_cap
+    total = w.replicas * n
+    if n < 2 or total <= cap:
+        return []
+    evidence = {"replicas": w.replicas, "pool_threads_each": n, "pool_threads_in_all": total, "thread_cap": cap,
+                "usable_cpus": format_cpulist(host.usable_cpus)}
+    return [Finding(
+        "replicas", "warning",
+        f"{w.replicas} replicas each start a pool of {n} threads{' (ORT default)' if default else ''}: {total} "
+        f"threads for {cap} cores, so the replicas' pools preempt each other mid-operator",
+        evidence,
+        "give each replica its own cores: workload.pin_replicas = true (each pool sized to its share), or share one "
+        "pool between them with use_per_session_threads = false",
+        {"workload.pin_replicas": True})]
+
+
 def check_affinity(ctx: Context) -> list[Finding]:
     """Pinned threads on cores the process may not use or across NUMA nodes; pinning that failed in ORT's log."""
     host, s = ctx.host, ctx.profile.session
@@ -465,6 +491,7 @@ STATIC_CHECKS: tuple[tuple[str, Check], ...] = (
     ("cuda-graph", check_cuda_graph),
     ("transposes", check_transposes),
     ("threads", check_threads),
+    ("replicas", check_replicas),
     ("affinity", check_affinity),
     ("mem-pattern", check_mem_pattern),
     ("memory", check_memory),
