@@ -153,30 +153,6 @@ def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: 
 
 
 # ---- progress -----------------------------------------------------------------------------------------------------
-def _fmt_pct(x: float | None) -> str:
-    return "" if x is None or not math.isfinite(x) else f"{x:+.1f}"
-
-
-def _rows(tuner: Any) -> list[tuple[str, ...]]:
-    """Leaderboard rows: racing and finished candidates best first, then the dropped, then the failed."""
-    order = {"racing": 0, "ok": 1, "dropped": 2, "failed": 3}
-
-    def key(t: Any) -> tuple[int, float]:
-        imp = t.improvement_pct()
-        return order.get(t.status, 9), -(imp if math.isfinite(imp) else -1e9)
-
-    rows: list[tuple[str, ...]] = []
-    for t in sorted(tuner.trials, key=key):
-        c = t.comparison
-        change = _fmt_pct(c.change_pct) if c is not None else ""
-        ci = f"{_fmt_pct(c.ci_low_pct)}…{_fmt_pct(c.ci_high_pct)}" if c is not None and math.isfinite(c.ci_low_pct) \
-            else ""
-        what = t.reason if t.status in ("dropped", "failed") else (c.verdict if c is not None else "")
-        rows.append((t.label, t.candidate.stage, "winner" if t.winner else t.status, change, ci,
-                     str(c.pairs) if c is not None else "", what))
-    return rows
-
-
 class _Display:
     """A rich renderable: the budget bar, the phase and the leaderboard (rows swapped in whole by events)."""
 
@@ -194,13 +170,15 @@ class _Display:
         from rich.table import Table
         from rich.text import Text
 
+        from ortop.engine.tunerun import LEADERBOARD_COLUMNS
+
         elapsed = min(self.clock() - self.t0, self.budget)
         head = Text(f"ortop tune — {self.phase} — {elapsed:.0f}/{self.budget:g} s")
         bar = ProgressBar(total=self.budget, completed=elapsed, width=60)
         table = Table(title=f"{self.objective}: change against the incumbent, % (lower is better"
                       f"{', higher for throughput' if self.objective == 'throughput' else ''})",
                       title_justify="left", expand=False)
-        for col in ("candidate", "dimension", "status", "change %", "95 % CI", "pairs", "verdict / reason"):
+        for col in LEADERBOARD_COLUMNS:
             table.add_column(col, overflow="fold", no_wrap=col != "verdict / reason")
         for row in self.rows[:18]:
             style = {"winner": "bold green", "dropped": "dim", "failed": "red"}.get(row[2], "")
@@ -229,8 +207,10 @@ class Progress:
             self.live.start()
 
     def __call__(self, kind: str, tuner: Any) -> None:
+        from ortop.engine.tunerun import leaderboard_rows
+
         self.display.phase = tuner.phase
-        self.display.rows = _rows(tuner)
+        self.display.rows = leaderboard_rows(tuner.trials)
         if self.live is not None:
             return
         if kind in ("stage", "verify", "start"):
@@ -251,20 +231,14 @@ class Progress:
 
 
 # ---- output -------------------------------------------------------------------------------------------------------
-def _figs(d: dict) -> str:
-    def f(x: Any, unit: str = "") -> str:
-        return "?" if x is None else f"{x:.3g}{unit}"
-
-    return (f"p50 {f(d.get('p50_ms'), ' ms')}, p99 {f(d.get('p99_ms'), ' ms')}, "
-            f"{f(d.get('throughput_per_s'))} runs/s, CPU {f(d.get('cpu_ms_per_run'), ' ms')}/run")
-
-
 def format_result(result: Any, model_path: str, saved: str | None) -> str:
+    from ortop.engine.tunerun import figures_text
+
     d = result.as_dict()
     lines = [f"ortop tune {os.path.basename(model_path)}: {objective_text(result.objective, result.max_p99_ms)} "
              f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s"
              f"{'; stopped by ctrl-C, these are the figures so far' if result.stopped else ''})",
-             f"baseline: {_figs(d['baseline'])}"]
+             f"baseline: {figures_text(d['baseline'])}"]
     counts: dict[str, int] = {}
     for t in result.trials:
         counts[t.status] = counts.get(t.status, 0) + 1
@@ -283,7 +257,7 @@ def format_result(result: Any, model_path: str, saved: str | None) -> str:
         lines.append(f"   pruned {note}")
     if result.verdict == "better":
         lines.append(f"best: {d['best'].get('changes') and ', '.join(d['best']['changes'])}")
-        lines.append(f"      {_figs(d['best'])}")
+        lines.append(f"      {figures_text(d['best'])}")
     lines.append(f"verdict: {result.text}")
     if saved:
         lines.append(f"saved: {saved}")
@@ -306,9 +280,7 @@ def run(args: argparse.Namespace) -> int:
     from ortop import fsutil
     from ortop import model as model_mod
     from ortop.collectors.host import read_host
-    from ortop.engine.racer import WorkerRacer, block_target_for
-    from ortop.engine.space import ModelFacts, Space
-    from ortop.engine.tuner import Tuner
+    from ortop.engine.tunerun import build_tuner
 
     model_path = os.path.abspath(args.model)
     info = model_mod.load_model(model_path)
@@ -318,17 +290,17 @@ def run(args: argparse.Namespace) -> int:
         fsutil.check_writable(args.save, protect=[model_path], what="profile")
     host = read_host()
     gpus = gpu_names()  # before the clock's deadline is set against the rest of the run
+    stop = threading.Event()
     try:
-        space = Space(profile, host, ModelFacts.from_model(info, profile), dims)
+        tuner, racer = build_tuner(model_path, profile, objective=args.objective, max_p99_ms=args.max_p99,
+                                   budget_s=args.budget, dims=dims, stop=stop, clock=clock, started=t0, info=info,
+                                   host=host)
     except ValueError as exc:
         raise UsageError(f"--space: {exc}") from None
-    stop = threading.Event()
-    racer = WorkerRacer(model_path, block_s=block_target_for(args.budget), stop=stop)
     progress = Progress(args.budget, args.objective, clock, t0, live=sys.stderr.isatty())
+    tuner.on_event = progress  # set once the space is known good: a refused --space leaves no live display behind
     try:
         with _first_interrupt_stops(stop, progress):
-            tuner = Tuner(space, racer, objective=args.objective, max_p99_ms=args.max_p99, budget_s=args.budget,
-                          clock=clock, started=t0, on_event=progress, stop=stop)
             result = tuner.run()
     finally:
         progress.close()

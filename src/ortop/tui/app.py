@@ -49,6 +49,7 @@ from ortop.tui.screens.main import MainScreen
 from ortop.tui.screens.open import OpenScreen
 from ortop.tui.screens.save import SaveAs, SaveScreen
 from ortop.tui.screens.settings import SettingsScreen
+from ortop.tui.screens.tune import TunerFactory, TuneScreen
 
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
 SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
@@ -86,6 +87,8 @@ class OrtopApp(App[int]):
         self._main: MainScreen | None = None
         self._settings: SettingsScreen | None = None  # built on first use, then reopened (see SettingsScreen.load)
         self._doctor_paused = False  # the doctor's measured checks paused the live session
+        self._tune_paused = False  # a search of the tune screen paused the live session
+        self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -284,6 +287,10 @@ class OrtopApp(App[int]):
             gpus = getattr(self.meters.gpu_sample, "devices", ())
             self.push_screen(DoctorScreen(self.monitor.snapshot(), gpus=gpus))
 
+    def action_tune(self) -> None:
+        if not isinstance(self.screen, TuneScreen):
+            self.push_screen(TuneScreen(self.current_profile(), tuner_factory=self.tuner_factory))
+
     def action_settings(self) -> None:
         if isinstance(self.screen, SettingsScreen):
             return
@@ -430,6 +437,43 @@ class OrtopApp(App[int]):
         if self._doctor_paused:
             self._doctor_paused = False
             self.monitor.resume()
+
+    @on(TuneScreen.Start)
+    def _tune_start(self, message: TuneScreen.Start) -> None:
+        """The search races worker processes of its own: the live one waits, paused, until they are gone."""
+        self._tune_paused = self.monitor.snapshot().state != "paused"
+        if self._tune_paused:
+            self.monitor.pause()
+        message.screen.run_search(self.monitor.model_path, self.current_profile())
+
+    @on(TuneScreen.Finished)
+    def _tune_finished(self) -> None:
+        if self._tune_paused:
+            self._tune_paused = False
+            self.monitor.resume()
+            self.tick()
+
+    @on(TuneScreen.ApplyRow)
+    def _tune_apply(self, message: TuneScreen.ApplyRow) -> None:
+        from ortop.engine.space import profile_key
+
+        screen, label = message.screen, message.label
+        if profile_key(message.profile) == profile_key(self.current_profile()):
+            screen.show_message(Text(f"{label}: the live session already runs this profile, nothing rebuilt",
+                                     style="yellow"))
+            return
+        try:
+            self.apply_profile(message.profile)
+        except (ProfileError, ModelError) as exc:
+            screen.show_message(Text(f"✗ {exc}", style="bold red"))
+            return
+        self.monitor.add_event("info", f"tune: applied {label}")
+        screen.show_message(Text(f"applied {label}: the live session rebuilds with it", style="green"))
+
+    @on(TuneScreen.SaveRow)
+    def _tune_save(self, message: TuneScreen.SaveRow) -> None:
+        stem, label = Path(self.monitor.model_path).stem, message.label.replace("µ", "u")  # "spin µs 100"
+        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-tune-{label}"))
 
     @on(messages.WriteExport)
     def _write_export(self, message: messages.WriteExport) -> None:

@@ -30,6 +30,8 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("h", "history", "history", "the history of configurations (Enter re-applies a row)", narrow=False),
     Key("d", "doctor", "doctor", "the doctor: what is wrong with this session, and the profile change that fixes "
         "it (Enter applies it)", footer=False),
+    Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
+        "leaderboard (stop, apply or save any row)", footer=False),
     Key("plus,equals_sign", "threads_up", "threads", "intra-op threads up by one (from ORT's default: its count, "
         "the physical cores, plus one)", "+", short="thr", bar="+/-"),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
@@ -54,6 +56,15 @@ HISTORY_KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+s", "save the selected row's profile"),
     ("e", "export the selected row's profile"),
     ("h / esc", "back to the live view"),
+)
+
+TUNE_KEYS: tuple[tuple[str, str], ...] = (
+    ("o / b", "before the start: cycle the objective (p50, p99, throughput, CPU per run) / the budget"),
+    ("g", "start the search (the live session pauses while it runs, and resumes after)"),
+    ("s", "stop the search: it ends with what it has measured"),
+    ("enter / a", "apply the selected row's profile to the live session (once the search has ended)"),
+    ("ctrl+s", "save the selected row's profile"),
+    ("t / esc", "back to the live view (a search under way stops first)"),
 )
 
 SETTINGS_KEYS: tuple[tuple[str, str], ...] = (

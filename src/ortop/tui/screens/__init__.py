@@ -1,5 +1,5 @@
-"""The screens, one per module: the live view, settings, history, help, and the save / open / export / confirm
-modals. Modal screens return what the user chose through ``dismiss(result)`` to the callback the app passed to
+"""The screens, one per module: the live view, settings, history, tune, help, and the save / open / export /
+confirm modals. Modal screens return what the user chose through ``dismiss(result)`` to the callback the app passed to
 ``push_screen``; the history and export screens post :mod:`ortop.tui.messages`. None of them holds the monitor or
 writes a file: the app acts, through :mod:`ortop.tui.actions` for files.
 """
@@ -12,6 +12,7 @@ from ortop.tui.screens.main import MainScreen
 from ortop.tui.screens.open import OpenScreen
 from ortop.tui.screens.save import SaveAs, SaveScreen
 from ortop.tui.screens.settings import SettingsScreen
+from ortop.tui.screens.tune import TuneScreen
 
 __all__ = ["ConfirmScreen", "ExportScreen", "HelpScreen", "HistoryScreen", "MainScreen", "OpenScreen",
-           "SaveAs", "SaveScreen", "SettingsScreen"]
+           "SaveAs", "SaveScreen", "SettingsScreen", "TuneScreen"]

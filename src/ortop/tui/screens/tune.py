@@ -1,0 +1,503 @@
+"""The tune screen: ``ortop tune``'s search run from the live view, its leaderboard filling in as candidates race;
+once it ends (or is stopped) any row can be applied to the live session or saved.
+
+Before the start, o and b pick the objective and the budget, and g starts. The search runs worker processes of its
+own, so the screen asks the app to pause the live session first (:class:`TuneScreen.Start`, answered with
+:meth:`TuneScreen.run_search`) and to resume it once those workers are gone (:class:`TuneScreen.Finished`), whatever
+ended the search: its result, s, esc, q, or an error. Rows are applied and saved by the app too
+(:class:`TuneScreen.ApplyRow`, :class:`TuneScreen.SaveRow`); the screen holds no monitor.
+
+The tuner calls back on its own thread at each step. The screen copies the rows there (the tuner is between two
+steps, so the copy is whole) and posts them, never waiting for the UI: a quit while the search runs must not leave
+the tuning thread blocked on an event loop that has stopped.
+
+About 500 lines: the rows (plain functions of a trial, run on the tuning thread) and the screen's states (ready,
+running, stopping, done, failed), which are read and changed together.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, ProgressBar, Static
+
+from ortop.config.profile import Profile
+from ortop.engine.space import describe, profile_key
+from ortop.engine.trials import BETTER, Figures, Trial, TuneResult
+from ortop.engine.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
+from ortop.engine.tunerun import LEADERBOARD_COLUMNS, figures_text, leaderboard, trial_cells
+from ortop.errors import OrtopError
+from ortop.tui.screens._base import Responsive
+
+BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
+DEFAULT_BUDGET_S = 60.0
+REFRESH_S = 0.5   # the elapsed time and the bar between two steps of the tuner
+STYLE = {"winner": "bold green", "dropped": "dim", "failed": "red", "baseline": "bold"}
+
+
+class TunerFactory(Protocol):
+    """Builds the Tuner for a search (the real one: :func:`real_tuner`; the tests give a fake racer and clock)."""
+
+    def __call__(self, model_path: str, profile: Profile, *, objective: str, budget_s: float,
+                 on_event: Callable[[str, Tuner], None], stop: threading.Event) -> Tuner: ...
+
+
+def real_tuner(model_path: str, profile: Profile, *, objective: str, budget_s: float,
+               on_event: Callable[[str, Tuner], None], stop: threading.Event) -> Tuner:
+    """The search ``ortop tune`` runs: every dimension that applies, worker processes racing in blocks."""
+    from ortop.engine.tunerun import build_tuner
+
+    return build_tuner(model_path, profile, objective=objective, budget_s=budget_s, on_event=on_event, stop=stop)[0]
+
+
+def default_objective(profile: Profile) -> str:
+    """CPU per run for a paced caller (its latency is set by the rate; what it costs is not), else p50."""
+    return "cpu" if profile.workload.rate_hz > 0 else "p50"
+
+
+# ---- rows ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One leaderboard row, copied off the tuning thread: its cells, the profile it stands for, its detail."""
+
+    key: str                 # "baseline", or the candidate's label (unique in a run)
+    cells: tuple[str, ...]
+    status: str              # baseline, racing, ok, winner, dropped, failed
+    profile: Profile
+    detail: Text
+
+
+@dataclass(frozen=True)
+class Board:
+    """What the tuner showed at one step."""
+
+    phase: str
+    elapsed_s: float
+    rows: tuple[Row, ...]
+
+
+def objective_figure(figures: Figures, objective: str) -> str:
+    """A profile's figure on the objective, short enough for a cell (``p50 1.19 ms``); "" when not measured."""
+    x = figures.value(objective)
+    if not math.isfinite(x):
+        return ""
+    unit = {"throughput": " runs/s", "cpu": " ms CPU/run"}.get(objective, " ms")
+    return f"{objective if objective in ('p50', 'p99') else ''} {x:.3g}{unit}".strip()
+
+
+def baseline_row(start: Profile, figures: Figures | None = None, objective: str = "p50") -> Row:
+    """The start profile: what every candidate is measured against, and what the live session ran."""
+    detail = Text(no_wrap=False)
+    detail.append("baseline · the profile the live session was running\n", style="bold")
+    if figures is not None and figures.blocks:
+        detail.append(f"{figures_text(figures.as_dict())} over {figures.blocks} blocks\n")
+    else:
+        detail.append("measured beside the candidates as the search goes\n")
+    cell = objective_figure(figures, objective) if figures is not None else ""
+    return Row("baseline", ("baseline", "", "start", "", "", "", cell), "baseline", start, detail)
+
+
+def trial_row(t: Trial, start: Profile) -> Row:
+    """A candidate's row, and in full: what it changes from the baseline, how it raced, why it stopped."""
+    cells = trial_cells(t)
+    status = cells[2]
+    detail = Text(no_wrap=False)
+    detail.append(f"{t.label} · {t.candidate.stage} · {status}\n", style=STYLE.get(status, "bold"))
+    changes = t.profile.changes_from(start)
+    detail.append("changes from the baseline  ", style="dim")
+    detail.append(("; ".join(changes) if changes else "none") + "\n")
+    detail.append("raced against  ", style="dim")
+    detail.append(f"{t.incumbent}\n")
+    c = t.comparison
+    if c is not None:
+        detail.append("verdict  ", style="dim")
+        detail.append(f"{c.text()} ({c.pairs} pairs of blocks)\n")
+    if t.figures.blocks:
+        detail.append("figures  ", style="dim")
+        detail.append(f"{figures_text(t.figures.as_dict())} over {t.figures.blocks} blocks\n")
+    if t.reason:
+        detail.append(f"{t.status}  ", style="dim")
+        detail.append(f"{t.reason}\n", style=STYLE.get(t.status, ""))
+    return Row(t.label, cells, status, t.profile, detail)
+
+
+def board_rows(trials: Iterable[Trial], start: Profile, baseline_figures: Figures | None = None,
+               objective: str = "p50") -> tuple[Row, ...]:
+    """The baseline first, then every trial, best first (the leaderboard's order)."""
+    return (baseline_row(start, baseline_figures, objective), *(trial_row(t, start) for t in leaderboard(trials)))
+
+
+def tuner_board(tuner: Tuner) -> Board:
+    """What the tuner shows now: its phase, its time, and its rows."""
+    return Board(tuner.phase, tuner.elapsed(), board_rows(list(tuner.trials), tuner.start))
+
+
+# ---- the screen ---------------------------------------------------------------------------------------------------
+class TuneScreen(Responsive, Screen[None]):
+    """Race candidate settings against the running ones for a budget; stop, apply or save any row."""
+
+    DEFAULT_CSS = """
+    TuneScreen #tune-title { height: auto; padding: 0 1; }
+    TuneScreen #tune-progress { height: 1; padding: 0 1; }
+    TuneScreen #tune-table { height: 1fr; }
+    TuneScreen #tune-verdict { height: auto; padding: 0 1; }
+    TuneScreen #tune-detail-box { height: auto; max-height: 45%; border-top: solid $primary 60%; }
+    TuneScreen #tune-detail { height: auto; padding: 0 1; }
+    """
+
+    BINDINGS = [
+        Binding("t,escape", "close", "back"),
+        Binding("o", "objective", "objective"),
+        Binding("b", "budget", "budget"),
+        Binding("g", "start", "start"),
+        Binding("s", "stop", "stop"),
+        Binding("a", "apply", "apply row"),
+        Binding("ctrl+s", "save", "save row", key_display="^s"),
+        Binding("q,f10", "quit", "quit", show=False),
+    ]
+
+    class Start(Message):
+        """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
+
+        def __init__(self, screen: TuneScreen) -> None:
+            super().__init__()
+            self.screen = screen
+
+    class Finished(Message):
+        """The search is over and its workers are gone: the live session may run again."""
+
+        def __init__(self, screen: TuneScreen) -> None:
+            super().__init__()
+            self.screen = screen
+
+    class ApplyRow(Message):
+        """Apply a row's profile to the live session; the app answers with :meth:`show_message`."""
+
+        def __init__(self, screen: TuneScreen, profile: Profile, label: str) -> None:
+            super().__init__()
+            self.screen = screen
+            self.profile = profile
+            self.label = label
+
+    class SaveRow(Message):
+        """Save a row's profile (the app opens the save modal)."""
+
+        def __init__(self, screen: TuneScreen, profile: Profile, label: str) -> None:
+            super().__init__()
+            self.screen = screen
+            self.profile = profile
+            self.label = label
+
+    class _Stepped(Message):
+        """The tuner took a step (posted from the tuning thread)."""
+
+        def __init__(self, board: Board) -> None:
+            super().__init__()
+            self.board = board
+
+    class _Ended(Message):
+        """The search returned a result or failed (posted from the tuning thread)."""
+
+        def __init__(self, result: TuneResult | None, error: str, warnings: Sequence[str]) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+            self.warnings = tuple(warnings)
+
+    def __init__(self, profile: Profile, *, tuner_factory: TunerFactory | None = None,
+                 budget_s: float = DEFAULT_BUDGET_S) -> None:
+        super().__init__()
+        self.start_profile = profile
+        self.objective = default_objective(profile)
+        self.budget_s = budget_s
+        self.state = "ready"          # ready → starting → running → stopping → done / failed
+        self.result: TuneResult | None = None
+        self.error = ""
+        self.board = Board("not started", 0.0, (baseline_row(profile),))
+        self._factory: TunerFactory = tuner_factory or real_tuner
+        self._stop = threading.Event()
+        self._tuner: Tuner | None = None
+        self._timer: Timer | None = None
+        self._rows: tuple[Row, ...] = ()
+        self._verdict = Text()
+        self._note: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._title(), id="tune-title")
+        yield ProgressBar(total=self.budget_s, show_eta=False, id="tune-progress")
+        table: DataTable[Text] = DataTable(id="tune-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("", id="tune-verdict")
+        with VerticalScroll(id="tune-detail-box"):
+            yield Static("", id="tune-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(DataTable)
+        for name in LEADERBOARD_COLUMNS:
+            table.add_column(name, key=name)
+        table.focus()
+        self.refresh_rows()
+        self.show_message(Text("o picks the objective, b the budget, g starts: the live session pauses while the "
+                               "search runs", style="dim"))
+
+    def on_unmount(self) -> None:
+        self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
+
+    # ---- the search ------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.state in ("starting", "running", "stopping")
+
+    def run_search(self, model_path: str, profile: Profile) -> None:
+        """Start the search from ``profile`` in a thread (the app has paused the live session)."""
+        if self._stop.is_set() or not self.is_attached:
+            self.app.post_message(self.Finished(self))  # closed before the app answered: nothing to wait for
+            return
+        self.start_profile = profile
+        self.state = "running"
+        self.board = Board("starting", 0.0, (baseline_row(profile),))
+        self._timer = self.set_interval(REFRESH_S, self._tick, name="tune-elapsed")
+        self.refresh_rows()
+        self.show_message(Text("the live session is paused while the search runs; s stops it", style="yellow"))
+        self._search(self.app, model_path, profile, self.objective, self.budget_s)
+
+    @work(thread=True, exclusive=True, group="tune-search")
+    def _search(self, app: Any, model_path: str, profile: Profile, objective: str, budget_s: float) -> None:
+        result: TuneResult | None = None
+        error, warnings = "", []
+        try:
+            tuner = self._factory(model_path, profile, objective=objective, budget_s=budget_s,
+                                  on_event=self._stepped, stop=self._stop)
+            self._tuner = tuner
+            result = tuner.run()
+            warnings = list(getattr(tuner.racer, "warnings", ()))
+        except OrtopError as exc:  # a model that cannot be read, the start profile failing: one line
+            error = str(exc)
+        except Exception as exc:  # anything else is shown too, never as a traceback
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            _post(self, self._Ended(result, error, warnings))
+            _post(app, self.Finished(self))
+
+    def _stepped(self, kind: str, tuner: Tuner) -> None:
+        """The tuner's callback, on its thread: copy what it shows and hand it over."""
+        _post(self, self._Stepped(tuner_board(tuner)))
+
+    @on(_Stepped)
+    def _on_stepped(self, message: _Stepped) -> None:
+        if self.state not in ("running", "stopping"):
+            return
+        self.board = message.board
+        self.refresh_rows()
+
+    @on(_Ended)
+    def _on_ended(self, message: _Ended) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self.result, self.error = message.result, message.error
+        res = message.result
+        if res is None:
+            self.state = "failed"
+            self._verdict = Text(f"✗ the search failed: {message.error}", style="bold red")
+            self.refresh_rows()
+            self.show_message(Text("the live session resumes", style="dim"))
+            return
+        self.state = "done"
+        rows = board_rows(res.trials, res.baseline, res.baseline_figures, res.objective)
+        self.board = Board("stopped" if res.stopped else "done", res.elapsed_s, rows)
+        self._verdict = self._verdict_text(res, message.warnings)
+        best = profile_key(res.best)
+        self.refresh_rows(select=next((r.key for r in rows if profile_key(r.profile) == best), None))
+        self.show_message(Text("enter or a applies the selected row to the live session, ctrl+s saves it",
+                               style="dim"))
+
+    def _verdict_text(self, res: TuneResult, warnings: Sequence[str]) -> Text:
+        t = Text(no_wrap=False)
+        if res.stopped:
+            t.append(f"stopped after {res.elapsed_s:.1f} s · ", style="bold yellow")
+        t.append("verdict  ", style="bold")
+        t.append(res.text, style="bold green" if res.verdict == BETTER else "yellow")
+        if res.verdict == BETTER:
+            t.append(f"\nbest  {describe(res.best, res.baseline)}: {figures_text(res.best_figures.as_dict())}")
+        if res.not_tried:
+            t.append(f"\n{len(res.not_tried)} candidate{'s' if len(res.not_tried) != 1 else ''} not tried for "
+                     "lack of time (b gives a longer budget next time)", style="dim")
+        for w in warnings[:2]:
+            t.append(f"\nwarning: {w}", style="yellow")
+        return t
+
+    def _tick(self) -> None:
+        """Between two steps of the tuner the clock moves (the title and the bar), and a dimension that has just
+        started lists its candidates as racing: its first step comes only after its first rung, seconds later."""
+        if self.state not in ("running", "stopping") or not self.is_mounted:
+            return
+        tuner = self._tuner
+        if tuner is not None and len(tuner.trials) > len(self.board.rows) - 1:
+            self.board = tuner_board(tuner)  # new trials only get added, each whole, between the tuner's steps
+            self.refresh_rows()
+        else:
+            self._draw_progress()
+
+    def _elapsed(self) -> float:
+        tuner = self._tuner
+        return tuner.elapsed() if tuner is not None and self.running else self.board.elapsed_s
+
+    # ---- drawing ---------------------------------------------------------------------------------------------
+    def _title(self) -> Text:
+        t = Text.assemble(("Tune", "bold"), "  ")
+        goal = f"{self.objective} ({OBJECTIVE_TEXT[self.objective]})"
+        if self.state == "ready":
+            t.append(f"objective {goal} · budget {self.budget_s:g} s", style="bold")
+            t.append("  ·  o objective · b budget · g start · t/esc back", style="dim")
+            return t
+        elapsed = min(self._elapsed(), self.budget_s)
+        phase = {"stopping": "stopping: the result so far follows", "failed": "failed"}.get(self.state,
+                                                                                            self.board.phase)
+        t.append(f"{phase} — {elapsed:.0f}/{self.budget_s:g} s", style="bold")
+        t.append(f"  ·  {goal}", style="dim")
+        if self.running:
+            t.append("  ·  s stops · t/esc stops and goes back", style="dim")
+        else:
+            t.append("  ·  enter/a applies a row · ^s saves it · t/esc back", style="dim")
+        return t
+
+    def _draw_progress(self) -> None:
+        self.query_one("#tune-title", Static).update(self._title())
+        bar = self.query_one(ProgressBar)
+        bar.update(total=self.budget_s, progress=min(self._elapsed(), self.budget_s) if self.state != "ready"
+                   else 0.0)
+
+    def refresh_rows(self, select: str | None = None) -> None:
+        """Rebuild the table (a few dozen rows at most), keeping the selected row (by its candidate) selected."""
+        table = self.query_one(DataTable)
+        current = select or (self._rows[table.cursor_row].key
+                             if self._rows and 0 <= table.cursor_row < len(self._rows) else None)
+        self._rows = self.board.rows
+        table.clear()
+        for i, r in enumerate(self._rows):
+            style = STYLE.get(r.status, "")
+            table.add_row(*(Text(c, style=style) for c in r.cells), key=str(i))
+        keys = [r.key for r in self._rows]
+        if current in keys:
+            table.move_cursor(row=keys.index(current))
+        self.query_one("#tune-verdict", Static).update(self._verdict)
+        self._draw_progress()
+        self.refresh_bindings()
+        self.show_message()
+
+    def selected(self) -> Row | None:
+        """The row under the cursor, or None."""
+        table = self.query_one(DataTable)
+        if not self._rows or not 0 <= table.cursor_row < len(self._rows):
+            return None
+        return self._rows[table.cursor_row]
+
+    def show_message(self, message: Text | None = None) -> None:
+        """The selected row in full, then ``message`` (the outcome of an apply, what the keys do)."""
+        if message is not None:
+            self._note = message
+        row = self.selected()
+        t = Text(no_wrap=False)
+        if row is not None:
+            t.append_text(row.detail)
+        if self._note is not None:
+            t.append_text(self._note)
+        self.query_one("#tune-detail", Static).update(t)
+
+    # ---- keys ------------------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("objective", "budget", "start"):
+            return self.state == "ready"
+        if action == "stop":
+            return True if self.state == "running" else (None if self.running else False)
+        return True
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self.show_message()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_apply()
+
+    def action_objective(self) -> None:
+        if self.state == "ready":
+            self.objective = OBJECTIVES[(OBJECTIVES.index(self.objective) + 1) % len(OBJECTIVES)]
+            self._draw_progress()
+
+    def action_budget(self) -> None:
+        if self.state == "ready":
+            later = [b for b in BUDGETS_S if b > self.budget_s]
+            self.budget_s = later[0] if later else BUDGETS_S[0]
+            self._draw_progress()
+
+    def action_start(self) -> None:
+        if self.state == "ready":
+            self.state = "starting"
+            self._draw_progress()
+            self.refresh_bindings()
+            self.post_message(self.Start(self))
+
+    def action_stop(self) -> None:
+        if self.state == "running":
+            self._stop.set()
+            self.state = "stopping"
+            self._draw_progress()
+            self.refresh_bindings()
+            self.show_message(Text("stopping: the race under way ends, and the result so far follows",
+                                   style="yellow"))
+
+    def action_apply(self) -> None:
+        row = self.selected()
+        if row is None:
+            return
+        if row.status == "failed":
+            self.show_message(Text(f"✗ {row.key} failed, so it cannot be applied (see why above)", style="bold red"))
+            return
+        if self.running:
+            self.show_message(Text("the search is running: stop it (s) or wait for its result before applying a "
+                                   "row", style="yellow"))
+            return
+        self.post_message(self.ApplyRow(self, row.profile, row.key))
+
+    def action_save(self) -> None:
+        row = self.selected()
+        if row is None:
+            return
+        if row.status == "failed":
+            self.show_message(Text(f"✗ {row.key} failed, so it is not worth saving (see why above)",
+                                   style="bold red"))
+            return
+        self.post_message(self.SaveRow(self, row.profile, row.key))
+
+    def action_close(self) -> None:
+        self._stop.set()  # the search finishes with what it has; the app resumes the live session when it has
+        self.dismiss(None)
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        await self.app.run_action("quit")
+
+
+def _post(target: Any, message: Message) -> None:
+    """Post from the tuning thread: safe there, and it never waits. Dropped once the target is closed, or when the
+    app and its event loop are gone (a quit while the search ran)."""
+    try:
+        target.post_message(message)
+    except RuntimeError:
+        pass
