@@ -54,3 +54,25 @@ def test_markers_capacity_and_clear() -> None:
     assert s.buckets(now_s=10) == ()
     with pytest.raises(ValueError):
         Series(width_s=0)
+
+
+def test_closed_buckets_keep_their_figures_and_free_their_runs() -> None:
+    # A fast model sends ~100 000 runs a second: the series must not hold them all for its whole length (a 10-minute
+    # soak on an 8 µs model grew the monitor from 62 to 290 MB before this).
+    rng = np.random.default_rng(2)
+    t = np.sort(rng.uniform(0, 60, 200_000))
+    lat = rng.lognormal(0, 0.3, t.size)
+    s = Series(width_s=0.5)
+    for chunk in np.array_split(np.arange(t.size), 600):  # a batch every 100 ms
+        s.add(t[chunk], lat[chunk])
+    held = sum(a.size for chunks in s._chunks.values() for a in chunks)
+    assert held < 200_000 * 6 / 120  # only the last few buckets' runs are kept raw
+    got = {round(b.t / 0.5): (b.runs, b.p50, b.p99) for b in s.buckets(now_s=100)}
+    ref = _reference(t, lat, 0.5)
+    assert got.keys() == ref.keys()
+    for i in ref:
+        assert got[i][0] == ref[i][0]
+        assert got[i][1] == pytest.approx(ref[i][1]) and got[i][2] == pytest.approx(ref[i][2])
+    # A straggler for a closed bucket is counted.
+    s.add(np.array([0.1]), np.array([1.0]))
+    assert s.buckets(now_s=100)[0].runs == ref[0][0] + 1

@@ -25,6 +25,9 @@ class Bucket:
     marker: bool = False  # a rebuild happened in this bucket
 
 
+CLOSE_AFTER = 4  # a bucket this many buckets older than the newest run's is closed (batches come every ~100 ms)
+
+
 class Series:
     """Buckets of ``width_s`` seconds, the newest ``capacity`` kept; rebuild markers by time.
 
@@ -36,8 +39,10 @@ class Series:
             raise ValueError(f"bucket width must be > 0, got {width_s}")
         self.width_s = width_s
         self.capacity = capacity
-        self._chunks: OrderedDict[int, list[np.ndarray]] = OrderedDict()
+        self._chunks: OrderedDict[int, list[np.ndarray]] = OrderedDict()  # buckets still filling: raw latencies
         self._cache: dict[int, tuple[int, Bucket]] = {}  # index -> (chunks seen, figures)
+        self._done: dict[int, Bucket] = {}  # closed buckets: their figures only (raw latencies freed)
+        self._newest = -(2**62)
         self._markers: set[int] = set()
 
     def add(self, t_s: np.ndarray, latency_ms: np.ndarray) -> None:
@@ -48,12 +53,39 @@ class Series:
             return
         idx = np.floor(t / self.width_s).astype(np.int64)
         for i in np.unique(idx):
-            self._chunks.setdefault(int(i), []).append(lat[idx == i])
-        if len(self._chunks) > self.capacity:
-            for old in sorted(self._chunks)[: len(self._chunks) - self.capacity]:
-                del self._chunks[old]
-                self._cache.pop(old, None)
-                self._markers.discard(old)
+            i = int(i)
+            part = lat[idx == i]
+            done = self._done.get(i)
+            if done is not None:  # a straggler for a closed bucket: counted, its percentiles stay as they were
+                self._done[i] = replace(done, runs=done.runs + int(part.size))
+                continue
+            self._chunks.setdefault(i, []).append(part)
+        self._newest = max(self._newest, int(idx.max()))
+        self._close(self._newest - CLOSE_AFTER)
+        keys = sorted({*self._chunks, *self._done})
+        for old in keys[: max(0, len(keys) - self.capacity)]:
+            self._chunks.pop(old, None)
+            self._done.pop(old, None)
+            self._cache.pop(old, None)
+            self._markers.discard(old)
+
+    def _close(self, through: int) -> None:
+        """Buckets up to index ``through`` get no more runs: keep their figures and free their latencies (a fast
+        model sends ~100 000 runs a second: kept raw for the whole series, that is hundreds of MB)."""
+        for i in [i for i in self._chunks if i <= through]:
+            self._done[i] = self._figures(i)
+            del self._chunks[i]
+            self._cache.pop(i, None)
+
+    def _figures(self, i: int) -> Bucket:
+        chunks = self._chunks[i]
+        hit = self._cache.get(i)
+        if hit is None or hit[0] != len(chunks):
+            lat = np.concatenate(chunks)
+            p50, p99 = np.percentile(lat, (50, 99)) if lat.size else (math.nan, math.nan)
+            hit = (len(chunks), Bucket(i * self.width_s, int(lat.size), float(p50), float(p99)))
+            self._cache[i] = hit
+        return hit[1]
 
     def mark(self, t_s: float) -> None:
         """A rebuild at ``t_s``: its bucket is drawn with a marker."""
@@ -63,6 +95,8 @@ class Series:
         """Forget the runs (markers too)."""
         self._chunks.clear()
         self._cache.clear()
+        self._done.clear()
+        self._newest = -(2**62)
         self._markers.clear()
 
     def buckets(self, now_s: float) -> tuple[Bucket, ...]:
@@ -70,15 +104,9 @@ class Series:
         read as a throughput dip."""
         last_full = int(now_s // self.width_s)
         out = []
-        for i in sorted(self._chunks):
+        for i in sorted({*self._chunks, *self._done}):
             if i >= last_full:
                 continue
-            chunks = self._chunks[i]
-            hit = self._cache.get(i)
-            if hit is None or hit[0] != len(chunks):
-                lat = np.concatenate(chunks)
-                p50, p99 = np.percentile(lat, (50, 99)) if lat.size else (math.nan, math.nan)
-                hit = (len(chunks), Bucket(i * self.width_s, int(lat.size), float(p50), float(p99)))
-                self._cache[i] = hit
-            out.append(replace(hit[1], marker=True) if i in self._markers else hit[1])
+            b = self._done[i] if i in self._done else self._figures(i)
+            out.append(replace(b, marker=True) if i in self._markers else b)
         return tuple(out)
