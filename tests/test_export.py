@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 import shutil
@@ -20,6 +21,7 @@ from ortop import export
 from ortop.config import knobs
 from ortop.config import profile as pm
 from ortop.config.profile import Profile, ProviderSettings, SessionSettings, Workload
+from ortop.config.replicas import split_cores
 from ortop.export import FORMATS, PERF_TEST_FLAGS, ExportError, perf_test, render
 from ortop.runtime import options as ortopts
 from tests.models import make_matmul_model
@@ -41,6 +43,26 @@ EVIL_VALUES = [
     "$(touch /tmp/ortop-pwned) `id`; rm -rf ~ #",
     "tab\there\x01ctl\x1b[0m\x7f",  # NUL itself is refused by profile validation
     "caf\u00e9 \U0001f600",
+]
+
+
+def prof(**dotted) -> Profile:
+    return pm.merge(Profile(), **{k.replace("__", "."): v for k, v in dotted.items()})
+
+
+# Replicas and the shared arena, in every combination the exporters spell differently.
+REPLICA_PROFILES = [
+    prof(workload__replicas=3, session__use_env_allocators=True),
+    prof(workload__replicas=2, workload__pin_replicas=True, workload__concurrency=2),
+    prof(workload__replicas=2, workload__pin_replicas=True, session__use_env_allocators=True,
+         session__intra_op_num_threads=3),
+    prof(workload__replicas=2, workload__pin_replicas=True, session__use_per_session_threads=False,
+         session__global_intra_op_num_threads=2, session__use_env_allocators=True),
+    prof(workload__replicas=2, workload__pin_replicas=True, session__intra_op_num_threads=2,
+         session__intra_op_thread_affinities=((0,),)),
+    prof(workload__pin_replicas=True),
+    prof(workload__replicas=2, provider__name="cuda", session__use_per_session_threads=False,
+         session__use_env_allocators=True),
 ]
 
 
@@ -148,6 +170,213 @@ def test_python_export_global_thread_pools(tmp_path: Path, model: str) -> None:
     out = subprocess.run([sys.executable, "-c", GLOBAL_POOLS, str(src), model], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "0"]
+
+
+# ---- replicas and the shared arena ----------------------------------------------------------------------------
+
+# Runs an exported module in a fresh interpreter (the shared arena is registered once per process): builds the
+# replicas, serves each from threads pinned to its share, and prints what the sessions were built with.
+RUN_REPLICAS = textwrap.dedent("""
+    import json, os, sys, threading
+    import numpy as np
+    code, model = open(sys.argv[1]).read(), sys.argv[2]
+    ns = {}
+    exec(compile(code, "export", "exec"), ns)
+    pinned = "replica_cores" in ns
+    if len(sys.argv) > 3:
+        cores = [tuple(int(c) for c in share.split(",")) for share in sys.argv[3].split(";")]
+    else:
+        cores = ns["replica_cores"]() if pinned else [None] * ns["REPLICAS"]
+    sessions = ns["make_sessions"](model, cores=cores) if pinned else ns["make_sessions"](model)
+    x = np.arange(32, dtype=np.float32).reshape(2, 16)
+    served = [None] * len(sessions)
+
+    def serve(i, k):
+        if pinned:
+            ns["pin_caller"](cores[i])
+        outs = [sessions[i].run(None, {"x": x})[0] for _ in range(10)]
+        served[i] = (sorted(os.sched_getaffinity(0)), outs[-1].tolist())
+
+    threads = [threading.Thread(target=serve, args=(i, k)) for i in range(len(sessions))
+               for k in range(ns["CALLERS_PER_REPLICA"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def entry(sess, key):
+        try:
+            return sess.get_session_options().get_session_config_entry(key)
+        except Exception:
+            return None
+
+    print(json.dumps({
+        "n": len(sessions), "arena": ns.get("_env_allocator_ready"), "cores": cores,
+        "shared": [entry(s, "session.use_env_allocators") for s in sessions],
+        "threads": [s.get_session_options().intra_op_num_threads for s in sessions],
+        "affinities": [entry(s, "session.intra_op_thread_affinities") for s in sessions],
+        "per_session": [s.get_session_options().use_per_session_threads for s in sessions],
+        "pinned": [p for p, _ in served], "same": all(out == served[0][1] for _, out in served),
+    }))
+""")
+
+
+def run_export(tmp_path: Path, profile: Profile, model: str, *shares: str) -> dict:
+    src = tmp_path / "export.py"
+    src.write_text(render(profile, "python", model_path=model))
+    out = subprocess.run([sys.executable, "-c", RUN_REPLICAS, str(src), model, *shares], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_python_export_serves_pinned_replicas_from_one_shared_arena(tmp_path: Path, model: str) -> None:
+    profile = prof(workload__replicas=2, workload__pin_replicas=True, workload__concurrency=2,
+                   session__use_env_allocators=True)
+    code = render(profile, "python", model_path=model)
+    assert code.index("ort.create_and_register_allocator(") < code.index("def make_session(")
+    assert "    _env_allocator()\n    return ort.InferenceSession(" in code  # registered before the session
+    assert "REPLICAS = 2" in code and "CALLERS_PER_REPLICA = 2" in code
+    assert "os.sched_setaffinity(0, cores)" in code and "when this\n# module runs" in code
+    # the split this host gives, worked out by the module itself at run time
+    usable = sorted(os.sched_getaffinity(0))
+    got = run_export(tmp_path, profile, model)
+    assert got["n"] == 2 and got["arena"] is True and got["same"]
+    assert got["shared"] == ["1", "1"]
+    expected = split_cores(usable, 2)
+    assert [tuple(c) for c in got["cores"]] == expected
+    assert got["pinned"] == [sorted(share) for share in expected]  # each replica's callers on its share
+    assert got["threads"] == [len(share) for share in expected]  # each pool sized to its share
+    # two cores per share: the pool's second thread pinned to the share's second core (ORT counts from 1)
+    got = run_export(tmp_path, profile, model, "1,0;0,1")
+    assert got["threads"] == [2, 2] and got["affinities"] == ["1", "2"]
+    assert got["pinned"] == [[0, 1], [0, 1]] and got["same"]
+
+
+def test_python_export_replicas_with_global_pools_and_a_shared_arena(tmp_path: Path, model: str) -> None:
+    profile = prof(workload__replicas=3, session__use_per_session_threads=False, session__global_intra_op_num_threads=2,
+                   session__use_env_allocators=True)
+    code = render(profile, "python", model_path=model)
+    # the pools before the arena: both come before the first session
+    assert code.index("    _global_thread_pools()\n    _env_allocator()\n") < code.index("ort.InferenceSession(")
+    assert "os" not in code.split("import onnxruntime")[0]  # nothing pinned: no os import
+    got = run_export(tmp_path, profile, model)
+    assert got["n"] == 3 and got["arena"] is True and got["same"]
+    assert got["shared"] == ["1", "1", "1"] and got["per_session"] == [False, False, False]
+
+
+def test_python_export_pinning_what_it_cannot_pin_says_so(tmp_path: Path, model: str) -> None:
+    own = prof(workload__replicas=2, workload__pin_replicas=True, session__intra_op_num_threads=2,
+               session__intra_op_thread_affinities=((0,),))
+    code = render(own, "python", model_path=model)
+    assert "def replica_options" not in code
+    assert "# pin_replicas: the profile pins the pool threads itself" in code
+    got = run_export(tmp_path, own, model)
+    assert got["n"] == 2 and got["threads"] == [2, 2] and got["affinities"] == ["1", "1"] and got["same"]
+    glob = prof(workload__replicas=2, workload__pin_replicas=True, session__use_per_session_threads=False)
+    assert "# pin_replicas: the global thread pools are shared by every replica" in render(glob, "python")
+
+
+@pytest.mark.parametrize("profile", REPLICA_PROFILES, ids=range(len(REPLICA_PROFILES)))
+def test_every_code_format_builds_the_replicas(profile: Profile) -> None:
+    n = profile.workload.replicas
+    py = render(profile, "python")
+    ast.parse(py)
+    assert f"REPLICAS = {n}" in py and "def make_sessions(" in py
+    cpp = render(profile, "cpp")
+    assert f"constexpr int kReplicas = {n};" in cpp and "inline std::vector<Ort::Session> MakeSessions(" in cpp
+    cs = render(profile, "csharp")
+    assert f"public const int Replicas = {n};" in cs and "public static InferenceSession[] CreateReplicas(" in cs
+    arena = bool(profile.session.use_env_allocators)
+    for text in (py, cpp, cs):
+        assert ("use_env_allocators" in text) == arena
+    if arena:
+        assert 'so.AddConfigEntry("session.use_env_allocators", "1");' in cpp
+        assert 'so.AddSessionConfigEntry("session.use_env_allocators", "1");' in cs
+    pinned_pools = profile.workload.pin_replicas and profile.session.use_per_session_threads and \
+        profile.session.intra_op_thread_affinities is None
+    assert ("def replica_options(" in py) == ("MakeReplicaSessionOptions(" in cpp) == \
+        ("CreateReplicaOptions(" in cs) == pinned_pools
+
+
+def test_cpp_registers_the_shared_arena_in_the_env_before_any_session() -> None:
+    text = render(prof(workload__replicas=3, session__use_env_allocators=True, session__use_per_session_threads=False,
+                       session__global_intra_op_num_threads=2), "cpp")
+    env = text[text.index("inline Ort::Env MakeEnv() {"):text.index("inline Ort::SessionOptions MakeSessionOptions")]
+    assert env.index("Ort::ThreadingOptions threading;") < env.index('Ort::Env env(threading, ORT_LOGGING_LEVEL')
+    assert "Ort::MemoryInfo memory_info = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);" in env
+    assert "Ort::ArenaCfg arena_cfg(0, -1, -1, -1);" in env
+    assert env.index("env.CreateAndRegisterAllocator(memory_info, arena_cfg);") < env.index("return env;")
+    assert "so.DisablePerSessionThreads();" in text
+    assert "for (int i = 0; i < n; ++i) sessions.push_back(MakeSession(env, model_path));" in text
+    assert "Ort::Env env = MakeEnv();  std::vector<Ort::Session> sessions = MakeSessions(env);" in text
+    plain = render(prof(workload__replicas=2), "cpp")
+    assert "CreateAndRegisterAllocator" not in plain and 'return Ort::Env(ORT_LOGGING_LEVEL_WARNING, "ortop");' in plain
+    pinned = render(prof(workload__replicas=2, workload__pin_replicas=True, session__intra_op_num_threads=4), "cpp")
+    assert "const int threads = 4;" in pinned and "so.SetIntraOpNumThreads(threads);" in pinned
+    assert "pthread_setaffinity_np" in pinned and "MakeSessions(env, shares)" in pinned
+
+
+def test_csharp_registers_the_shared_arena_before_the_first_options() -> None:
+    text = render(prof(workload__replicas=3, session__use_env_allocators=True, session__use_per_session_threads=False,
+                       session__global_intra_op_num_threads=2), "csharp")
+    assert 'new OrtMemoryInfo("Cpu", OrtAllocatorType.ArenaAllocator, 0,' in text
+    assert "new OrtArenaCfg(0, -1, -1, -1)" in text
+    assert "OrtEnv.Instance().CreateAndRegisterAllocator(memoryInfo, arenaCfg);" in text
+    options = text[text.index("public static SessionOptions CreateOptions()"):]
+    # the environment with its pools, then the arena in it, then the first SessionOptions
+    assert options.index("CreateEnvironment();") < options.index("RegisterSharedArena();") < \
+        options.index("new SessionOptions()")
+    assert "OrtEnv.CreateInstanceWithOptions(ref envOptions);" in text and "so.DisablePerSessionThreads();" in text
+    assert "for (int i = 0; i < Replicas; i++) sessions[i] = Create(modelPath);" in text
+    pinned = render(prof(workload__replicas=2, workload__pin_replicas=True), "csharp")
+    assert "int threads = cores.Length;" in pinned and "CreateReplicas(int[][] shares" in pinned
+    assert "RegisterSharedArena" not in pinned
+
+
+def test_python_export_of_a_gpu_profile_with_global_pools_parses() -> None:
+    """The provider check's signature and docstring go in place of make_session's own, wherever the set-up calls
+    (pools, arena) put them."""
+    pools = {"provider__name": "cuda", "session__use_per_session_threads": False}
+    for profile in (prof(**pools), prof(**pools, session__use_env_allocators=True)):
+        text = render(profile, "python")
+        tree = ast.parse(text)
+        make = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "make_session")
+        assert [a.arg for a in make.args.args] == ["model_path", "providers", "strict"]
+        assert "is not active" in (ast.get_docstring(make) or "")
+        assert "    _global_thread_pools()\n" in text
+
+
+def test_python_split_is_ortops() -> None:
+    """The exported module splits the cores at run time by the rule ortop uses (whole NUMA nodes, contiguous runs,
+    round robin past the core count)."""
+    ns: dict = {}
+    exec(compile(render(prof(workload__replicas=2, workload__pin_replicas=True), "python"), "<export>", "exec"), ns)
+    cases = [(list(range(8)), 2, {}), (list(range(7)), 3, {}), ([0, 1], 4, {}), ([0, 4, 1, 5, 2, 6, 3, 7], 2, {}),
+             ([0, 1, 2, 3, 8, 9, 10, 11], 2, {0: (0, 1, 8, 9), 1: (2, 3, 10, 11)}),
+             (list(range(4)), 4, {0: (0, 1), 1: (2, 3)}),
+             (list(range(12)), 2, {0: (0, 1, 2, 3), 1: (4, 5, 6, 7), 2: (8, 9, 10, 11)}), (list(range(16)), 1, {})]
+    for cores, n, nodes in cases:
+        mine = [tuple(c for c in cpus if c in cores) for _, cpus in sorted(nodes.items())]
+        assert ns["split_cores"](cores, n, mine) == split_cores(cores, n, nodes), (cores, n, nodes)
+    assert ns["_cpulist"]("/nonexistent") == ()
+
+
+def test_perf_test_and_olive_say_they_cannot_serve_replicas() -> None:
+    profile = prof(workload__replicas=4, workload__pin_replicas=True, workload__concurrency=2,
+                   session__use_env_allocators=True)
+    text = render(profile, "perf-test")
+    notes = [line for line in text.splitlines() if line.startswith("# note:")]
+    assert any("replicas = 4: perf_test serves one session" in n for n in notes)
+    assert any("pin_replicas = true" in n for n in notes)
+    assert any("use_env_allocators = true: perf_test registers no allocator" in n for n in notes)
+    flags, _ = perf_flags(perf_command(text))  # the command stays runnable, with verified flags only
+    assert flags["-c"] == ["2"]
+    assert_every_knob_carried(profile, text)
+    for one in (prof(workload__replicas=2), prof(workload__pin_replicas=True), prof(session__use_env_allocators=True)):
+        with pytest.raises(ExportError, match="Olive's inference settings cannot carry .*one session"):
+            render(one, "olive")
+    assert json.loads(render(prof(session__use_env_allocators=False), "olive"))
 
 
 # ---- injection ----------------------------------------------------------------------------------------------
@@ -326,7 +555,8 @@ def test_json_formats_carry_values_as_data(value: str) -> None:
 # ---- C++ compile check (syntax and literals, against the API as declared in onnxruntime_cxx_api.h) -----------
 
 # The declarations the export uses, with the signatures of onnxruntime_cxx_api.h (SessionOptionsImpl, Env,
-# ThreadingOptions) and onnxruntime_c_api.h (OrtApi members, enums, ORT_TSTR); enough for -fsyntax-only.
+# ThreadingOptions, MemoryInfo, ArenaCfg; Env and Session move-only, as their Base is) and onnxruntime_c_api.h
+# (OrtApi members, enums, ORT_TSTR); enough for -fsyntax-only.
 ORT_STUB = """
 #include <cstddef>
 #include <string>
@@ -335,6 +565,11 @@ typedef char ORTCHAR_T;
 #define ORT_TSTR(X) X
 #define ORT_API_CALL
 struct OrtStatus; struct OrtCUDAProviderOptionsV2; struct OrtTensorRTProviderOptionsV2; struct OrtThreadingOptions;
+struct OrtMemoryInfo; struct OrtArenaCfg;
+typedef enum OrtAllocatorType { OrtInvalidAllocator = -1, OrtDeviceAllocator = 0, OrtArenaAllocator = 1
+} OrtAllocatorType;
+typedef enum OrtMemType { OrtMemTypeCPUInput = -2, OrtMemTypeCPUOutput = -1, OrtMemTypeCPU = OrtMemTypeCPUOutput,
+  OrtMemTypeDefault = 0 } OrtMemType;
 typedef enum ExecutionMode { ORT_SEQUENTIAL = 0, ORT_PARALLEL = 1 } ExecutionMode;
 typedef enum GraphOptimizationLevel { ORT_DISABLE_ALL = 0, ORT_ENABLE_BASIC = 1, ORT_ENABLE_EXTENDED = 2,
   ORT_ENABLE_LAYOUT = 3, ORT_ENABLE_ALL = 99 } GraphOptimizationLevel;
@@ -359,10 +594,21 @@ struct ThreadingOptions {
   ThreadingOptions& SetGlobalInterOpNumThreads(int n);
   operator OrtThreadingOptions*() const;
 };
+struct MemoryInfo {
+  static MemoryInfo CreateCpu(OrtAllocatorType type, OrtMemType mem_type1);
+  operator OrtMemoryInfo*() const;
+};
+struct ArenaCfg {
+  ArenaCfg(size_t max_mem, int arena_extend_strategy, int initial_chunk_size_bytes, int max_dead_bytes_per_chunk);
+  operator OrtArenaCfg*() const;
+};
 struct Env {
   Env(OrtLoggingLevel logging_level = ORT_LOGGING_LEVEL_WARNING, const char* logid = "");
   Env(const OrtThreadingOptions* tp_options, OrtLoggingLevel logging_level = ORT_LOGGING_LEVEL_WARNING,
       const char* logid = "");
+  Env(const Env&) = delete;
+  Env(Env&&) noexcept;
+  Env& CreateAndRegisterAllocator(const OrtMemoryInfo* mem_info, const OrtArenaCfg* arena_cfg);
 };
 struct SessionOptions {
   SessionOptions();
@@ -382,7 +628,11 @@ struct SessionOptions {
   SessionOptions& AppendExecutionProvider(const std::string& name,
                                           const std::unordered_map<std::string, std::string>& options = {});
 };
-struct Session { Session(const Env& env, const ORTCHAR_T* model_path, const SessionOptions& options); };
+struct Session {
+  Session(const Env& env, const ORTCHAR_T* model_path, const SessionOptions& options);
+  Session(const Session&) = delete;
+  Session(Session&&) noexcept;
+};
 }  // namespace Ort
 """
 
@@ -396,12 +646,19 @@ def test_cpp_exports_compile_against_the_declared_api(tmp_path: Path) -> None:
                                         graph_optimization_level="layout", execution_mode="parallel")),
         Profile(provider=ProviderSettings(name="tensorrt", options={"trt_fp16_enable": True})),
         Profile(provider=ProviderSettings(name="cuda")),
+        *REPLICA_PROFILES,
     ]
     (tmp_path / "onnxruntime_cxx_api.h").write_text(ORT_STUB)
     parts = ["#include <onnxruntime_cxx_api.h>", "#include <memory>", "#include <vector>"]
     for i, p in enumerate(profiles):
         body = "\n".join(ln for ln in render(p, "cpp", model_path=EVIL).splitlines() if not ln.startswith("#include"))
-        parts.append(f"namespace p{i} {{\n{body}\nvoid Use() {{ Ort::Env env = MakeEnv(); MakeSession(env); }}\n}}")
+        use = "Ort::Env env = MakeEnv(); MakeSession(env);"
+        if p.workload.pin_replicas:
+            use += (" std::vector<std::vector<int>> shares{{0, 1}, {2}};"
+                    " std::vector<Ort::Session> s = MakeSessions(env, shares);")
+        elif p.workload.replicas > 1:
+            use += " std::vector<Ort::Session> s = MakeSessions(env);"
+        parts.append(f"namespace p{i} {{\n{body}\nvoid Use() {{ {use} }}\n}}")
     src = tmp_path / "all.cpp"
     src.write_text("\n".join(parts))
     out = subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-Wno-unused-function", "-fsyntax-only",

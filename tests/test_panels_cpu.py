@@ -26,6 +26,25 @@ def test_core_view_fits_its_box(n: int, width: int, height: int) -> None:
     assert all(len(line) <= width for line in out), out
 
 
+@pytest.mark.parametrize("n", [2, 16, 64, 256])
+@pytest.mark.parametrize("replicas", [2, 8, 64])
+@pytest.mark.parametrize("width,height", [(38, 6), (48, 9), (66, 17)])
+def test_core_view_with_replica_tags_fits_its_box(n: int, replicas: int, width: int, height: int) -> None:
+    """Pinned replicas tag each meter (``3 r1▕``): the tags come out of the bars, never past the box."""
+    from ortop.config.replicas import split_cores
+
+    owners: dict[int, list[int]] = {}
+    for r, share in enumerate(split_cores(range(n), replicas)):
+        for c in share:
+            owners.setdefault(c, []).append(r)
+    sample = CpuSample(tuple(float((i * 37) % 101) for i in range(n)), 40.0, 120.0, (), frozenset({0}), 1.0)
+    out = lines(cpu.cpu_panel(sample, width, height, owners))
+    assert len(out) <= height
+    assert all(len(line) <= width for line in out[:-1]), out
+    if "▕" in out[0]:  # meters: each carries its replica
+        assert " r0" in out[0]
+
+
 def test_meters_number_cores_from_zero_and_show_load() -> None:
     out = lines(cpu.core_meters([12.0, 87.0], set(), 40, 4))
     assert len(out) == 1  # two meters side by side when the bars stay readable
@@ -125,6 +144,7 @@ def test_spin_panel_names_the_threads_roles_and_the_units() -> None:
     assert thread_role(7, "ortop-caller-0", 5) == "caller 0"
     assert thread_role(5, "ortop-worker", 5) == "main"
     assert thread_role(6, "ortop-stderr", 5) == "reader"
+    assert thread_role(10, "ortop-r12c3", 5) == "caller 3 of r12"  # a replica's caller (15 chars at most)
     assert thread_role(8, "ortop-worker", 5) == "pool"  # created by the main thread: its name, another tid
     named = with_roles([ThreadSample(5, 1.0, 0, "ortop-worker"), ThreadSample(9, 90.0, 1, "python3")], 5)
     assert [t.role for t in named] == ["main", "pool"]

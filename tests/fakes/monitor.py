@@ -14,9 +14,10 @@ from dataclasses import replace
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
+from ortop.config.replicas import split_cores
 from ortop.engine.memory import MemoryInfo
 from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
-from ortop.engine.snapshot import RowVerdict, VerifyProgress
+from ortop.engine.snapshot import ReplicaFigures, RowVerdict, VerifyProgress
 from ortop.measure.stats import Bucket, LatencyStats
 from tests.fakes.model import fake_model_info
 
@@ -36,7 +37,8 @@ class FakeMonitor:
 
     def __init__(self, model_path: str = "/models/resnet-ish.onnx", profile: Profile | None = None, *,
                  seed: int = 0, state: str = "measuring", n_configs: int = 3, fatal: str | None = None,
-                 providers_active: tuple[str, ...] = ("CPUExecutionProvider",)) -> None:
+                 providers_active: tuple[str, ...] = ("CPUExecutionProvider",), replicas: int = 1,
+                 pin_replicas: bool = False, host_cores: int = 8) -> None:
         self.model_path = model_path
         self.info = fake_model_info(model_path)
         self.start_profile = replace(profile or Profile(), model=model_path)
@@ -49,6 +51,7 @@ class FakeMonitor:
         self.verifying: VerifyProgress | None = None
         self.pending: Profile | None = None
         self.providers_active = providers_active
+        self.replica_figures = self._replicas(replicas, pin_replicas, host_cores)  # seeded; the tests may swap them
         self.events: list[Event] = [
             Event(0.4, "info", "session built in 48 ms, first run 6.2 ms"),
             Event(0.5, "warning", "ORT: Initializer fc1_w appears in graph inputs and will not be treated as "
@@ -93,8 +96,22 @@ class FakeMonitor:
             window=replace(cur.latency, runs=400) if cur else LatencyStats(),
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
-            restarts=0, verifying=self.verifying, memory=self._memory(cur),
+            restarts=0, verifying=self.verifying, memory=self._memory(cur), replicas=self.replica_figures,
         )
+
+    @staticmethod
+    def _replicas(n: int, pinned: bool, host_cores: int) -> tuple[ReplicaFigures, ...]:
+        """Seeded per-replica figures, as the monitor gives them when a configuration serves n > 1 sessions (none
+        for one); pinned, each on its share of ``host_cores``."""
+        if n < 2:
+            return ()
+        rng = random.Random(n)
+        shares = split_cores(range(host_cores), n) if pinned else [None] * n
+        out = []
+        for i, share in enumerate(shares):
+            p50 = round(2.6 + rng.uniform(0.0, 0.6), 2)
+            out.append(ReplicaFigures(i, share, 3000 - 40 * i, 1000.0 / p50 * 0.97, _latency(rng, p50, 3000 - 40 * i)))
+        return tuple(out)
 
     def _memory(self, cur: ConfigRecord | None) -> MemoryInfo:
         mib = 2 ** 20

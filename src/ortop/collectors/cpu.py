@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -58,13 +59,19 @@ def physical_cores() -> int:
     return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
 
 
+_REPLICA_CALLER = re.compile(r"ortop-r(\d+)c(\d+)")
+
+
 def thread_role(tid: int, name: str, pid: int | None) -> str:
     """What a thread of an ortop worker does, from its OS name (the worker names its own threads, see
-    ``runtime.worker.set_os_thread_name``): ``caller N`` runs the model, ``main`` builds sessions and serves the
-    parent, ``reader`` forwards ORT's log lines; any other thread is ORT's intra-op pool (it inherits the main
-    thread's name, or the interpreter's)."""
+    ``runtime.worker.set_os_thread_name``): ``caller N`` runs the model (``caller N of rR`` for replica R),
+    ``main`` builds sessions and serves the parent, ``reader`` forwards ORT's log lines; any other thread is ORT's
+    intra-op pool (it inherits the main thread's name, or the interpreter's)."""
     if name.startswith("ortop-caller-"):
         return "caller " + name[len("ortop-caller-"):]
+    replica = _REPLICA_CALLER.fullmatch(name)
+    if replica:  # a replica's caller (workload.replicas): ortop-r<replica>c<caller>
+        return f"caller {replica[2]} of r{replica[1]}"
     if name == "ortop-stderr":
         return "reader"
     if tid == pid:

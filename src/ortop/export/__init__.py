@@ -2,7 +2,8 @@
 
 Formats (``FORMATS``), one module each:
 
-- ``python``: a module needing only onnxruntime, with ``make_session(model_path=..., providers=None)``.
+- ``python``: a module needing only onnxruntime, with ``make_session(model_path=..., providers=None)`` (and
+  ``make_sessions()`` for replicas).
 - ``cpp``: an ``Ort::SessionOptions`` builder (onnxruntime_cxx_api.h).
 - ``csharp``: a ``Microsoft.ML.OnnxRuntime.SessionOptions`` builder.
 - ``perf-test``: an ``onnxruntime_perf_test`` command line (flags checked against its source, see PERF_TEST_FLAGS).
@@ -18,13 +19,19 @@ What a format cannot carry:
 
 - ``perf-test`` refuses execution providers onnxruntime_perf_test has no ``-e`` name for (custom or plugin EPs,
   ROCm) and keys or values its ``"key|value key|value"`` lists cannot hold (whitespace; '|' in a key); knobs with
-  no flag at all (mem reuse, global thread pools, log level, paced rate, .npy inputs) are listed as ``# note:``
-  comment lines above the command, which stays runnable.
+  no flag at all (mem reuse, global thread pools, log level, paced rate, .npy inputs, replicas and their pinning,
+  the shared arena) are listed as ``# note:`` comment lines above the command, which stays runnable.
 - ``olive`` refuses session settings Olive's evaluator cannot apply (CPU arena, memory pattern, memory reuse,
-  global thread pools): a JSON file cannot carry a warning, and silently dropping them would measure something
-  else. Custom provider names pass through, as Olive hands them to onnxruntime as they are. Environment variables
-  are process settings, not session settings: export them with ``env``.
-- ``cpp`` and ``csharp`` have no setter for ``enable_mem_reuse``; the code says so in a comment.
+  global thread pools), replicas and the shared arena: a JSON file cannot carry a warning, and silently dropping
+  them would measure something else. Custom provider names pass through, as Olive hands them to onnxruntime as
+  they are. Environment variables are process settings, not session settings: export them with ``env``.
+- ``cpp`` and ``csharp`` have no setter for ``enable_mem_reuse``; the code says so in a comment. They build the
+  replicas and size and pin each one's pool to the cores they are given, but leave the split of the cores and
+  pinning the callers to the program (the Python export works the split out at run time).
+
+Process-wide settings come before the first session in every code format: the global thread pools, then the
+shared CPU arena (``session.use_env_allocators`` needs the allocator registered in ORT's environment; the config
+entry alone shares nothing).
 
 Every string taken from a profile (model path, description, config keys and values, provider options,
 environment values) is written as an escaped literal of the target language, or shell-quoted, so no value can

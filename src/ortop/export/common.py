@@ -1,5 +1,6 @@
-"""What the exporters share: the error, the model path default, IO-binding devices, global pools, headers, and the
-walk over the registry's SessionOptions knobs that each code exporter spells in its own language.
+"""What the exporters share: the error, the model path default, IO-binding devices, global pools, replicas and the
+shared arena, headers, and the walk over the registry's SessionOptions knobs that each code exporter spells in its
+own language.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from ortop.config import knobs
 from ortop.config.profile import Profile
+from ortop.config.replicas import replica_profile
 from ortop.errors import OrtopError
 
 DEFAULT_MODEL = "model.onnx"
@@ -45,6 +47,31 @@ def global_pools(profile: Profile) -> tuple[int, int] | None:
     if s.use_per_session_threads:
         return None
     return s.global_intra_op_num_threads, s.global_inter_op_num_threads
+
+
+def replicas(profile: Profile) -> int:
+    """Sessions the profile serves at once (``workload.replicas``); a pinned single replica counts as one."""
+    return profile.workload.replicas
+
+
+def pinned_pools(profile: Profile) -> bool:
+    """Whether pinning the replicas (``workload.pin_replicas``) also sizes and pins each replica's intra-op pool to
+    its share, as ortop does (:func:`ortop.config.replicas.replica_profile`); False when only the callers can be
+    pinned (global pools, or affinities of the profile's own) or nothing is pinned."""
+    return profile.workload.pin_replicas and not pinning_notes(profile)
+
+
+def pinning_notes(profile: Profile) -> list[str]:
+    """What pinning the replicas cannot do for this profile, in ortop's words (empty when it does all of it)."""
+    if not profile.workload.pin_replicas:
+        return []
+    return replica_profile(profile, (0,))[1]
+
+
+def shared_arena(profile: Profile) -> bool:
+    """Whether the sessions share one CPU arena registered in ORT's environment (``session.use_env_allocators``):
+    the config entry alone shares nothing, the allocator must be registered before the first session."""
+    return bool(profile.session.use_env_allocators)
 
 
 def literal(value: Any) -> str:

@@ -2,6 +2,12 @@
 
 The C++ API has a named setter per SessionOptions attribute, declared in :data:`SETTERS` by knob key; config-entry
 knobs need none (``AddConfigEntry``), and a SessionOptions knob with no setter here is named in a comment.
+
+What is process-wide belongs to the ``Ort::Env`` (``MakeEnv``): the global thread pools it is created with, and the
+shared CPU arena registered in it (``session.use_env_allocators``: the config entry alone shares nothing). A profile
+with replicas gets ``MakeSessions``; pinned, each replica's options size and pin its pool to the cores it is given
+(``MakeReplicaSessionOptions``), while the split itself and pinning the callers are left to the program, as they
+depend on the host it runs on (the Python export works the split out at run time).
 """
 
 from __future__ import annotations
@@ -12,7 +18,17 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
-from ortop.export.common import VERSION_NOTES, comment_header, global_pools, literal, spelled
+from ortop.export.common import (
+    VERSION_NOTES,
+    comment_header,
+    global_pools,
+    literal,
+    pinned_pools,
+    pinning_notes,
+    replicas,
+    shared_arena,
+    spelled,
+)
 from ortop.export.literals import cpp_str
 
 
@@ -66,19 +82,112 @@ def _unknown(knob: knobs.Knob, value: Any) -> str:
             f"{knob.ort_name}; it stays at ORT's default here.")
 
 
-def _env(pools: tuple[int, int] | None) -> list[str]:
-    """MakeEnv(): the global pools exist only if the Env is created with them."""
-    if not pools:
+def _env(pools: tuple[int, int] | None, arena: bool) -> list[str]:
+    """MakeEnv(): the global pools exist only if the Env is created with them, and the shared arena only once
+    registered in it, before the first session."""
+    if not pools and not arena:
         return ["inline Ort::Env MakeEnv() {", '  return Ort::Env(ORT_LOGGING_LEVEL_WARNING, "ortop");', "}"]
-    return [
-        "// One Env per process, created with the global thread pools every session here shares.",
-        "inline Ort::Env MakeEnv() {",
-        "  Ort::ThreadingOptions threading;",
-        f"  threading.SetGlobalIntraOpNumThreads({pools[0]});",
-        f"  threading.SetGlobalInterOpNumThreads({pools[1]});",
-        '  return Ort::Env(threading, ORT_LOGGING_LEVEL_WARNING, "ortop");',
+    out = []
+    if pools:
+        out.append("// One Env per process, created with the global thread pools every session here shares.")
+    if arena:
+        out += [
+            "// session.use_env_allocators: one CPU arena registered in the Env; every session created with the",
+            "// config entry (MakeSessionOptions adds it) allocates from it instead of an arena of its own, so N",
+            "// sessions hold about one arena's memory. The entry alone shares nothing: the arena is registered here,",
+            "// before the first session.",
+        ]
+    out.append("inline Ort::Env MakeEnv() {")
+    if pools:
+        out += [
+            "  Ort::ThreadingOptions threading;",
+            f"  threading.SetGlobalIntraOpNumThreads({pools[0]});",
+            f"  threading.SetGlobalInterOpNumThreads({pools[1]});",
+        ]
+    if not arena:
+        return out + ['  return Ort::Env(threading, ORT_LOGGING_LEVEL_WARNING, "ortop");', "}"]
+    out.append('  Ort::Env env(threading, ORT_LOGGING_LEVEL_WARNING, "ortop");' if pools else
+               '  Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "ortop");')
+    return out + [
+        "  Ort::MemoryInfo memory_info = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);",
+        "  Ort::ArenaCfg arena_cfg(0, -1, -1, -1);  // 0 and -1: ORT's defaults",
+        "  env.CreateAndRegisterAllocator(memory_info, arena_cfg);",
+        "  return env;",
         "}",
     ]
+
+
+def _replicas(profile: Profile, model_path: str) -> list[str]:
+    """MakeSessions(): the replicas; pinned, each from the options of its share of the cores."""
+    w = profile.workload
+    out = [
+        "",
+        f"// workload.replicas = {replicas(profile)}: sessions of the model served at once in one process, each by "
+        f"{w.concurrency} caller{'s' if w.concurrency > 1 else ''}",
+        "// of its own.",
+        f"constexpr int kReplicas = {replicas(profile)};",
+        "",
+    ]
+    path = f"ORT_TSTR({cpp_str(model_path)})"
+    if not w.pin_replicas:
+        return out + [
+            "inline std::vector<Ort::Session> MakeSessions(Ort::Env& env, int n = kReplicas,",
+            f"                                              const ORTCHAR_T* model_path = {path}) {{",
+            "  std::vector<Ort::Session> sessions;",
+            "  sessions.reserve(n);",
+            "  for (int i = 0; i < n; ++i) sessions.push_back(MakeSession(env, model_path));",
+            "  return sessions;",
+            "}",
+        ]
+    out += [
+        "// workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores this process may",
+        "// use (sched_getaffinity) into kReplicas shares: whole NUMA nodes when there are at least as many nodes as",
+        "// replicas, else contiguous runs with SMT siblings side by side, as even as the count allows. The split",
+        "// depends on the host the program runs on, so it is the program's: pass it as `shares`, and pin each caller",
+        "// thread of replica i to shares[i] (pthread_setaffinity_np on Linux) before its first Run(); the caller is",
+        "// thread 0 of the replica's intra-op pool.",
+    ]
+    out += [f"// {note}." for note in pinning_notes(profile)]
+    if pinned_pools(profile):
+        threads = profile.session.intra_op_num_threads
+        out += [
+            "",
+            "// A replica's options for its `cores` (0-based): its intra-op pool sized to the share when the profile",
+            "// leaves the thread count to ORT (ORT sizes every pool to the whole host, and the replicas' pools would",
+            "// fight for the same cores), its pool threads after the first pinned one core each (ORT counts from 1).",
+            "inline Ort::SessionOptions MakeReplicaSessionOptions(const std::vector<int>& cores) {",
+            "  Ort::SessionOptions so = MakeSessionOptions();",
+            f"  const int threads = {threads if threads else 'static_cast<int>(cores.size())'};",
+            "  so.SetIntraOpNumThreads(threads);",
+            "  std::string affinities;",
+            "  for (int j = 1; j < threads; ++j) {",
+            '    if (j > 1) affinities += ";";',
+            "    affinities += std::to_string(cores[j % cores.size()] + 1);",
+            "  }",
+            '  if (!affinities.empty()) so.AddConfigEntry("session.intra_op_thread_affinities", affinities.c_str());',
+            "  return so;",
+            "}",
+        ]
+    out += [
+        "",
+        "// shares[i]: replica i's cores, 0-based and not empty (kReplicas shares).",
+        "inline std::vector<Ort::Session> MakeSessions(Ort::Env& env, const std::vector<std::vector<int>>& shares,",
+        f"                                              const ORTCHAR_T* model_path = {path}) {{",
+        "  std::vector<Ort::Session> sessions;",
+        "  sessions.reserve(shares.size());",
+    ]
+    if pinned_pools(profile):
+        out += [
+            "  for (const std::vector<int>& cores : shares) {",
+            "    Ort::SessionOptions so = MakeReplicaSessionOptions(cores);",
+            "    sessions.emplace_back(env, model_path, so);",
+            "  }",
+        ]
+    else:  # the shares pin the callers only
+        out += ["  for (std::size_t i = 0; i < shares.size(); ++i) {",
+                "    sessions.push_back(MakeSession(env, model_path));",
+                "  }"]
+    return out + ["  return sessions;", "}"]
 
 
 def _provider(profile: Profile) -> list[str]:
@@ -117,9 +226,14 @@ def _provider(profile: Profile) -> list[str]:
 def render(profile: Profile, model_path: str) -> str:
     """The C++ source for ``profile``."""
     out = comment_header(profile, "onnxruntime_cxx_api.h", cpp_str)
+    many = replicas(profile) > 1 or profile.workload.pin_replicas
+    usage = "Ort::Session session = MakeSession(env);"
+    if many:
+        usage = ("std::vector<Ort::Session> sessions = MakeSessions(env, shares);" if profile.workload.pin_replicas
+                 else "std::vector<Ort::Session> sessions = MakeSessions(env);")
     out += [
         "//",
-        "// Usage:  Ort::Env env = MakeEnv();  Ort::Session session = MakeSession(env);",
+        f"// Usage:  Ort::Env env = MakeEnv();  {usage}",
         "",
         "#include <onnxruntime_cxx_api.h>",
         "",
@@ -129,7 +243,7 @@ def render(profile: Profile, model_path: str) -> str:
         "#include <vector>",
         "",
     ]
-    out += _env(global_pools(profile))
+    out += _env(global_pools(profile), shared_arena(profile))
     body = spelled(profile, SETTERS, _unknown)
     body += [f"so.AddConfigEntry({cpp_str(k)}, {cpp_str(v)});" for k, v in profile.config_entries().items()]
     body += _provider(profile)
@@ -150,4 +264,6 @@ def render(profile: Profile, model_path: str) -> str:
         "  return Ort::Session(env, model_path, so);",
         "}",
     ]
+    if many:
+        out += _replicas(profile, model_path)
     return "\n".join(out) + "\n"

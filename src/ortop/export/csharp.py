@@ -3,6 +3,11 @@
 C# spells each SessionOptions attribute as a property or method, declared in :data:`SETTERS` by knob key; config
 entry knobs need none (``AddSessionConfigEntry``), and a SessionOptions knob with no spelling here is named in a
 comment.
+
+What is process-wide is set up once, before the first session: the environment with the global thread pools, then
+the shared CPU arena registered in it (``session.use_env_allocators``: the config entry alone shares nothing). A
+profile with replicas gets ``CreateReplicas``; pinned, each replica's options size and pin its pool to the cores it
+is given, while the split itself and pinning the callers are left to the program (they depend on its host).
 """
 
 from __future__ import annotations
@@ -13,7 +18,16 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
-from ortop.export.common import comment_header, global_pools, literal, spelled
+from ortop.export.common import (
+    comment_header,
+    global_pools,
+    literal,
+    pinned_pools,
+    pinning_notes,
+    replicas,
+    shared_arena,
+    spelled,
+)
 from ortop.export.cpp import generic_ep_name
 from ortop.export.literals import cs_str
 
@@ -74,6 +88,102 @@ def _environment(pools: tuple[int, int]) -> list[str]:
     ]
 
 
+def _shared_arena() -> list[str]:
+    """RegisterSharedArena(): one CPU arena in the environment, registered once, before the first session."""
+    return [
+        "    // session.use_env_allocators: one CPU arena registered in the environment; every session created with",
+        "    // the config entry (CreateOptions adds it) allocates from it instead of an arena of its own, so N",
+        "    // sessions hold about one arena's memory. The entry alone shares nothing: the arena is registered here,",
+        "    // once per process, before the first session.",
+        "    private static readonly object arenaLock = new object();",
+        "    private static bool arenaRegistered;",
+        "",
+        "    public static void RegisterSharedArena()",
+        "    {",
+        "        lock (arenaLock)",
+        "        {",
+        "            if (arenaRegistered) return;",
+        '            using (var memoryInfo = new OrtMemoryInfo("Cpu", OrtAllocatorType.ArenaAllocator, 0,',
+        "                                                      OrtMemType.Default))",
+        "            using (var arenaCfg = new OrtArenaCfg(0, -1, -1, -1))  // 0 and -1: ORT's defaults",
+        "            {",
+        "                OrtEnv.Instance().CreateAndRegisterAllocator(memoryInfo, arenaCfg);",
+        "            }",
+        "            arenaRegistered = true;",
+        "        }",
+        "    }",
+        "",
+    ]
+
+
+def _replicas(profile: Profile, model_path: str) -> list[str]:
+    """CreateReplicas(): the replicas; pinned, each from the options of its share of the cores."""
+    w = profile.workload
+    out = [
+        "",
+        f"    // workload.replicas = {replicas(profile)}: sessions served at once in one process, each by "
+        f"{w.concurrency} caller{'s' if w.concurrency > 1 else ''} of its own.",
+        f"    public const int Replicas = {replicas(profile)};",
+        "",
+    ]
+    if not w.pin_replicas:
+        return out + [
+            f"    public static InferenceSession[] CreateReplicas(string modelPath = {cs_str(model_path)})",
+            "    {",
+            "        var sessions = new InferenceSession[Replicas];",
+            "        for (int i = 0; i < Replicas; i++) sessions[i] = Create(modelPath);",
+            "        return sessions;",
+            "    }",
+        ]
+    out += [
+        "    // workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores the process",
+        "    // may use into Replicas shares: whole NUMA nodes when there are at least as many nodes as replicas,",
+        "    // else contiguous runs with SMT siblings side by side, as even as the count allows. The split depends on",
+        "    // the host the program runs on, so it is the program's: pass it as `shares`, and pin the OS thread of",
+        "    // each caller of replica i to shares[i] before its first Run() (Linux: sched_setaffinity(0, ...) through",
+        "    // P/Invoke from that thread; .NET has no portable per-thread affinity). The caller is thread 0 of the",
+        "    // replica's intra-op pool.",
+    ]
+    out += [f"    // {note}." for note in pinning_notes(profile)]
+    if pinned_pools(profile):
+        threads = profile.session.intra_op_num_threads
+        out += [
+            "",
+            "    // A replica's options for its `cores` (0-based): its intra-op pool sized to the share when the",
+            "    // profile leaves the thread count to ORT (ORT sizes every pool to the whole host, and the replicas'",
+            "    // pools would fight for the same cores), its pool threads after the first pinned one core each (ORT",
+            "    // counts from 1).",
+            "    public static SessionOptions CreateReplicaOptions(int[] cores)",
+            "    {",
+            "        var so = CreateOptions();",
+            f"        int threads = {threads if threads else 'cores.Length'};",
+            "        so.IntraOpNumThreads = threads;",
+            "        var affinities = new List<string>();",
+            "        for (int j = 1; j < threads; j++) affinities.Add((cores[j % cores.Length] + 1).ToString());",
+            "        if (affinities.Count > 0)",
+            '            so.AddSessionConfigEntry("session.intra_op_thread_affinities", string.Join(";", affinities));',
+            "        return so;",
+            "    }",
+        ]
+    options = "CreateReplicaOptions(shares[i])" if pinned_pools(profile) else "CreateOptions()"
+    return out + [
+        "",
+        "    // shares[i]: replica i's cores, 0-based and not empty (Replicas shares).",
+        f"    public static InferenceSession[] CreateReplicas(int[][] shares, string modelPath = {cs_str(model_path)})",
+        "    {",
+        "        var sessions = new InferenceSession[shares.Length];",
+        "        for (int i = 0; i < shares.Length; i++)",
+        "        {",
+        f"            using (var so = {options})",
+        "            {",
+        "                sessions[i] = new InferenceSession(modelPath, so);",
+        "            }",
+        "        }",
+        "        return sessions;",
+        "    }",
+    ]
+
+
 def _provider(profile: Profile) -> list[str]:
     """Appending the provider: CUDA and TensorRT through their option classes, others by registration name."""
     name = profile.provider_name()
@@ -96,10 +206,16 @@ def _provider(profile: Profile) -> list[str]:
 def render(profile: Profile, model_path: str) -> str:
     """The C# source for ``profile``."""
     pools = global_pools(profile)
+    arena = shared_arena(profile)
+    many = replicas(profile) > 1 or profile.workload.pin_replicas
+    usage = "using var session = OrtopSession.Create();"
+    if many:
+        usage = ("var sessions = OrtopSession.CreateReplicas(shares);" if profile.workload.pin_replicas
+                 else "var sessions = OrtopSession.CreateReplicas();")
     out = comment_header(profile, "Microsoft.ML.OnnxRuntime", cs_str)
     out += [
         "//",
-        "// Usage:  using var session = OrtopSession.Create();",
+        f"// Usage:  {usage}",
         "",
         "using System.Collections.Generic;",
         "using Microsoft.ML.OnnxRuntime;",
@@ -109,9 +225,11 @@ def render(profile: Profile, model_path: str) -> str:
     ]
     if pools:
         out += _environment(pools)
-    out += [f"    public static InferenceSession Create(string modelPath = {cs_str(model_path)})", "    {"]
-    if pools:
-        out.append("        CreateEnvironment();")
+    if arena:
+        out += _shared_arena()
+    # The process-wide set-up comes first in CreateOptions, the first use of ORT on every path: the environment
+    # with its pools (a SessionOptions or OrtEnv.Instance() would create a default one), then the arena in it.
+    setup = (["        CreateEnvironment();"] if pools else []) + (["        RegisterSharedArena();"] if arena else [])
     body = spelled(profile, SETTERS, _unknown)
     body += [f"so.AddSessionConfigEntry({cs_str(k)}, {cs_str(v)});" for k, v in profile.config_entries().items()]
     body += _provider(profile)
@@ -121,12 +239,27 @@ def render(profile: Profile, model_path: str) -> str:
         if profile.cuda_graph():
             body.append("// enable_cuda_graph replays fixed device addresses: reuse the same bound OrtValues and "
                         "shapes.")
-    out += ["        using (var so = new SessionOptions())", "        {"]
-    out += [f"            {line}" for line in body]
     out += [
+        "    // SessionOptions carrying every setting of the profile; the caller disposes of it.",
+        "    public static SessionOptions CreateOptions()",
+        "    {",
+        *setup,
+        "        var so = new SessionOptions();",
+    ]
+    out += [f"        {line}" for line in body]
+    out += [
+        "        return so;",
+        "    }",
+        "",
+        f"    public static InferenceSession Create(string modelPath = {cs_str(model_path)})",
+        "    {",
+        "        using (var so = CreateOptions())",
+        "        {",
         "            return new InferenceSession(modelPath, so);",
         "        }",
         "    }",
-        "}",
     ]
+    if many:
+        out += _replicas(profile, model_path)
+    out.append("}")
     return "\n".join(out) + "\n"

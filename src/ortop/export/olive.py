@@ -2,7 +2,10 @@
 
 Olive's evaluator applies only some SessionOptions attributes (:data:`CARRIED`); a profile setting any other one
 away from its default is refused, because a JSON file cannot carry a warning and silently dropping the setting
-would measure something else. Config-entry knobs all travel in ``extra_session_config``.
+would measure something else. Config-entry knobs all travel in ``extra_session_config``. Replicas and the shared
+arena are refused for the same reason: Olive's evaluator builds one session with no process-wide set-up, so
+``session.use_env_allocators`` would reach it with no arena registered to share, and one session is not N served
+at once.
 """
 
 from __future__ import annotations
@@ -47,6 +50,16 @@ def olive_settings(profile: Profile) -> dict[str, Any]:
         raise ExportError(
             "Olive's inference settings cannot carry " + ", ".join(refused)
             + " (its evaluator never sets them); export with --to python or cpp instead"
+        )
+    w = profile.workload
+    alone = ([f"replicas = {w.replicas}"] if w.replicas > 1 else []) + (
+        ["pin_replicas = true"] if w.pin_replicas else []) + (
+        ["use_env_allocators = true"] if profile.session.use_env_allocators else [])
+    if alone:
+        raise ExportError(
+            "Olive's inference settings cannot carry " + ", ".join(alone)
+            + " (its evaluator builds one session, with no allocator registered to share); export with "
+            "--to python, cpp or csharp instead"
         )
     return {
         "execution_provider": [profile.provider_name()],

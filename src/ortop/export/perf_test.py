@@ -147,6 +147,9 @@ def _session(profile: Profile, args: list[str], notes: list[str]) -> None:
             args += carried
     if config:
         args += ["-C", _pairs(config, "session config", "-C")]
+    if profile.session.use_env_allocators:
+        notes.append("use_env_allocators = true: perf_test registers no allocator in its environment, so "
+                     "session.use_env_allocators|1 in -C shares nothing (its one session keeps an arena of its own)")
 
 
 def _provider(profile: Profile, ep: str, args: list[str], notes: list[str]) -> None:
@@ -178,6 +181,12 @@ def _workload(profile: Profile, args: list[str], notes: list[str]) -> None:
     w = profile.workload
     if w.concurrency > 1:
         args += ["-c", str(w.concurrency)]
+    if w.replicas > 1:
+        notes.append(f"replicas = {w.replicas}: perf_test serves one session (-c K is K concurrent Run() calls of "
+                     f"it), not {w.replicas} sessions served at once")
+    if w.pin_replicas:
+        notes.append("pin_replicas = true: perf_test pins no callers (-T pins one session's pool threads; "
+                     "taskset -c CORES pins the whole process)")
     if w.rate_hz > 0:
         notes.append(f"rate_hz = {w.rate_hz:g}: perf_test runs closed loop, back to back")
     if w.inputs:

@@ -2,6 +2,12 @@
 
 Python's SessionOptions takes every attribute by its ORT name, so each SessionOptions knob of the registry is
 written generically (choices as their ORT enum member); config entries go through ``add_session_config_entry``.
+
+What is process-wide is set up once, before the first session: the global thread pools, then the shared CPU arena
+(``session.use_env_allocators``: the config entry alone shares nothing). A profile with replicas gets
+``make_sessions()``, N sessions served at once; pinned, it gets the split of the cores worked out where the module
+runs (``replica_cores()``, ortop's rule: whole NUMA nodes, else whole physical cores), each replica's pool sized and
+pinned to its share (``replica_options``) and ``pin_caller`` for the threads that run it.
 """
 
 from __future__ import annotations
@@ -11,7 +17,16 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import ENUM_NAMES, provider_list
 from ortop.config.profile import Profile
-from ortop.export.common import VERSION_NOTES, device, global_pools, session_settings
+from ortop.export.common import (
+    VERSION_NOTES,
+    device,
+    global_pools,
+    pinned_pools,
+    pinning_notes,
+    replicas,
+    session_settings,
+    shared_arena,
+)
 from ortop.export.literals import py_str
 
 
@@ -30,8 +45,11 @@ def _header(profile: Profile, model_path: str) -> list[str]:
         '"""ONNX Runtime session settings exported from an ortop profile.',
         "",
         "make_session() builds an InferenceSession with exactly these settings; only onnxruntime is needed.",
-        '"""',
     ]
+    if replicas(profile) > 1 or profile.workload.pin_replicas:
+        lines.append(f"make_sessions() builds the {replicas(profile)} replicas the profile serves at once"
+                     + (", each on its own share of the cores." if profile.workload.pin_replicas else "."))
+    lines.append('"""')
     if profile.description:
         lines.append(f"# profile: {py_str(profile.description)}")
     if profile.env:
@@ -43,7 +61,8 @@ def _header(profile: Profile, model_path: str) -> list[str]:
             "# when onnxruntime loads. 'ortop export PROFILE --to env' prints them as shell lines.",
         ]
         lines += [f"#   {k} = {py_str(v)}" for k, v in profile.env.items()]
-    lines += ["", "import onnxruntime as ort", "", f"MODEL_PATH = {py_str(model_path)}"]
+    lines += [""] + (["import os", ""] if profile.workload.pin_replicas else [])
+    lines += ["import onnxruntime as ort", "", f"MODEL_PATH = {py_str(model_path)}"]
     entries = []
     for entry in provider_list(profile):
         if isinstance(entry, tuple):
@@ -74,6 +93,165 @@ def _global_pool_helper(pools: tuple[int, int]) -> list[str]:
         "",
         "        _pybind_state.set_global_thread_pool_sizes(*GLOBAL_THREAD_POOL_SIZES)",
         "        _global_pools_ready = True",
+    ]
+
+
+def _env_allocator_helper() -> list[str]:
+    """A once-per-process helper: the shared arena exists only once registered, before the sessions that use it."""
+    return [
+        "",
+        "_env_allocator_ready = False",
+        "",
+        "",
+        "def _env_allocator():",
+        '    """Register one CPU arena in onnxruntime\'s environment, once per process (session.use_env_allocators).',
+        "",
+        "    Every session created with the config entry session.use_env_allocators = \"1\" (session_options() adds",
+        "    it) then allocates from this arena instead of an arena of its own, so N sessions hold about one arena's",
+        "    memory, not N; the entry alone shares nothing. It comes before the first session, and after the global",
+        "    thread pools where the profile has them (in C and C++ both belong to the environment, created with the",
+        "    pools; this keeps the same order).",
+        '    """',
+        "    global _env_allocator_ready",
+        "    if not _env_allocator_ready:",
+        '        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)',
+        "        ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))  # 0 and -1: ORT's defaults",
+        "        _env_allocator_ready = True",
+    ]
+
+
+def _replica_helpers(profile: Profile) -> list[str]:
+    """REPLICAS and, with pin_replicas, the split of the cores at run time and the per-replica options."""
+    w = profile.workload
+    lines = [
+        "",
+        "",
+        "# workload.replicas: sessions of the model served at once in one process, each by callers of its own",
+        f"# (workload.concurrency = {w.concurrency} each); make_sessions() builds them.",
+        f"REPLICAS = {replicas(profile)}",
+        f"CALLERS_PER_REPLICA = {w.concurrency}",
+    ]
+    if not w.pin_replicas:
+        return lines
+    lines += [
+        "",
+        "# workload.pin_replicas: each replica gets its own share of the cores. The split is worked out when this",
+        "# module runs, on the host that runs it, not when the profile was exported: another host has other cores,",
+        "# and a cpuset or taskset narrows them (os.sched_getaffinity). It is ortop's rule: whole NUMA nodes per",
+        "# replica when there are at least as many nodes as replicas, else contiguous runs of the cores with SMT",
+        "# siblings side by side (whole physical cores), as even as the count allows; with more replicas than cores",
+        "# they share cores, one each, round robin.",
+        "",
+        "",
+        "def _cpulist(path):",
+        '    """The CPUs of a sysfs list such as "0-3,8-11"; () where there is none (not Linux, no such file)."""',
+        "    try:",
+        "        with open(path) as f:",
+        "            text = f.read().strip()",
+        "    except OSError:",
+        "        return ()",
+        "    cpus = []",
+        '    for part in text.split(","):',
+        "        if part:",
+        '            lo, _, hi = part.partition("-")',
+        "            cpus.extend(range(int(lo), int(hi or lo) + 1))",
+        "    return tuple(cpus)",
+        "",
+        "",
+        "def split_cores(cores, n, nodes=()):",
+        '    """``n`` shares of ``cores`` (0-based, in the order given); ``nodes``: each NUMA node\'s cores."""',
+        "    nodes = [node for node in nodes if node]",
+        "    if n > 1 and len(nodes) >= n:",
+        "        per, extra = divmod(len(nodes), n)",
+        "        out, at = [], 0",
+        "        for i in range(n):",
+        "            take = per + (1 if i < extra else 0)",
+        "            out.append(tuple(sorted(c for node in nodes[at:at + take] for c in node)))",
+        "            at += take",
+        "        return out",
+        "    if n >= len(cores):",
+        "        return [(cores[i % len(cores)],) for i in range(n)]",
+        "    size, extra = divmod(len(cores), n)",
+        "    out, at = [], 0",
+        "    for i in range(n):",
+        "        k = size + (1 if i < extra else 0)",
+        "        out.append(tuple(cores[at:at + k]))",
+        "        at += k",
+        "    return out",
+        "",
+        "",
+        "def replica_cores(n=REPLICAS):",
+        '    """Each replica\'s cores on this host. Call it once, before pinning any thread: it reads the calling',
+        '    thread\'s own affinity."""',
+        '    getaffinity = getattr(os, "sched_getaffinity", None)',
+        "    usable = sorted(getaffinity(0)) if getaffinity else list(range(os.cpu_count() or 1))",
+        "    order = []  # SMT siblings side by side, so a contiguous share is whole physical cores",
+        "    for c in usable:",
+        '        for s in _cpulist(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list") or (c,):',
+        "            if s in usable and s not in order:",
+        "                order.append(s)",
+        '    base = "/sys/devices/system/node"',
+        '    entries = os.listdir(base) if os.path.isdir(base) else []',
+        '    ids = sorted(int(d[4:]) for d in entries if d.startswith("node") and d[4:].isdigit())',
+        '    nodes = [tuple(c for c in _cpulist(f"{base}/node{i}/cpulist") if c in usable) for i in ids]',
+        "    return split_cores(order, n, nodes)",
+        "",
+        "",
+        "def pin_caller(cores):",
+        '    """Pin the calling thread to a replica\'s cores: call it first in every thread that runs that replica\'s',
+        "    session. The thread that calls run() is thread 0 of the session's intra-op pool, so it belongs on the",
+        '    share too (Linux: os.sched_setaffinity(0, ...) pins this thread only)."""',
+        '    if hasattr(os, "sched_setaffinity"):',
+        "        os.sched_setaffinity(0, cores)",
+    ]
+    if pinned_pools(profile):
+        threads = profile.session.intra_op_num_threads
+        lines += [
+            "",
+            "",
+            f"INTRA_OP_NUM_THREADS = {threads}  # the profile's; 0 = each replica's pool sized to its share",
+            "",
+            "",
+            "def replica_options(cores):",
+            '    """session_options() for the replica on ``cores``: its intra-op pool sized to its share when the',
+            "    profile leaves the thread count to ORT (ORT sizes every pool to the whole host, and the replicas'",
+            "    pools would fight for the same cores), its pool threads after the first pinned one core each, round",
+            '    robin over the share (thread 0 is the caller: pin_caller)."""',
+            "    so = session_options()",
+            "    threads = INTRA_OP_NUM_THREADS or len(cores)",
+            "    so.intra_op_num_threads = threads",
+            "    if threads > 1:  # one core per pool thread after the first, ';' between threads; ORT counts from 1",
+            "        affinities = ';'.join(str(cores[j % len(cores)] + 1) for j in range(1, threads))",
+            '        so.add_session_config_entry("session.intra_op_thread_affinities", affinities)',
+            "    return so",
+        ]
+    else:
+        lines += ["", "", *[f"# {note}." for note in pinning_notes(profile)]]
+    return lines
+
+
+def _make_sessions(profile: Profile) -> list[str]:
+    """make_sessions(): the REPLICAS sessions, each on its share when pinned."""
+    lines = ["", ""]
+    if not profile.workload.pin_replicas:
+        return lines + [
+            "def make_sessions(model_path=MODEL_PATH, providers=None, n=REPLICAS):",
+            '    """``n`` sessions of the model with the profile\'s settings, served at once: give each its',
+            '    CALLERS_PER_REPLICA threads that call its run()."""',
+            "    return [make_session(model_path, providers) for _ in range(n)]",
+        ]
+    make = "make_session(model_path, providers, replica_options(share))" if pinned_pools(profile) else \
+        "make_session(model_path, providers)"
+    return lines + [
+        "def make_sessions(model_path=MODEL_PATH, providers=None, cores=None):",
+        '    """One session per replica, served at once; ``cores`` is replica_cores() unless given. Replica i runs on',
+        "    cores[i]: each of its CALLERS_PER_REPLICA threads calls pin_caller(cores[i]) before its first run:",
+        "",
+        "        cores = replica_cores()",
+        "        sessions = make_sessions(cores=cores)",
+        '    """',
+        "    cores = replica_cores() if cores is None else cores",
+        f"    return [{make} for share in cores]",
     ]
 
 
@@ -118,6 +296,11 @@ def render(profile: Profile, model_path: str) -> str:
     pools = global_pools(profile)
     if pools:
         lines += _global_pool_helper(pools)
+    if shared_arena(profile):
+        lines += _env_allocator_helper()
+    many = replicas(profile) > 1 or profile.workload.pin_replicas
+    if many:
+        lines += _replica_helpers(profile)
     lines += [
         "",
         "",
@@ -131,31 +314,39 @@ def render(profile: Profile, model_path: str) -> str:
             lines.append(f"    # {note}")
         lines.append(f"    so.{knob.ort_name} = {_value(knob, value)}")
     lines += [f"    so.add_session_config_entry({py_str(k)}, {py_str(v)})" for k, v in profile.config_entries().items()]
-    lines += [
-        "    return so",
-        "",
-        "",
-        "def make_session(model_path=MODEL_PATH, providers=None):",
-        '    """An InferenceSession with the profile\'s settings; ``providers`` overrides PROVIDERS."""',
-    ]
-    if pools:
-        lines.append("    _global_thread_pools()")
-    if profile.provider_name() == "CPUExecutionProvider":
+    # a pinned replica brings its own options (replica_options); None is session_options()
+    own = ", sess_options=None" if pinned_pools(profile) else ""
+    options = "session_options() if sess_options is None else sess_options" if own else "session_options()"
+    cpu = profile.provider_name() == "CPUExecutionProvider"
+    lines += ["    return so", "", ""]
+    if cpu:
         lines += [
-            "    return ort.InferenceSession(",
-            "        model_path, sess_options=session_options(),",
-            "        providers=PROVIDERS if providers is None else providers,",
-            "    )",
+            f"def make_session(model_path=MODEL_PATH, providers=None{own}):",
+            '    """An InferenceSession with the profile\'s settings; ``providers`` overrides PROVIDERS."""',
         ]
     else:
         # ORT falls back to the CPU when the provider's libraries cannot load, with a log line and nothing else;
         # the C++ and C# exports throw there, so this one says it too.
-        lines[-1] = ('    """An InferenceSession with the profile\'s settings; ``providers`` overrides PROVIDERS. '
-                     'Warns (raises with strict=True) when the requested provider is not active."""')
-        lines[-2] = "def make_session(model_path=MODEL_PATH, providers=None, strict=False):"
+        lines += [
+            f"def make_session(model_path=MODEL_PATH, providers=None{own}, strict=False):",
+            '    """An InferenceSession with the profile\'s settings; ``providers`` overrides PROVIDERS. '
+            'Warns (raises with strict=True) when the requested provider is not active."""',
+        ]
+    if pools:
+        lines.append("    _global_thread_pools()")
+    if shared_arena(profile):
+        lines.append("    _env_allocator()")
+    if cpu:
+        lines += [
+            "    return ort.InferenceSession(",
+            f"        model_path, sess_options={options},",
+            "        providers=PROVIDERS if providers is None else providers,",
+            "    )",
+        ]
+    else:
         lines += [
             "    session = ort.InferenceSession(",
-            "        model_path, sess_options=session_options(),",
+            f"        model_path, sess_options={options},",
             "        providers=PROVIDERS if providers is None else providers,",
             "    )",
             f"    if providers is None and {py_str(profile.provider_name())} not in session.get_providers():",
@@ -168,6 +359,8 @@ def render(profile: Profile, model_path: str) -> str:
             "        warnings.warn(message, RuntimeWarning, stacklevel=2)",
             "    return session",
         ]
+    if many:
+        lines += _make_sessions(profile)
     if profile.provider.io_binding:
         lines += _io_binding(profile)
     return "\n".join(lines) + "\n"

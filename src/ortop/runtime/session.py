@@ -201,7 +201,7 @@ class Loop:
         many = len(session.members) > 1
         self.threads = [
             threading.Thread(target=self._caller, args=(n,), daemon=True,
-                             name=f"ortop-r{r}-caller-{i}" if many else f"ortop-caller-{i}")
+                             name=f"ortop-r{r}c{i}" if many else f"ortop-caller-{i}")  # ≤ 15 chars: OS limit
             for n, (r, i) in enumerate(self.callers)
         ]
         self.started_ns = 0

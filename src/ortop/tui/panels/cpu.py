@@ -1,17 +1,21 @@
 """The CPU panel: one meter per core (a heat grid when there are too many), then worker / host / UI load.
 
 Each meter shows the core's whole load and, in cyan, the worker's share of it (summed from the worker's threads by
-the core each last ran on), so a busy neighbour process is told apart from the model's own threads.
+the core each last ran on), so a busy neighbour process is told apart from the model's own threads. When the running
+configuration pins its replicas (``workload.pin_replicas``), each meter is tagged with the replica that owns the
+core (``3 r1▕███``), so disjoint shares, or shares that overlap, are seen where the load lands; the heat grid says
+the same in one line under it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
 
+from ortop.config.replicas import describe_share
 from ortop.tui.panels._format import (
     IDLE,
     LEVELS,
@@ -23,6 +27,7 @@ from ortop.tui.panels._format import (
     join_lines,
     load_style,
 )
+from ortop.tui.panels.replicas import owners_label, replica_style
 
 MIN_BAR = 4
 GOOD_BAR = 10
@@ -41,13 +46,13 @@ def worker_share(per_core: Sequence[float], threads: Iterable[Any]) -> list[floa
 
 
 def _meter_layout(n: int, width: int, height: int, num_w: int = 3,
-                  good: int = GOOD_BAR) -> tuple[int, int, int] | None:
+                  good: int = GOOD_BAR, tag_w: int = 0) -> tuple[int, int, int] | None:
     """(columns, rows, bar width) for ``n`` meters in ``width``×``height``; None when even 4-cell bars do not fit.
 
     Takes as many columns as keep bars at least ``good`` cells (fewer rows leave room for the other panels),
-    else the fewest columns that fit the height at all.
+    else the fewest columns that fit the height at all. ``tag_w`` cells after each core's number are its replica's.
     """
-    label = len(str(max(0, n - 1)))
+    label = len(str(max(0, n - 1))) + tag_w
     best = None
     for cols in range(1, n + 1):
         rows = math.ceil(n / cols)
@@ -64,25 +69,36 @@ def _meter_layout(n: int, width: int, height: int, num_w: int = 3,
     return best
 
 
+def tag_width(owners: Mapping[int, Sequence[int]] | None) -> int:
+    """Cells the replica tags take after a core's number (`` r12+``), 0 without pinned replicas."""
+    if not owners:
+        return 0
+    widest = max(len(owners_label(owners, c)) for c in owners)
+    return 1 + widest
+
+
 def core_meters(per_core: Sequence[float], worker_cores: Iterable[int], width: int, height: int = 8,
-                share: Sequence[float] | None = None) -> Text:
+                share: Sequence[float] | None = None, owners: Mapping[int, Sequence[int]] | None = None) -> Text:
     """One meter per logical core (``3▕████▌   ▏ 57``), in columns, cores numbered from 0 as htop does.
 
     The worker's cores have their number drawn in reverse cyan, so where the pool runs (and spins) is visible at a
     glance. With ``share`` (the worker's % of each core, see :func:`worker_share`) the bar's first cells are the
-    worker's, in cyan, and the figure reads ``worker/all`` (`` 40/57``) where the meters have room for it. When the
-    meters cannot fit ``width``×``height`` (many cores), the heat grid is drawn instead.
+    worker's, in cyan, and the figure reads ``worker/all`` (`` 40/57``) where the meters have room for it. With
+    ``owners`` (core -> the pinned replicas holding it) each number is followed by its replica (``3 r1▕``, ``r1+``
+    where replicas share the core). When the meters cannot fit ``width``×``height`` (many cores), the heat grid is
+    drawn instead.
     """
     n = len(per_core)
     if n == 0:
         return Text("no per-core figures", style="dim", end="")
+    tag_w = tag_width(owners)
     layout = None
     num_w = 3
     if share is not None:  # the worker/all figure costs four cells of bar: a shorter bar is still worth it
-        layout = _meter_layout(n, width, height, 7, GOOD_BAR - 4)
+        layout = _meter_layout(n, width, height, 7, GOOD_BAR - 4, tag_w)
         num_w = 7 if layout is not None and layout[2] >= MIN_BAR + 2 else 3
     if num_w == 3:
-        layout = _meter_layout(n, width, height)
+        layout = _meter_layout(n, width, height, tag_w=tag_w)
     if layout is None:
         return heat_grid(per_core, worker_cores, width, height)
     cols, rows, bw = layout
@@ -99,6 +115,9 @@ def core_meters(per_core: Sequence[float], worker_cores: Iterable[int], width: i
                 line.append(" ")
             pct = float(per_core[i]) if finite(per_core[i]) else 0.0
             line.append(str(i).rjust(label_w), style="reverse " + WORKER_STYLE if i in mine else "dim")
+            if tag_w:
+                tag = owners_label(owners or {}, i)
+                line.append(" " + tag.ljust(tag_w - 1), style=replica_style((owners or {})[i][0]) if tag else "")
             line.append("▕", style="dim")
             cells = bar(pct / 100.0, bw)
             mine_cells = 0
@@ -171,19 +190,48 @@ def heat_grid(per_core: Sequence[float], worker_cores: Iterable[int], width: int
     return join_lines(lines)
 
 
-def cpu_panel(sample: Any, width: int, height: int) -> Text:
+def replica_map(owners: Mapping[int, Sequence[int]], width: int) -> Text:
+    """``r0 0-15 · r1 16-31 · …``: which replica owns which cores, one line, for the heat grid (too small to tag)."""
+    shares: dict[int, list[int]] = {}
+    for core, rs in sorted(owners.items()):
+        for r in rs:
+            shares.setdefault(r, []).append(core)
+    line = Text(no_wrap=True, end="")
+    for k, (r, cores) in enumerate(sorted(shares.items())):
+        term = f"r{r} " + describe_share(tuple(cores)).split(" ", 1)[-1]
+        sep = " · " if k else ""
+        more = 2 if k < len(shares) - 1 else 0  # room for " …" while more replicas follow
+        if len(line.plain) + len(sep) + len(term) + more > width:
+            if len(line.plain) + 2 <= width:
+                line.append(" …", style="dim")
+            break
+        line.append(sep, style="dim")
+        line.append(term, style=replica_style(r))
+    return line
+
+
+def cpu_panel(sample: Any, width: int, height: int, owners: Mapping[int, Sequence[int]] | None = None) -> Text:
     """The CPU panel: core meters (or the heat grid), then worker / system / UI load on the last line.
 
-    ``sample`` is a collectors.cpu.CpuSample, or None before the first one.
+    ``sample`` is a collectors.cpu.CpuSample, or None before the first one; ``owners`` maps each core to the
+    pinned replicas that hold it (:func:`ortop.tui.panels.replicas.core_owners`), empty or None without them.
     """
     if sample is None:
         return Text("waiting for the first CPU sample…", style="dim", end="")
     n = len(sample.per_core)
     cores_h = max(1, height - 1)
-    grid = _meter_layout(n, width, cores_h) is None
+    owners = {c: rs for c, rs in (owners or {}).items() if 0 <= c < n and rs}
+    grid = _meter_layout(n, width, cores_h, tag_w=tag_width(owners)) is None
     share = worker_share(sample.per_core, sample.threads) if sample.process_percent is not None else None
-    body = core_meters(sample.per_core, sample.worker_cores, width, cores_h - (1 if grid and height > 3 else 0),
-                       share)
+    below: list[Text] = []  # lines under the heat grid: which replica owns which cores, then the legend
+    if grid and owners and height > 2:
+        below.append(replica_map(owners, width))
+    if grid and height > 3 + len(below):
+        legend = Text("▁…█ load  ", style="dim", end="")
+        legend.append("cyan", style=WORKER_STYLE)
+        legend.append(" = the worker's cores", style="dim")
+        below.append(legend)
+    body = core_meters(sample.per_core, sample.worker_cores, width, max(1, cores_h - len(below)), share, owners)
     summary = Text(no_wrap=True, end="")
     summary.append("worker ", style="dim")
     summary.append(fmt_cores(sample.process_percent), style=WORKER_STYLE)
@@ -195,10 +243,7 @@ def cpu_panel(sample: Any, width: int, height: int) -> Text:
             summary.append(" · ui ", style="dim")
             summary.append(ui)
             break
-    lines = body.split("\n") if body.plain else [body]
-    if grid and height > 3:
-        legend = Text("▁…█ load  ", style="dim", end="")
-        legend.append("cyan", style=WORKER_STYLE)
-        legend.append(" = the worker's cores", style="dim")
-        lines = list(lines)[: cores_h - 1] + [legend]
-    return join_lines(list(lines)[: max(0, height - 1)] + [summary], height)
+    lines = list(body.split("\n") if body.plain else [body])
+    if below:
+        lines = lines[: max(0, cores_h - len(below))] + below
+    return join_lines(lines[: max(0, height - 1)] + [summary], height)

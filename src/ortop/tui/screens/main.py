@@ -1,4 +1,6 @@
-"""The live view: CPU, spin, GPU and memory on the left; latency, model / session and events on the right.
+"""The live view: CPU, spin, GPU and memory on the left; latency, replicas, model / session and events on the right.
+
+The replicas panel is there only while the running configuration serves several sessions (``workload.replicas``).
 
 The app reads the monitor and the collectors on its tick and hands the screen what it read (:meth:`MainScreen.draw`);
 the screen gives each panel its drawing function from :mod:`ortop.tui.panels`, and the panels repaint only what
@@ -18,7 +20,7 @@ from textual.screen import Screen
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.messages import CatchUp
 from ortop.tui.meters import Meters
-from ortop.tui.panels import cpu, events, gpu, latency, memory, model, spin, status
+from ortop.tui.panels import cpu, events, gpu, latency, memory, model, replicas, spin, status
 from ortop.tui.panels._format import BUSY_STATES, pace_shortfall
 from ortop.tui.widgets import KeyBar, Panel
 
@@ -36,8 +38,11 @@ class Row(Horizontal):
     BLANK = True
 
 
+EVENTS_MIN = 2  # lines the events panel keeps when the replicas panel takes room from it
+
+
 class MainScreen(Screen[None]):
-    """The live view: CPU, spin, GPU on the left; latency, model / session and events on the right."""
+    """The live view: CPU, spin, GPU on the left; latency, replicas, model / session and events on the right."""
 
     BLANK = True  # the panels cover it; see Column
 
@@ -50,6 +55,8 @@ class MainScreen(Screen[None]):
         super().__init__(id=id)
         self._meters = Meters()
         self._fit_key: tuple = ()
+        self._replicas: tuple[Any, ...] = ()  # the running configuration's replicas, as the last snapshot had them
+        self._owners: dict[int, tuple[int, ...]] = {}  # core -> the pinned replicas holding it
 
     def compose(self) -> ComposeResult:
         yield Panel(id="status")
@@ -61,6 +68,9 @@ class MainScreen(Screen[None]):
                 yield Panel(memory.TITLE, id="memory")
             with Column(id="right"):
                 yield Panel("Latency", id="latency")
+                rep = Panel(replicas.TITLE, id="replicas")
+                rep.display = False  # shown while the configuration has replicas (see _fit_heights)
+                yield rep
                 yield Panel("Model · session", id="model")
                 yield Panel("Events", id="events")
         yield KeyBar()
@@ -84,13 +94,19 @@ class MainScreen(Screen[None]):
         if not self.is_mounted:
             return
         q = self.query_one
+        reps = tuple(snap.replicas)
+        shares = replicas.shares_key(reps)
+        if shares != replicas.shares_key(self._replicas):
+            self._owners = replicas.core_owners(reps)
+        self._replicas = reps
+        owners = self._owners
         self._fit_heights(m.cpu, m.gpu)
         busy = snap.state in BUSY_STATES
         elapsed = round(snap.state_elapsed, 1) if busy else int(snap.state_elapsed)
         evs = snap.events
         q("#status", Panel).show(lambda w, h: status.status_line(snap, w),
                                  (snap.state, elapsed if busy else m.frame, snap.config_id, len(snap.history)))
-        q("#cpu", Panel).show(lambda w, h: cpu.cpu_panel(m.cpu, w, h), m.cpu)
+        q("#cpu", Panel).show(lambda w, h: cpu.cpu_panel(m.cpu, w, h, owners), (m.cpu, shares))
         q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history),
                                (m.slow, snap.config_id))
         q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
@@ -102,6 +118,10 @@ class MainScreen(Screen[None]):
         q("#latency", Panel).show(lambda w, h: latency.latency_panel(
             snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s),
             (m.frame, snap.config_id, snap.state))
+        if reps:  # per-replica figures move like the latency panel's: redrawn on frame ticks
+            rss = mem.rss
+            q("#replicas", Panel).show(lambda w, h: replicas.replicas_panel(reps, snap.throughput_per_s, rss, w, h),
+                                       (m.frame, snap.config_id, snap.state, shares))
         pace = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)  # a paced rate not kept: said at once
         q("#model", Panel).show(lambda w, h: model.model_panel(snap, w, h, fatal),
                                 (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
@@ -120,15 +140,22 @@ class MainScreen(Screen[None]):
 
     def _fit_heights(self, cpu_sample: Any, gpu_sample: Any) -> None:
         """Size the CPU and GPU panels to their content (core count, GPU count), leaving the rest to the spin panel
-        (the memory panel's height is fixed by the stylesheet).
+        (the memory panel's height is fixed by the stylesheet); show the replicas panel while there are replicas,
+        sized to them, taking room from the events panel down to EVENTS_MIN lines.
 
-        Only runs a layout when the inputs change (a resize, the first sample), not on every tick.
+        Only runs a layout when the inputs change (a resize, the first sample, a configuration with other
+        replicas), not on every tick.
         """
         body = self.query_one("#body")
         cpu_panel = self.query_one("#cpu", Panel)
         gpu_panel = self.query_one("#gpu", Panel)
+        latency_panel = self.query_one("#latency", Panel)
         n_cores = len(cpu_sample.per_core) if cpu_sample is not None else 0
-        key = (n_cores, gpu.gpu_rows(gpu_sample), cpu_panel.size.width, body.size.height, tuple(self.classes))
+        model_panel = self.query_one("#model", Panel)
+        shares = replicas.shares_key(self._replicas)
+        # the right column's fixed panels come in too: their heights settle with the first layout after a resize
+        key = (n_cores, gpu.gpu_rows(gpu_sample), cpu_panel.size.width, body.size.height, tuple(self.classes),
+               shares, latency_panel.size.width, latency_panel.outer_size.height, model_panel.outer_size.height)
         if key == self._fit_key or body.size.height <= 0 or cpu_panel.size.width <= 0:
             return
         self._fit_key = key
@@ -136,6 +163,12 @@ class MainScreen(Screen[None]):
         gpu_h = gpu.gpu_rows(gpu_sample) + frame
         mem_h = self.query_one("#memory", Panel).outer_size.height
         max_cpu = max(3, (body.size.height - gpu_h - mem_h) * 55 // 100 - frame)
-        lines = cpu.cpu_panel(cpu_sample, cpu_panel.size.width, max_cpu).plain.count("\n") + 1
+        lines = cpu.cpu_panel(cpu_sample, cpu_panel.size.width, max_cpu, self._owners).plain.count("\n") + 1
         cpu_panel.styles.height = lines + frame
         gpu_panel.styles.height = gpu_h
+        rep_panel = self.query_one("#replicas", Panel)
+        rep_panel.display = bool(shares)
+        if shares:
+            taken = latency_panel.outer_size.height + model_panel.outer_size.height
+            room = max(1, body.size.height - taken - (EVENTS_MIN + frame) - frame)
+            rep_panel.styles.height = replicas.replicas_rows(self._replicas, latency_panel.size.width, room) + frame
