@@ -11,8 +11,8 @@ The tuner calls back on its own thread at each step. The screen copies the rows 
 steps, so the copy is whole) and posts them, never waiting for the UI: a quit while the search runs must not leave
 the tuning thread blocked on an event loop that has stopped.
 
-About 500 lines: the rows (plain functions of a trial, run on the tuning thread) and the screen's states (ready,
-running, stopping, done, failed), which are read and changed together.
+The screen moves through five states (ready, running, stopping, done, failed); the rows are plain functions of a
+trial, run on the tuning thread.
 """
 
 from __future__ import annotations
