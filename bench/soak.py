@@ -1,6 +1,6 @@
 """Long runs: does ortop stay flat? A fast model headless and in the TUI, memory and UI CPU over time.
 
-    python bench/soak.py [MODEL] [--minutes 10] [--interval 30]
+    python bench/soak.py [MODEL] [--minutes 10] [--interval 30] [--modes headless,tui]
 
 Runs ``ortop MODEL --headless --duration MINUTES*60`` and then ``ortop MODEL`` in tmux (120×40) for the same time,
 sampling every ``--interval`` seconds with psutil: the monitor's RSS (the ortop process), the worker's RSS (its
@@ -68,7 +68,11 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--interval", type=float, default=30.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--modes", default="headless,tui", help="which runs: headless, tui or both (default both)")
     args = ap.parse_args()
+    modes = {m.strip() for m in args.modes.split(",") if m.strip()}
+    if not modes or modes - {"headless", "tui"}:
+        raise SystemExit("--modes takes headless, tui or headless,tui")
     model = args.model
     if model is None:
         from ortop.model.demo import ensure_demo
@@ -78,12 +82,15 @@ def main() -> int:
     summary: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": tmp}
-        p = subprocess.Popen([_ortop(), model, "--headless", "--duration", str(seconds), "--threads",
-                              str(args.threads), "--json"], stdout=subprocess.DEVNULL, env=env)
-        try:
-            summary["headless"] = _watch(psutil.Process(p.pid), seconds, args.interval, "headless")
-        finally:
-            p.wait(timeout=60)
+        if "headless" in modes:
+            p = subprocess.Popen([_ortop(), model, "--headless", "--duration", str(seconds), "--threads",
+                                  str(args.threads), "--json"], stdout=subprocess.DEVNULL, env=env)
+            try:
+                summary["headless"] = _watch(psutil.Process(p.pid), seconds, args.interval, "headless")
+            finally:
+                p.wait(timeout=60)
+        if "tui" not in modes:
+            return _report(summary)
         session = f"ortop-soak-{os.getpid()}"
         subprocess.run(["tmux", "-L", session, "new", "-d", "-s", session, "-x", "120", "-y", "40",
                         f"env XDG_STATE_HOME={tmp} {_ortop()} {model} --threads {args.threads}"], check=True)
@@ -96,6 +103,10 @@ def main() -> int:
             time.sleep(3)
         finally:
             subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True)
+    return _report(summary)
+
+
+def _report(summary: dict[str, list[dict]]) -> int:
     print()
     for mode, rows in summary.items():
         if not rows:

@@ -97,7 +97,12 @@ def main() -> int:
     ap.add_argument("--refresh", type=float, default=4.0)
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--metrics-port", type=int, help="serve and scrape ortop's Prometheus endpoint on this port")
+    ap.add_argument("--ab-metrics", action="store_true",
+                    help="instead of the bare loop: the TUI with the endpoint (scraped every second) against the TUI "
+                         "without it, alternated in each round (order swapped every other round)")
     a = ap.parse_args()
+    if a.ab_metrics and not a.metrics_port:
+        raise SystemExit("--ab-metrics needs --metrics-port")
     if a.duration < SETTLE_S + 5:
         raise SystemExit(f"--duration must be at least {SETTLE_S + 5:.0f} s ({SETTLE_S:.0f} s settle + 5 s measured)")
     if shutil.which("tmux") is None:
@@ -108,6 +113,8 @@ def main() -> int:
     prof_json = json.dumps(prof.to_dict(full=True))
     print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds, "
           f"{a.size} terminal, refresh {a.refresh} Hz")
+    if a.ab_metrics:
+        return ab_metrics(model, a, size)
     print(f"{'round':>5} {'bare runs/s':>12} {'tui runs/s':>11} {'ratio':>7} {'UI % steady':>12} {'UI % live':>10} "
           f"{'UI % all':>9}")
     thr, ui, live, steady = [], [], [], []
@@ -123,6 +130,25 @@ def main() -> int:
     print(f"median throughput ratio (tui/bare) {statistics.median(thr):.3f}; median UI CPU "
           f"{statistics.median(steady):.1f}% of one core steady, {statistics.median(live):.1f}% from the first frame, "
           f"{statistics.median(ui):.1f}% with start-up")
+    return 0
+
+
+def ab_metrics(model: str, a: argparse.Namespace, size: tuple[int, ...]) -> int:
+    """The endpoint's cost, paired: the TUI with it on (scraped every second) and off, one after the other in
+    each round, the order swapped every other round."""
+    print(f"{'round':>5} {'on runs/s':>10} {'off runs/s':>11} {'on/off':>7} {'UI % on':>8} {'UI % off':>9}")
+    thr, d_ui = [], []
+    for i in range(a.rounds):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        # A port of its own per round: the previous round's ortop may still be closing its listening socket.
+        got = {on: run_tui(model, a.threads, a.duration, a.refresh, size, a.metrics_port + i if on else None)
+               for on in order}
+        thr.append(got[True]["throughput"] / got[False]["throughput"])
+        d_ui.append(got[True]["steady_percent"] - got[False]["steady_percent"])
+        print(f"{i + 1:>5} {got[True]['throughput']:>10.1f} {got[False]['throughput']:>11.1f} {thr[-1]:>7.3f} "
+              f"{got[True]['steady_percent']:>8.1f} {got[False]['steady_percent']:>9.1f}")
+    print(f"median throughput ratio (endpoint on/off) {statistics.median(thr):.3f} (range {min(thr):.3f}–"
+          f"{max(thr):.3f}); UI CPU with the endpoint {statistics.median(d_ui):+.1f} points of one core (median)")
     return 0
 
 
