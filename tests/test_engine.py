@@ -636,7 +636,7 @@ def test_worker_holds_two_sessions_and_switches_on_command(worker):
     # Each Samples batch carries its own wall and CPU time, tagged with the session's id.
     for m in w.seen:
         if isinstance(m, PR.Samples):
-            assert m.rows.dtype == np.int64 and m.rows.shape[1] == 4 and m.wall_ns > 0 and m.block == PR.LIVE
+            assert m.rows.dtype == np.int64 and m.rows.shape[1] == 5 and m.wall_ns > 0 and m.block == PR.LIVE
 
 
 def test_monitor_stores_fill_for_every_session_the_worker_runs(monitors, matmul_model):
