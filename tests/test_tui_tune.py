@@ -68,9 +68,10 @@ class Factory:
         self.stop: threading.Event | None = None
 
     def __call__(self, model_path: str, profile: Profile, *, objective: str, budget_s: float,
-                 on_event: Callable[[str, Tuner], None], stop: threading.Event) -> Tuner:
+                 on_event: Callable[[str, Tuner], None], stop: threading.Event,
+                 max_p99_ms: float | None = None) -> Tuner:
         self.calls.append({"model_path": model_path, "profile": profile, "objective": objective,
-                           "budget_s": budget_s})
+                           "budget_s": budget_s, "max_p99_ms": max_p99_ms})
         self.stop = stop
         clock = StepClock(0.0)
         if self.free is None:
@@ -80,7 +81,8 @@ class Factory:
                                stop=stop)
         self.racers.append(racer)
         space = Space(profile, host(4), CHAIN, list(self.dims))
-        return Tuner(space, racer, objective=objective, budget_s=budget_s, clock=clock, on_event=on_event, stop=stop)
+        return Tuner(space, racer, objective=objective, max_p99_ms=max_p99_ms, budget_s=budget_s, clock=clock,
+                     on_event=on_event, stop=stop)
 
 
 def tune_app(tmp_path: Path, factory: Any = None, monitor: FakeMonitor | None = None) -> OrtopApp:
@@ -137,6 +139,11 @@ async def test_t_opens_the_screen_with_the_objective_for_the_running_profile_and
         assert budgets == [120.0, 300.0, 30.0, 60.0]
         await pilot.press("o", "b")
         assert "objective p50 (lowest p50 latency) · budget 120 s" in text_of(screen, "tune-title")
+        limits = []
+        for _ in range(6):
+            await pilot.press("l")
+            limits.append(screen.max_p99_ms)
+        assert limits == [2.0, 5.0, 10.0, 20.0, 50.0, None]
         await pilot.press("escape")
         assert not isinstance(app.screen, TuneScreen)
         assert app.tuner_factory.calls == [] and paced.state == "measuring"  # nothing ran, nothing paused
@@ -389,3 +396,22 @@ async def test_quitting_during_a_real_search_leaves_no_worker(matmul_model: str,
     while _children() - before and time.monotonic() < end:
         time.sleep(0.1)
     assert not _children() - before
+
+
+async def test_least_cpu_with_a_p99_limit_reaches_the_tuner(tmp_path: Path) -> None:
+    """The demo's "least CPU with p99 ≤ 5 ms": o and l set a constrained objective, and the search gets it."""
+    factory = Factory()
+    app = tune_app(tmp_path, factory, FakeMonitor())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        assert isinstance(screen, TuneScreen) and screen.objective == "cpu"
+        await pilot.press("l", "l")
+        assert "least CPU per run with p99 ≤ 5 ms" in text_of(screen, "tune-title")
+        await pilot.press("g")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if factory.calls and not screen.running:
+                break
+        assert factory.calls[0]["objective"] == "cpu" and factory.calls[0]["max_p99_ms"] == 5.0
+        assert screen.result is not None and screen.result.max_p99_ms == 5.0

@@ -1,11 +1,11 @@
 """The tune screen: ``ortop tune``'s search run from the live view, its leaderboard filling in as candidates race;
 once it ends (or is stopped) any row can be applied to the live session or saved.
 
-Before the start, o and b pick the objective and the budget, and g starts. The search runs worker processes of its
-own, so the screen asks the app to pause the live session first (:class:`TuneScreen.Start`, answered with
-:meth:`TuneScreen.run_search`) and to resume it once those workers are gone (:class:`TuneScreen.Finished`), whatever
-ended the search: its result, s, esc, q, or an error. Rows are applied and saved by the app too
-(:class:`TuneScreen.ApplyRow`, :class:`TuneScreen.SaveRow`); the screen holds no monitor.
+Before the start, o, l and b pick the objective, a p99 limit and the budget, and g starts. The search runs worker
+processes of its own, so the screen asks the app to pause the live session first (:class:`TuneScreen.Start`,
+answered with :meth:`TuneScreen.run_search`) and to resume it once those workers are gone
+(:class:`TuneScreen.Finished`), whatever ended the search: its result, s, esc, q, or an error. Rows are applied and
+saved by the app too (:class:`TuneScreen.ApplyRow`, :class:`TuneScreen.SaveRow`); the screen holds no monitor.
 
 The tuner calls back on its own thread at each step. The screen copies the rows there (the tuner is between two
 steps, so the copy is whole) and posts them, never waiting for the UI: a quit while the search runs must not leave
@@ -42,6 +42,7 @@ from ortop.errors import OrtopError
 from ortop.tui.screens._base import Responsive
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
+P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
 DEFAULT_BUDGET_S = 60.0
 REFRESH_S = 0.5   # the elapsed time and the bar between two steps of the tuner
 STYLE = {"winner": "bold green", "dropped": "dim", "failed": "red", "baseline": "bold"}
@@ -51,15 +52,18 @@ class TunerFactory(Protocol):
     """Builds the Tuner for a search (the real one: :func:`real_tuner`; the tests give a fake racer and clock)."""
 
     def __call__(self, model_path: str, profile: Profile, *, objective: str, budget_s: float,
-                 on_event: Callable[[str, Tuner], None], stop: threading.Event) -> Tuner: ...
+                 on_event: Callable[[str, Tuner], None], stop: threading.Event,
+                 max_p99_ms: float | None = None) -> Tuner: ...
 
 
 def real_tuner(model_path: str, profile: Profile, *, objective: str, budget_s: float,
-               on_event: Callable[[str, Tuner], None], stop: threading.Event) -> Tuner:
+               on_event: Callable[[str, Tuner], None], stop: threading.Event,
+               max_p99_ms: float | None = None) -> Tuner:
     """The search ``ortop tune`` runs: every dimension that applies, worker processes racing in blocks."""
     from ortop.engine.tunerun import build_tuner
 
-    return build_tuner(model_path, profile, objective=objective, budget_s=budget_s, on_event=on_event, stop=stop)[0]
+    return build_tuner(model_path, profile, objective=objective, max_p99_ms=max_p99_ms, budget_s=budget_s,
+                       on_event=on_event, stop=stop)[0]
 
 
 def default_objective(profile: Profile) -> str:
@@ -160,6 +164,7 @@ class TuneScreen(Responsive, Screen[None]):
     BINDINGS = [
         Binding("t,escape", "close", "back"),
         Binding("o", "objective", "objective"),
+        Binding("l", "limit", "p99 limit"),
         Binding("b", "budget", "budget"),
         Binding("g", "start", "start"),
         Binding("s", "stop", "stop"),
@@ -222,6 +227,7 @@ class TuneScreen(Responsive, Screen[None]):
         self.start_profile = profile
         self.objective = default_objective(profile)
         self.budget_s = budget_s
+        self.max_p99_ms: float | None = None
         self.state = "ready"          # ready → starting → running → stopping → done / failed
         self.result: TuneResult | None = None
         self.error = ""
@@ -251,8 +257,8 @@ class TuneScreen(Responsive, Screen[None]):
             table.add_column(name, key=name)
         table.focus()
         self.refresh_rows()
-        self.show_message(Text("o picks the objective, b the budget, g starts: the live session pauses while the "
-                               "search runs", style="dim"))
+        self.show_message(Text("o picks the objective, l a p99 limit, b the budget, g starts: the live session "
+                               "pauses while the search runs", style="dim"))
 
     def on_unmount(self) -> None:
         self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
@@ -273,15 +279,16 @@ class TuneScreen(Responsive, Screen[None]):
         self._timer = self.set_interval(REFRESH_S, self._tick, name="tune-elapsed")
         self.refresh_rows()
         self.show_message(Text("the live session is paused while the search runs; s stops it", style="yellow"))
-        self._search(self.app, model_path, profile, self.objective, self.budget_s)
+        self._search(self.app, model_path, profile, self.objective, self.budget_s, self.max_p99_ms)
 
     @work(thread=True, exclusive=True, group="tune-search")
-    def _search(self, app: Any, model_path: str, profile: Profile, objective: str, budget_s: float) -> None:
+    def _search(self, app: Any, model_path: str, profile: Profile, objective: str, budget_s: float,
+                max_p99_ms: float | None) -> None:
         result: TuneResult | None = None
         error, warnings = "", []
         try:
             tuner = self._factory(model_path, profile, objective=objective, budget_s=budget_s,
-                                  on_event=self._stepped, stop=self._stop)
+                                  on_event=self._stepped, stop=self._stop, max_p99_ms=max_p99_ms)
             self._tuner = tuner
             result = tuner.run()
             warnings = list(getattr(tuner.racer, "warnings", ()))
@@ -360,10 +367,11 @@ class TuneScreen(Responsive, Screen[None]):
     # ---- drawing ---------------------------------------------------------------------------------------------
     def _title(self) -> Text:
         t = Text.assemble(("Tune", "bold"), "  ")
-        goal = f"{self.objective} ({OBJECTIVE_TEXT[self.objective]})"
+        goal = f"{self.objective} ({OBJECTIVE_TEXT[self.objective]}"
+        goal += f" with p99 ≤ {self.max_p99_ms:g} ms)" if self.max_p99_ms is not None else ")"
         if self.state == "ready":
             t.append(f"objective {goal} · budget {self.budget_s:g} s", style="bold")
-            t.append("  ·  o objective · b budget · g start · t/esc back", style="dim")
+            t.append("  ·  o objective · l p99 limit · b budget · g start · t/esc back", style="dim")
             return t
         elapsed = min(self._elapsed(), self.budget_s)
         phase = {"stopping": "stopping: the result so far follows", "failed": "failed"}.get(self.state,
@@ -421,7 +429,7 @@ class TuneScreen(Responsive, Screen[None]):
 
     # ---- keys ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("objective", "budget", "start"):
+        if action in ("objective", "limit", "budget", "start"):
             return self.state == "ready"
         if action == "stop":
             return True if self.state == "running" else (None if self.running else False)
@@ -438,6 +446,12 @@ class TuneScreen(Responsive, Screen[None]):
     def action_objective(self) -> None:
         if self.state == "ready":
             self.objective = OBJECTIVES[(OBJECTIVES.index(self.objective) + 1) % len(OBJECTIVES)]
+            self._draw_progress()
+
+    def action_limit(self) -> None:
+        """Cycle the p99 limit: a constrained objective ("least CPU per run with p99 ≤ 5 ms")."""
+        if self.state == "ready":
+            self.max_p99_ms = P99_LIMITS_MS[(P99_LIMITS_MS.index(self.max_p99_ms) + 1) % len(P99_LIMITS_MS)]
             self._draw_progress()
 
     def action_budget(self) -> None:
