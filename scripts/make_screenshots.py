@@ -1,4 +1,5 @@
-"""Screenshots of ortop on a real model, for the README: the live view, after a threads change, settings, history.
+"""Screenshots of ortop on a real model, for the README: the live view, after a threads change, settings, history,
+the tune screen, and two pinned replicas.
 
     python scripts/make_screenshots.py [MODEL.onnx] [--out screenshots] [--size 120x40]
 
@@ -61,11 +62,40 @@ async def shoot(model: str, out: Path, size: tuple[int, int]) -> list[Path]:
             await pilot.press("escape", "h")
             await pilot.pause(1.0)
             save("history")
-            await pilot.press("h")
+            await pilot.press("h", "t", "b", "b", "b", "g")  # the tune screen, a 30 s budget
+            await _wait(pilot, lambda: not getattr(app.screen, "running", True), 90, "the tune search")
+            await pilot.pause(0.5)
+            save("tune")
+            await pilot.press("escape")
     finally:
         monitor.stop()
         gpu.close()
+    shots.append(await shoot_replicas(model, out, size))
     return shots
+
+
+async def shoot_replicas(model: str, out: Path, size: tuple[int, int]) -> Path:
+    """Two replicas pinned to their own cores: the replicas panel and the CPU meters tagged with their owner."""
+    from ortop.collectors.cpu import PsutilCpuCollector
+    from ortop.collectors.gpu import make_gpu_collector
+    from ortop.config import profile as profile_mod
+    from ortop.config.profile import Profile
+    from ortop.engine.monitor import Monitor
+    from ortop.tui.app import make_app
+
+    monitor = Monitor(model, profile_mod.merge(Profile(), **{"workload.replicas": 2, "workload.pin_replicas": True}))
+    gpu = make_gpu_collector()
+    app = make_app(monitor, cpu=PsutilCpuCollector(), gpu=gpu, refresh_hz=4.0, profile_dir=str(out / "profiles"))
+    monitor.start()
+    try:
+        async with app.run_test(size=size) as pilot:
+            await _wait(pilot, lambda: monitor.snapshot().state == "measuring" and monitor.snapshot().runs >= 100,
+                        60, "the replicas")
+            await pilot.pause(6.0)
+            return Path(app.save_screenshot("replicas.svg", path=str(out)))
+    finally:
+        monitor.stop()
+        gpu.close()
 
 
 def main(argv: list[str] | None = None) -> int:
