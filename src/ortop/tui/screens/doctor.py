@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from ortop.doctor.findings import Finding, by_severity, counts, patch_text
 from ortop.doctor.report import evidence_text
-from ortop.tui.screens._base import Responsive
+from ortop.tui.screens._base import Responsive, under_cursor
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 MEASURED_BUDGET_S = 15.0
@@ -181,10 +181,7 @@ class DoctorScreen(Responsive, Screen[None]):
 
     def selected(self) -> Finding | None:
         """The finding under the cursor, or None."""
-        table = self.query_one(DataTable)
-        if not self._rows or not 0 <= table.cursor_row < len(self._rows):
-            return None
-        return self._rows[table.cursor_row]
+        return under_cursor(self.query_one(DataTable), self._rows)
 
     def show_message(self, message: Text | None = None) -> None:
         """The selected finding in full, then ``message`` (the outcome of an apply, the measuring state)."""

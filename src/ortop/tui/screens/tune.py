@@ -39,7 +39,7 @@ from ortop.engine.trials import BETTER, Figures, Trial, TuneResult
 from ortop.engine.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
 from ortop.engine.tunerun import LEADERBOARD_COLUMNS, figures_text, leaderboard, trial_cells
 from ortop.errors import OrtopError
-from ortop.tui.screens._base import Responsive
+from ortop.tui.screens._base import Responsive, under_cursor
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
@@ -410,10 +410,7 @@ class TuneScreen(Responsive, Screen[None]):
 
     def selected(self) -> Row | None:
         """The row under the cursor, or None."""
-        table = self.query_one(DataTable)
-        if not self._rows or not 0 <= table.cursor_row < len(self._rows):
-            return None
-        return self._rows[table.cursor_row]
+        return under_cursor(self.query_one(DataTable), self._rows)
 
     def show_message(self, message: Text | None = None) -> None:
         """The selected row in full, then ``message`` (the outcome of an apply, what the keys do)."""
