@@ -18,7 +18,7 @@ from ortop.collectors.host import HostFacts
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.space import ModelFacts, Space, has_parallel_branches, profile_key, unfixed_dims
-from ortop.engine.tuner import BETTER, KEEP, RaceOutcome, Tuner, figures
+from ortop.engine.tuner import BETTER, KEEP, STOPPED, RaceOutcome, Tuner, figures
 from ortop.errors import RuntimeFailure
 from ortop.fsutil import write_text
 from ortop.measure.compare import Block, schedule
@@ -507,6 +507,49 @@ def test_ctrl_c_prints_the_result_so_far_and_exits_130(matmul_model, tmp_path) -
     assert "stopping: the result so far follows" in err
     assert "stopped by the user" in save_path.read_text()
     profile_mod.load(save_path)
+
+
+def test_candidates_left_unbuilt_by_a_stop_are_not_failures() -> None:
+    # A stop (s, esc, q in the TUI) during a stage's builds: the racer leaves the rest unbuilt, and they are listed
+    # as not raced, never as failed candidates.
+    clock = StepClock(0.0)
+    stop = threading.Event()
+
+    def fail_build(p: Profile) -> str:
+        if p.session.intra_op_num_threads == 1:
+            stop.set()
+            return STOPPED
+        return ""
+
+    racer = FakeRacer(clock, threads_effect({2: 0.7}), fail_build=fail_build)
+    space = Space(Profile(), host(4), CHAIN, ["threads"])
+    result = Tuner(space, racer, budget_s=60, clock=clock, stop=stop).run()
+    assert result.stopped and not any(t.status == "failed" for t in result.trials)
+    stopped = [t for t in result.trials if t.reason == "not raced: the search was stopped"]
+    assert stopped and all(t.status == "dropped" for t in stopped)
+
+
+def test_a_stop_before_the_baseline_is_built_says_so() -> None:
+    clock = StepClock(0.0)
+    racer = FakeRacer(clock, fail_build=lambda p: STOPPED)
+    space = Space(Profile(), host(4), CHAIN, ["threads"])
+    with pytest.raises(RuntimeFailure, match="stopped before the start profile was built"):
+        Tuner(space, racer, budget_s=60, clock=clock).run()
+
+
+@pytest.mark.integration
+def test_worker_racer_builds_nothing_once_stopped(matmul_model) -> None:
+    from ortop.engine.racer import WorkerRacer
+
+    stop = threading.Event()
+    stop.set()
+    racer = WorkerRacer(matmul_model, stop=stop)
+    try:
+        a = Profile(model=matmul_model)
+        b = profile_mod.merge(a, **{"session.intra_op_num_threads": 1})
+        assert racer.prepare([a, b]) == {0: STOPPED, 1: STOPPED}
+    finally:
+        racer.close()
 
 
 def test_losers_are_released() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from ortop.config.profile import Profile
 from ortop.engine.placement import build_message
 from ortop.engine.space import describe, profile_key
-from ortop.engine.trials import RaceOutcome, RacerError
+from ortop.engine.trials import STOPPED, RaceOutcome, RacerError
 from ortop.engine.tuner import relabel
 from ortop.measure.compare import Block
 
@@ -165,7 +165,13 @@ class WorkerRacer:
             from ortop.runtime import protocol as P
 
             g.send(build_message(cid, p))
-            ok = g.wait(_settled(g, cid), self.build_timeout_s)
+            settled = _settled(g, cid, self.stop)
+            ok = g.wait(settled, self.build_timeout_s)
+            if self.stop.is_set() and not _settled(g, cid)():
+                # Stopped mid-build (a quit, s, esc): not waited for; close() ends the worker with the build.
+                failed.update({j: STOPPED for j in range(i, len(profiles))
+                               if profile_key(profiles[j]) not in self._cache})
+                break
             if g.dead is not None and cid not in g.built:
                 failed[i] = f"{g.dead} while building it"
                 self._restart(g)
@@ -361,9 +367,9 @@ class WorkerRacer:
         return out
 
 
-def _settled(g: _Group, cid: int) -> Callable[[], bool]:
-    """Whether a build has an answer (or the worker died)."""
-    return lambda: cid in g.built or cid in g.failed or g.dead is not None
+def _settled(g: _Group, cid: int, stop: threading.Event | None = None) -> Callable[[], bool]:
+    """Whether a build has an answer (or the worker died, or ``stop`` is set: nothing more is waited for)."""
+    return lambda: cid in g.built or cid in g.failed or g.dead is not None or (stop is not None and stop.is_set())
 
 
 class _RunFailed(Exception):

@@ -22,6 +22,9 @@ from ortop.measure.stats import median_ci
 KEEP = "keep the baseline"
 BETTER = "better"
 
+STOPPED = "not built: the search was stopped"  # a racer's reason for a profile it left unbuilt on a stop
+
+
 class RacerError(Exception):
     """Measuring cannot go on (the worker died and no candidate is to blame, the incumbent failed)."""
 

@@ -52,6 +52,7 @@ from ortop.engine.space import Candidate, Space, describe, profile_key
 from ortop.engine.trials import (  # noqa: F401  (re-exported: the tuner's public face)
     BETTER,
     KEEP,
+    STOPPED,
     Figures,
     RaceOutcome,
     Racer,
@@ -149,6 +150,8 @@ class Tuner:
         self.phase = "building the baseline"
         self._emit("start")
         failed = self.racer.prepare([self.start])
+        if failed and failed[0] == STOPPED:
+            raise RuntimeFailure("the search was stopped before the start profile was built")
         if failed:
             raise RuntimeFailure(f"the start profile failed: {failed[0]}")
         bc = self.racer.block_seconds([self.start])
@@ -208,7 +211,11 @@ class Tuner:
         self.trials.extend(trials)
         failed = self._prepare([c.profile for c in cands])
         for i, why in failed.items():
-            self._fail(trials[i], why)
+            if why == STOPPED:  # never built, so never measured: not a failure of the candidate
+                trials[i].status, trials[i].reason = "dropped", "not raced: the search was stopped"
+                self.racer.release([trials[i].profile])
+            else:
+                self._fail(trials[i], why)
         alive = [t for t in trials if t.status == "racing"]
         index = {id(t): k + 1 for k, t in enumerate(trials)}   # stage-local config numbers; 0 = incumbent
         blocks: list[Block] = []
