@@ -134,7 +134,11 @@ def test_spin_panel_shows_spinning_as_the_bigger_share() -> None:
 
 def test_spin_panel_concurrent_callers_have_no_between_figure() -> None:
     text = spin.spin_panel(CpuCost(2.0, math.nan, 150.0, 90.0), (), 48, 4)
-    assert "n/a with concurrent callers" in text.plain
+    out = lines(text)
+    assert "n/a with concurrent callers" in out[1]
+    # The split bar cannot be drawn either; it says why instead of waiting for runs that are already there.
+    assert out[2] == "in runs / between runs: n/a with concurrent callers"
+    assert lines(spin.spin_panel(CpuCost(), (), 48, 4))[2] == "in runs / between runs: waiting for runs…"
 
 
 def test_spin_panel_names_the_threads_roles_and_the_units() -> None:

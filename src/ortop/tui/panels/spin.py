@@ -100,6 +100,8 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
         line.append("▒" * (bw - n_in), style="magenta")
         line.append(" between", style="dim")
         lines.append(line)
+    elif finite(total) and total > 0:  # measuring, but runs overlap: no one split of the process CPU
+        lines.append(Text("in runs / between runs: n/a with concurrent callers", style="dim", end=""))
     else:
         lines.append(Text("in runs / between runs: waiting for runs…", style="dim", end=""))
 
