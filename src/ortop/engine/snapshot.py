@@ -14,6 +14,7 @@ from typing import Any
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile
+from ortop.config.values import human
 from ortop.engine.memory import MemoryInfo, mb
 from ortop.measure import stats
 
@@ -68,7 +69,7 @@ class Change:
     after: Any
 
     def text(self) -> str:
-        return f"{self.key}: {fmt_value(self.before)} → {fmt_value(self.after)}"
+        return f"{self.key}: {human(self.before)} → {human(self.after)}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "before": _plain(self.before), "after": _plain(self.after)}
@@ -204,14 +205,6 @@ class Snapshot:
 
 
 # ---- changes -----------------------------------------------------------------------------------------------------
-def fmt_value(v: Any) -> str:
-    if v is None:
-        return "default"
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    return str(v)
-
-
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():

@@ -51,6 +51,7 @@ from typing import Any
 from ortop.collectors.host import HostFacts, format_cpulist
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
+from ortop.config.values import human
 
 CPU_DIMENSIONS = ("threads", "spinning", "dynamic_block_base", "execution_mode", "affinity", "arena", "mem_pattern",
                   "optimization")
@@ -190,16 +191,12 @@ _SHORT = {
 
 
 def _fmt_value(key: str, v: Any) -> str:
-    if v is None:
-        return "default"
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    if key == _THREADS and v == 0:
+    if key == _THREADS and v == 0 and not isinstance(v, bool):
         return "0 (ORT's default)"
-    if key == _AFFINITY:
+    if key == _AFFINITY and v is not None:
         cpus = sorted({c for thread in v for c in thread})
         return f"CPUs {format_cpulist(cpus)}"
-    return str(v)
+    return human(v)
 
 
 def describe(profile: Profile, against: Profile) -> str:
