@@ -62,8 +62,10 @@ class Series:
             self._chunks.setdefault(i, []).append(part)
         self._newest = max(self._newest, int(idx.max()))
         self._close(self._newest - CLOSE_AFTER)
-        keys = sorted({*self._chunks, *self._done})
-        for old in keys[: max(0, len(keys) - self.capacity)]:
+        excess = len(self._chunks) + len(self._done) - self.capacity  # disjoint: a closed bucket leaves _chunks
+        if excess <= 0:
+            return
+        for old in sorted({*self._chunks, *self._done})[:excess]:
             self._chunks.pop(old, None)
             self._done.pop(old, None)
             self._cache.pop(old, None)
