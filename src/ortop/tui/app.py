@@ -86,8 +86,8 @@ class OrtopApp(App[int]):
         self.finish_errors: list[str] = []
         self._main: MainScreen | None = None
         self._settings: SettingsScreen | None = None  # built on first use, then reopened (see SettingsScreen.load)
-        self._doctor_paused = False  # the doctor's measured checks paused the live session
-        self._tune_paused = False  # a search of the tune screen paused the live session
+        self._live_held_by: set[str] = set()  # screens whose own workers run now (doctor, tune): the live one waits
+        self._held_paused = False  # the live session was running when the first of them took hold, and is paused
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
@@ -424,34 +424,41 @@ class OrtopApp(App[int]):
         f = message.finding
         message.screen.patch_applied(f, self.apply_changes(f"doctor {f.check}", **(f.profile_patch or {})))
 
+    def hold_live(self, who: str) -> None:
+        """Pause the live session while ``who`` runs worker processes of its own (they must not compete for the
+        cores); a session the user had paused stays paused, and nothing resumes until every holder lets go."""
+        if not self._live_held_by and self.monitor.snapshot().state != "paused":
+            self._held_paused = True
+            self.monitor.pause()
+        self._live_held_by.add(who)
+
+    def release_live(self, who: str) -> None:
+        """``who``'s workers are gone: the live session resumes once no one holds it (if holding paused it)."""
+        self._live_held_by.discard(who)
+        if not self._live_held_by and self._held_paused:
+            self._held_paused = False
+            self.monitor.resume()
+            self.tick()
+
     @on(DoctorScreen.Measure)
     def _doctor_measure(self, message: DoctorScreen.Measure) -> None:
         """The measured checks run workers of their own: the live one waits, paused, until they are done."""
-        self._doctor_paused = self.monitor.snapshot().state != "paused"
-        if self._doctor_paused:
-            self.monitor.pause()
+        self.hold_live("doctor")
         message.screen.run_measured(self.monitor.model_path, self.current_profile())
 
     @on(DoctorScreen.Measured)
     def _doctor_measured(self) -> None:
-        if self._doctor_paused:
-            self._doctor_paused = False
-            self.monitor.resume()
+        self.release_live("doctor")
 
     @on(TuneScreen.Start)
     def _tune_start(self, message: TuneScreen.Start) -> None:
         """The search races worker processes of its own: the live one waits, paused, until they are gone."""
-        self._tune_paused = self.monitor.snapshot().state != "paused"
-        if self._tune_paused:
-            self.monitor.pause()
+        self.hold_live("tune")
         message.screen.run_search(self.monitor.model_path, self.current_profile())
 
     @on(TuneScreen.Finished)
     def _tune_finished(self) -> None:
-        if self._tune_paused:
-            self._tune_paused = False
-            self.monitor.resume()
-            self.tick()
+        self.release_live("tune")
 
     @on(TuneScreen.ApplyRow)
     def _tune_apply(self, message: TuneScreen.ApplyRow) -> None:
