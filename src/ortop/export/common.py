@@ -5,6 +5,7 @@ own language.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -66,6 +67,30 @@ def pinning_notes(profile: Profile) -> list[str]:
     if not profile.workload.pin_replicas:
         return []
     return replica_profile(profile, (0,))[1]
+
+
+def pinning_comment(prefix: str, shares: str, pin_callers: str) -> list[str]:
+    """The comment over a code export's pinned replicas, the same words in every language: how ortop splits the
+    cores into ``shares`` (the constant naming the count), and how the program pins its callers (``pin_callers``:
+    the language's way)."""
+    return comment_lines(
+        "workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores the process may "
+        f"use (sched_getaffinity on Linux) into {shares} shares: whole NUMA nodes when there are at least as many "
+        "nodes as replicas, else contiguous runs with SMT siblings side by side, as even as the count allows. The "
+        "split depends on the host the program runs on, so it is the program's: pass it as `shares`, and pin "
+        f"{pin_callers} before its first Run(); the caller is thread 0 of the replica's intra-op pool.", prefix)
+
+
+REPLICA_OPTIONS_TEXT = (
+    "A replica's options for its `cores` (0-based): its intra-op pool sized to the share when the profile leaves the "
+    "thread count to ORT (ORT sizes every pool to the whole host, and the replicas' pools would fight for the same "
+    "cores), its pool threads after the first pinned one core each (ORT counts from 1).")
+
+
+def comment_lines(text: str, prefix: str, width: int = 120) -> list[str]:
+    """``text`` as comment lines that start with ``prefix`` (indent and comment marker), wrapped at ``width``."""
+    return textwrap.wrap(text, width, initial_indent=prefix, subsequent_indent=prefix, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def shared_arena(profile: Profile) -> bool:

@@ -19,11 +19,14 @@ from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
 from ortop.export.common import (
+    REPLICA_OPTIONS_TEXT,
     VERSION_NOTES,
     comment_header,
+    comment_lines,
     global_pools,
     literal,
     pinned_pools,
+    pinning_comment,
     pinning_notes,
     replicas,
     shared_arena,
@@ -139,22 +142,14 @@ def _replicas(profile: Profile, model_path: str) -> list[str]:
             "  return sessions;",
             "}",
         ]
-    out += [
-        "// workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores this process may",
-        "// use (sched_getaffinity) into kReplicas shares: whole NUMA nodes when there are at least as many nodes as",
-        "// replicas, else contiguous runs with SMT siblings side by side, as even as the count allows. The split",
-        "// depends on the host the program runs on, so it is the program's: pass it as `shares`, and pin each caller",
-        "// thread of replica i to shares[i] (pthread_setaffinity_np on Linux) before its first Run(); the caller is",
-        "// thread 0 of the replica's intra-op pool.",
-    ]
+    out += pinning_comment("// ", "kReplicas",
+                           "each caller thread of replica i to shares[i] (pthread_setaffinity_np on Linux)")
     out += [f"// {note}." for note in pinning_notes(profile)]
     if pinned_pools(profile):
         threads = profile.session.intra_op_num_threads
         out += [
             "",
-            "// A replica's options for its `cores` (0-based): its intra-op pool sized to the share when the profile",
-            "// leaves the thread count to ORT (ORT sizes every pool to the whole host, and the replicas' pools would",
-            "// fight for the same cores), its pool threads after the first pinned one core each (ORT counts from 1).",
+            *comment_lines(REPLICA_OPTIONS_TEXT, "// "),
             "inline Ort::SessionOptions MakeReplicaSessionOptions(const std::vector<int>& cores) {",
             "  Ort::SessionOptions so = MakeSessionOptions();",
             f"  const int threads = {threads if threads else 'static_cast<int>(cores.size())'};",

@@ -19,10 +19,13 @@ from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
 from ortop.export.common import (
+    REPLICA_OPTIONS_TEXT,
     comment_header,
+    comment_lines,
     global_pools,
     literal,
     pinned_pools,
+    pinning_comment,
     pinning_notes,
     replicas,
     shared_arena,
@@ -135,24 +138,15 @@ def _replicas(profile: Profile, model_path: str) -> list[str]:
             "        return sessions;",
             "    }",
         ]
-    out += [
-        "    // workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores the process",
-        "    // may use into Replicas shares: whole NUMA nodes when there are at least as many nodes as replicas,",
-        "    // else contiguous runs with SMT siblings side by side, as even as the count allows. The split depends on",
-        "    // the host the program runs on, so it is the program's: pass it as `shares`, and pin the OS thread of",
-        "    // each caller of replica i to shares[i] before its first Run() (Linux: sched_setaffinity(0, ...) through",
-        "    // P/Invoke from that thread; .NET has no portable per-thread affinity). The caller is thread 0 of the",
-        "    // replica's intra-op pool.",
-    ]
+    out += pinning_comment("    // ", "Replicas",
+                           "the OS thread of each caller of replica i to shares[i] (Linux: sched_setaffinity(0, ...) "
+                           "through P/Invoke from that thread; .NET has no portable per-thread affinity)")
     out += [f"    // {note}." for note in pinning_notes(profile)]
     if pinned_pools(profile):
         threads = profile.session.intra_op_num_threads
         out += [
             "",
-            "    // A replica's options for its `cores` (0-based): its intra-op pool sized to the share when the",
-            "    // profile leaves the thread count to ORT (ORT sizes every pool to the whole host, and the replicas'",
-            "    // pools would fight for the same cores), its pool threads after the first pinned one core each (ORT",
-            "    // counts from 1).",
+            *comment_lines(REPLICA_OPTIONS_TEXT, "    // "),
             "    public static SessionOptions CreateReplicaOptions(int[] cores)",
             "    {",
             "        var so = CreateOptions();",
