@@ -15,7 +15,7 @@ from ortop.config.profile import Profile
 from ortop.engine import headless
 from ortop.engine.memory import MB, Leak, MemoryInfo, leak_check
 from ortop.engine.snapshot import summary
-from ortop.runtime.worker import preload_missing
+from ortop.runtime.child import preload_missing
 from ortop.tui.panels import memory
 from tests.fakes.monitor import FakeMonitor
 from tests.models import make_chained_activations_model, make_matmul_model

@@ -64,7 +64,7 @@ _REPLICA_CALLER = re.compile(r"ortop-r(\d+)c(\d+)")
 
 def thread_role(tid: int, name: str, pid: int | None) -> str:
     """What a thread of an ortop worker does, from its OS name (the worker names its own threads, see
-    ``runtime.worker.set_os_thread_name``): ``caller N`` runs the model (``caller N of rR`` for replica R),
+    ``runtime.child.set_os_thread_name``): ``caller N`` runs the model (``caller N of rR`` for replica R),
     ``main`` builds sessions and serves the parent, ``reader`` forwards ORT's log lines; any other thread is ORT's
     intra-op pool (it inherits the main thread's name, or the interpreter's)."""
     if name.startswith("ortop-caller-"):

@@ -154,7 +154,7 @@ def probe(req: Request, out: dict[str, Any]) -> None:
 
 def read_log(path: str, limit: int = 2000) -> list[str]:
     """The child's captured log, one entry per line, ANSI colours stripped, blank lines dropped."""
-    from ortop.runtime.worker import ANSI
+    from ortop.runtime.child import ANSI
 
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -166,14 +166,14 @@ def read_log(path: str, limit: int = 2000) -> list[str]:
 
 def child_main(conn: Any, req: Request) -> None:
     """Entry point of the spawned child: capture fd 1 and 2, probe, send one dict, exit."""
+    from ortop.runtime.child import die_with_parent
     from ortop.runtime.session import one_line
-    from ortop.runtime.worker import _die_with_parent
 
     fd = os.open(os.path.join(req.workdir, LOG_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    _die_with_parent()
+    die_with_parent()
     result: dict[str, Any] = {"stage": "load"}
     try:
         probe(req, result)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.runtime.worker import set_os_thread_name
+from ortop.runtime.child import set_os_thread_name
 
 
 def one_line(exc: BaseException) -> str:

@@ -1,0 +1,167 @@
+"""The worker process's own housekeeping, apart from what it measures: catching ORT's writes to fd 2, dying with
+its parent, naming threads for the OS, one lock around the parent connection, reading its own memory, checking
+LD_PRELOAD took effect and giving freed memory back.
+
+Imports nothing heavy (no onnxruntime): the profiler's child (:mod:`ortop.runtime.opprof`) uses it too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from typing import Any
+
+from ortop.runtime import protocol as P
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def set_os_thread_name(name: str) -> None:
+    """Give the calling thread ``name`` in the OS too (Linux: ``/proc/<pid>/task/<tid>/comm``, 15 bytes), so the
+    CPU panel, htop and ps tell ortop's threads from ORT's pool (created by the main thread, they inherit
+    its name); Python's own thread name stays inside Python."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass  # no libc prctl: the name is only cosmetic
+
+
+def capture_stderr(send) -> None:
+    """Point fd 2 (and 1) at a pipe read by a thread that forwards each line to the parent.
+
+    Must run before onnxruntime is imported: ORT's logger writes to fd 2 directly. A pipe fd handed to a spawned
+    child is not inherited, so the redirect happens here, inside the child.
+    """
+    r, w = os.pipe()
+    os.dup2(w, 2)
+    os.dup2(w, 1)  # stdout too: onnxruntime's Python layer print()s its provider-fallback banner there
+    os.close(w)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+
+    def reader() -> None:
+        set_os_thread_name("ortop-stderr")
+        with os.fdopen(r, "rb", buffering=0) as fh:
+            buf = b""
+            while True:
+                chunk = fh.read(4096)
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    text = ANSI.sub("", line.decode("utf-8", "replace")).rstrip()
+                    if text:
+                        try:
+                            send(P.Log(text))
+                        except (OSError, ValueError):
+                            return
+
+    threading.Thread(target=reader, name="ortop-stderr", daemon=True).start()
+
+
+def die_with_parent() -> None:
+    """Second guard besides EOF on the command pipe: the kernel kills us when the parent dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(0)
+    except OSError:
+        pass
+
+
+class Sender:
+    """Connection.send from several threads (the main loop, the stderr reader) needs one lock."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    def __call__(self, msg: Any) -> None:
+        with self.lock:
+            self.conn.send(msg)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_now() -> int:
+    """The worker's resident memory in bytes, from ``/proc/self/statm`` (a few µs: cheap enough for every flush);
+    psutil where there is no /proc; -1 when neither answers."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return process_rss()
+
+
+def preload_missing(preload: str, maps: str) -> list[str]:
+    """The entries of an ``LD_PRELOAD`` value that are not mapped in the process (``maps``: /proc/self/maps).
+
+    ld.so skips a library it cannot load with one line on stderr, and that line is written at exec time, before
+    the worker can catch its stderr: what is mapped is the only reliable answer. Entries are matched by path, or
+    by file name for bare names ld.so looked up itself.
+    """
+    mapped = {line.split(None, 5)[5].strip() for line in maps.splitlines() if len(line.split(None, 5)) == 6}
+    names = {os.path.basename(m) for m in mapped}
+    real = {os.path.realpath(m) for m in mapped if m.startswith("/")}
+    missing = []
+    for entry in preload.replace(":", " ").split():
+        if entry.startswith("/"):
+            if entry not in mapped and os.path.realpath(entry) not in real:
+                missing.append(entry)
+        elif entry not in names:
+            missing.append(entry)
+    return missing
+
+
+def check_preload(send) -> None:
+    """Say, as a warning, when LD_PRELOAD asked for a library that is not loaded (a wrong path, not a library)."""
+    preload = os.environ.get("LD_PRELOAD", "")
+    if not preload.strip() or not sys.platform.startswith("linux"):
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            maps = fh.read()
+    except OSError:
+        return
+    for entry in preload_missing(preload, maps):
+        send(P.Log(f"LD_PRELOAD {entry} is not loaded in the worker (missing, or not a shared library): the "
+                   "allocator is not in effect", "warning"))
+
+
+def process_rss() -> int:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # psutil missing or refused: the figure is optional
+        return -1
+
+
+def release_memory() -> None:
+    """Give a dropped session's memory back to the system now: collect it, then ask glibc to return its free
+    heap (freed blocks otherwise stay in the process: a 16 MB initializer freed reads as no change in RSS)."""
+    import gc
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
