@@ -636,7 +636,7 @@ def test_worker_holds_two_sessions_and_switches_on_command(worker):
     # Each Samples batch carries its own wall and CPU time, tagged with the session's id.
     for m in w.seen:
         if isinstance(m, PR.Samples):
-            assert m.rows.dtype == np.int64 and m.rows.shape[1] == 5 and m.wall_ns > 0 and m.block == PR.LIVE
+            assert m.rows.dtype == np.int64 and m.rows.shape[1] == 8 and m.wall_ns > 0 and m.block == PR.LIVE
 
 
 def test_monitor_stores_fill_for_every_session_the_worker_runs(monitors, matmul_model):
@@ -763,7 +763,8 @@ def test_short_closed_loop_runs_skip_the_per_run_cpu_clock_and_paced_ones_keep_i
     """A closed loop of runs of a few µs takes CPU per window (two process-clock reads per run would cost several
     percent of its time); a paced loop keeps per-run CPU, which is how spinning between runs is seen."""
     from ortop.config import profile as profile_mod
-    from ortop.runtime.session import FAST_RUN_MS, Loop, Session
+    from ortop.runtime.serve import FAST_RUN_MS, Loop
+    from ortop.runtime.session import Session
     from tests.models import make_matmul_model
 
     path = make_matmul_model(tmp_path / "tiny.onnx", n=4, batch=1)

@@ -31,13 +31,22 @@ def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False) -> N
                    help="give each replica its own share of the cores (pool threads and callers pinned there)")
     w.add_argument("--shared-arena", action="store_true", default=None,
                    help="one CPU arena shared by the sessions (ORT's environment allocator)")
+    w.add_argument("--arrival", choices=("closed", "fixed", "poisson", "trace"),
+                   help="how requests come: closed loop, or open arrivals at --rate (fixed spacing or Poisson) or "
+                   "from --trace, waiting in a FIFO queue; default: fixed with --rate, else closed")
+    w.add_argument("--max-queue", type=int, metavar="N",
+                   help="open arrivals: shed requests beyond N waiting (default: one second of requests)")
+    w.add_argument("--trace", metavar="FILE.jsonl",
+                   help="replay requests from a JSON-lines trace ({\"t\": s, \"dims\"|\"shapes\"|\"inputs\": …})")
+    w.add_argument("--trace-speed", type=float, metavar="X", help="replay the trace X times faster than recorded")
     w.add_argument("--warmup", type=int, metavar="N", help="warm-up runs after each build, excluded from figures")
     w.add_argument("--seed", type=int, metavar="S", help="seed for the synthetic inputs")
     g = p.add_argument_group("inputs")
     g.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N",
-                   help="set a free (symbolic) dimension, e.g. --dim batch=8")
+                   help="set a free (symbolic) dimension, e.g. --dim batch=8; or a mix drawn per request: "
+                   "--dim seq=16..512 (a range), --dim seq=32:5,128:3,512:1 (sizes with weights)")
     g.add_argument("--shape", action="append", default=[], metavar="INPUT=1x3x224x224",
-                   help="set an input's whole shape")
+                   help="set an input's whole shape; or a mix drawn per request: --shape x=1x3x48x160,1x3x48x320")
     g.add_argument("--value", action="append", default=[], metavar="INPUT=NUMBER",
                    help="fill an input with a constant, e.g. a sample rate")
     g.add_argument("--input", action="append", default=[], metavar="INPUT=FILE.npy", dest="input_file",
@@ -66,6 +75,7 @@ def number(text: str, flag: str, kind: Any = float) -> Any:
 def flag_changes(args: argparse.Namespace, prof: Any) -> dict[str, Any]:
     """The dotted profile changes the flags ask for (absent flags change nothing)."""
     from ortop.model import parse_shape
+    from ortop.model.mixes import is_mix
 
     ch: dict[str, Any] = {}
     for flag, key in (("provider", "provider.name"), ("rate", "workload.rate_hz"),
@@ -73,6 +83,8 @@ def flag_changes(args: argparse.Namespace, prof: Any) -> dict[str, Any]:
                       ("replicas", "workload.replicas"), ("pin_replicas", "workload.pin_replicas"),
                       ("shared_arena", "session.use_env_allocators"),
                       ("seed", "workload.seed"), ("batch", "workload.batch"),
+                      ("arrival", "workload.arrival"), ("max_queue", "workload.max_queue"),
+                      ("trace_speed", "workload.trace_speed"),
                       ("threads", "session.intra_op_num_threads"), ("inter_threads", "session.inter_op_num_threads")):
         value = getattr(args, flag, None)
         if value is not None:
@@ -83,11 +95,29 @@ def flag_changes(args: argparse.Namespace, prof: Any) -> dict[str, Any]:
         ch["session.intra_op_thread_affinities"] = None  # the profile's pinning was for another thread count
     if getattr(args, "no_spinning", False):
         ch["session.allow_spinning"] = False
+    trace = getattr(args, "trace", None)
+    if trace is not None:
+        ch["workload.trace"] = os.path.abspath(trace)
+        if getattr(args, "arrival", None) is None:
+            ch["workload.arrival"] = "trace"
     w = prof.workload
-    dims = dict(w.dims)
-    dims.update({k: number(v, "--dim", int) for k, v in pairs(args.dim, "--dim").items()})
-    shapes = {k: list(v) for k, v in w.shapes.items()}
-    shapes.update({k: list(parse_shape(v)) for k, v in pairs(args.shape, "--shape").items()})
+    dims, dim_mix = dict(w.dims), dict(w.dim_mix)
+    for k, v in pairs(args.dim, "--dim").items():  # one size, or a mix drawn per request
+        if is_mix(v):
+            dim_mix[k] = v
+            dims.pop(k, None)
+        else:
+            dims[k] = number(v, "--dim", int)
+            dim_mix.pop(k, None)
+    shapes, shape_mix = {k: list(v) for k, v in w.shapes.items()}, dict(w.shape_mix)
+    for k, v in pairs(args.shape, "--shape").items():
+        if "," in v or ":" in v:
+            shape_mix[k] = v
+            shapes.pop(k, None)
+        else:
+            shapes[k] = list(parse_shape(v))
+            shape_mix.pop(k, None)
+    ch.update({"workload.dim_mix": dim_mix, "workload.shape_mix": shape_mix})
     values = dict(w.values)
     values.update({k: number(v, "--value") for k, v in pairs(args.value, "--value").items()})
     inputs = dict(w.inputs)

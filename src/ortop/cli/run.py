@@ -28,9 +28,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="fail instead of warning when a requested provider is not active (silent CPU fallback)")
     h = p.add_argument_group("headless")
     h.add_argument("--headless", action="store_true", help="no UI: measure for --duration and print a summary")
-    h.add_argument("--duration", type=float, default=10.0, metavar="SECONDS",
-                   help="headless measuring time after warm-up (default 10; 0 or inf: until SIGTERM/SIGINT, "
-                        "then the summary)")
+    h.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="headless measuring time after warm-up (default 10, or a --trace's own length; 0 or inf: "
+                        "until SIGTERM/SIGINT, then the summary; longer than a trace: it loops)")
     h.add_argument("--json", action="store_true", help="headless: print the summary as one JSON object")
     h.add_argument("--summary", metavar="FILE", help="write the JSON summary to FILE at exit")
     m = p.add_argument_group("metrics and streams")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         from ortop.fsutil import check_writable
 
         check_writable(args.summary, protect=protect, what="summary")
-    if args.headless:
+    if args.headless and args.duration is not None:
         _check_duration(args.duration)
     outputs = open_outputs(args, protect)
     try:
@@ -178,10 +178,19 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
     import threading
 
     from ortop.collectors.gpu import make_gpu_collector
+    from ortop.config import profile as P
     from ortop.engine import headless
+    from ortop.measure.arrivals import TRACE, mode_of
+    from ortop.model.mixes import SHAPE_REFUSED
 
     prof = effective_profile(args, model_path)
-    duration = _check_duration(args.duration)
+    if mode_of(prof.workload) == TRACE:
+        # The run is the trace, whole, unless --duration asks for a length of its own (then it loops).
+        duration = math.inf if args.duration is None else _check_duration(args.duration)
+        if args.duration is not None:
+            prof = P.merge(prof, **{"workload.trace_loop": True})
+    else:
+        duration = _check_duration(10.0 if args.duration is None else args.duration)
     outputs = outputs or Outputs()
     gpu = make_gpu_collector()
     stop = threading.Event()
@@ -205,6 +214,8 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
         print(format_summary(res.summary), flush=True)
     _write_summary(args, res.summary)
     if res.fatal:
+        if SHAPE_REFUSED in res.fatal:  # a shape of the mix or trace that the model refuses: bad input
+            raise UsageError(res.fatal)
         raise RuntimeFailure(res.fatal)
     if res.measured and not res.summary.get("runs"):
         raise RuntimeFailure(f"no run finished in {res.summary.get('duration_s', 0):.1f} s of measuring: the model is "
@@ -228,6 +239,30 @@ def _f(x: Any, fmt: str = "{:.3f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
+def _traffic_lines(d: dict) -> list[str]:
+    """Open arrivals: what was offered and served, and response split into queue and service; shapes and gaps."""
+    arr = d.get("arrivals")
+    if not arr or arr["mode"] == "closed":
+        lines = []
+    else:
+        keys = ("mean", "p50", "p99", "max")
+        lines = [
+            f"arrivals    {arr['mode']}: offered {_f(arr['offered_per_s'], '{:.1f}')}/s, served "
+            f"{_f(arr['served_per_s'], '{:.1f}')}/s, {arr['dropped']} shed, longest queue {arr['queue_max']}",
+            "  service   " + "  ".join(f"{k} {_f(d['service_ms'][k])}" for k in keys),
+            "  queue     " + "  ".join(f"{k} {_f(d['queue_ms'][k])}" for k in keys),
+        ]
+        if d.get("idle_gaps"):
+            lines.append("idle gap    " + "  ".join(
+                f"{g['gap']}: {g['runs']} runs p50 {_f(g['service_p50_ms'], '{:.2f}')} p99 "
+                f"{_f(g['service_p99_ms'], '{:.2f}')}" for g in d["idle_gaps"] if g["runs"]))
+    for row in d.get("shapes", []):
+        lines.append(f"shape       {row['label']:<24} {row['runs']:>6} runs  service p50 "
+                     f"{_f(row['service_ms']['p50'])} p99 {_f(row['service_ms']['p99'])}  response p99 "
+                     f"{_f(row['latency_ms']['p99'])}")
+    return lines
+
+
 def format_summary(d: dict) -> str:
     lat, cpu = d["latency_ms"], d["cpu"]
     lines = [
@@ -241,6 +276,7 @@ def format_summary(d: dict) -> str:
         f"runs        {d['runs']} in {d['duration_s']:.1f} s (+{d['warmup_runs']} warm-up), "
         f"{_f(d['throughput_per_s'], '{:.1f}')} runs/s",
         "latency ms  " + "  ".join(f"{k} {_f(lat[k])}" for k in ("mean", "p50", "p90", "p99", "p999", "max")),
+        *_traffic_lines(d),
         f"cpu         {_f(cpu['cpu_ms_per_run'])} ms/run, {_f(cpu['cpu_ms_between_runs_per_s'], '{:.1f}')} ms/s "
         f"between runs (spin), process {_f(cpu['process_cpu_percent'], '{:.0f}')}% of a core",
         "gpu         " + ("no NVIDIA GPU" if d["gpu"] is None else ", ".join(

@@ -40,6 +40,7 @@ EXECUTION_MODES = ("sequential", "parallel")
 OPT_LEVELS = ("disable", "basic", "extended", "layout", "all")
 ARENA_STRATEGIES = ("kNextPowerOfTwo", "kSameAsRequested")
 CONV_ALGO_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+ARRIVAL_MODES = ("closed", "fixed", "poisson", "trace")
 
 TuneValues = tuple[Any, ...] | Callable[[int], tuple[Any, ...]]
 
@@ -304,6 +305,22 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("workload.shapes", dict, {}, values=SHAPE, help="whole input shapes by input name"),
     Knob("workload.values", dict, {}, values=float, help="constant fills by input name (e.g. a sample rate)"),
     Knob("workload.inputs", dict, {}, values=str, help="`.npy` files by input name"),
+    Knob("workload.arrival", str, None, optional=True, choices=ARRIVAL_MODES,
+         help="how requests come: closed loop, or open (fixed spacing, Poisson, a trace) with a FIFO queue; "
+         "unset = fixed when rate_hz is set, else closed", label="arrival", section=_WL,
+         hint="closed | fixed | poisson | trace"),
+    Knob("workload.max_queue", int, 0, minimum=0, maximum=INT32_MAX, note="0 = one second of requests",
+         help="open arrivals: requests waiting beyond this are shed and counted (0 = one second of requests at "
+         "the offered rate, at least 64)", label="max queue", section=_WL, hint="0 = one second of requests"),
+    Knob("workload.trace", str, "", help="a JSON-lines trace of requests to replay (`t` seconds, dims, shapes "
+         "or inputs per line), relative to the profile file"),
+    Knob("workload.trace_speed", float, 1.0, minimum=0.001, maximum=1e6,
+         help="replay a trace this many times faster than recorded"),
+    Knob("workload.trace_loop", bool, False, help="replay the trace again and again (a run longer than the trace)"),
+    Knob("workload.dim_mix", dict, {}, values=str,
+         help="free dims drawn per request: `16..512` (a range) or `32:5,128:3` (sizes with weights)"),
+    Knob("workload.shape_mix", dict, {}, values=str,
+         help="whole input shapes drawn per request: `1x3x48x160,1x3x48x320` (`:W` weighs one)"),
 )
 
 

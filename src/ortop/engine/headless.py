@@ -54,6 +54,28 @@ def check_profile(model_info: Any, profile: Profile) -> None:
     w = profile.workload
     model_mod.make_feeds(model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
                          batch=w.batch, seed=w.seed)
+    check_traffic(model_info, profile)
+
+
+def check_traffic(model_info: Any, profile: Profile) -> None:
+    """Refuse (ProfileError / ModelError, exit 2) arrivals that cannot be scheduled, a bad mix or a bad trace."""
+    from ortop.config.errors import ProfileError
+    from ortop.measure.arrivals import FIXED, POISSON, TRACE, mode_of
+    from ortop.model import mixes
+    from ortop.model import trace as trace_mod
+
+    w = profile.workload
+    mode = mode_of(w)
+    if mode in (FIXED, POISSON) and not w.rate_hz > 0:
+        raise ProfileError(f"workload.arrival = {mode!r} needs an offered rate: set workload.rate_hz (--rate)")
+    if mode == TRACE:
+        if not w.trace:
+            raise ProfileError("workload.arrival = 'trace' needs a trace: set workload.trace (--trace FILE.jsonl)")
+        trace_mod.load(w.trace, model_info)
+    elif w.trace:
+        raise ProfileError(f"workload.trace is set but workload.arrival is {mode!r}: set arrival = 'trace' to "
+                           "replay it")
+    mixes.variants(model_info, w.dim_mix, w.shape_mix)
 
 
 def measure(model_path: str, profile: Profile, *, duration_s: float, strict_providers: bool = False,
@@ -87,9 +109,14 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
                                   snap, took)
         if gpu is not None:
             gpu.watch(monitor.worker_pid())
-        monitor.reset_stats()
+        from ortop.measure.arrivals import TRACE, mode_of
+
+        replay = mode_of(profile.workload) == TRACE
+        if not replay:  # a trace counts from its first request: nothing it sent is forgotten
+            monitor.reset_stats()
         t0 = time.monotonic()
-        while not stop.is_set() and time.monotonic() - t0 < duration_s and not monitor.fatal:
+        while (not stop.is_set() and time.monotonic() - t0 < duration_s and not monitor.fatal
+               and not (replay and monitor.schedule_ended.is_set())):
             stop.wait(0.05)
         measured = time.monotonic() - t0
         snap = monitor.snapshot()

@@ -15,7 +15,6 @@ private state. The pieces without that state live beside it (store, snapshot, sc
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 import time
@@ -28,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from ortop import model as model_mod
-from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
 from ortop.engine import ab
 from ortop.engine.memory import MemoryInfo, host_memory, leak_check
@@ -125,6 +123,7 @@ class Monitor:
         self._verify: _Verify | None = None
         self._schedule: Schedule | None = None
         self._ready = threading.Event()
+        self.schedule_ended = threading.Event()  # the live configuration's finite schedule (a trace) was served
         self._changed = threading.Condition(self._lock)
         self._generation = 0
 
@@ -413,10 +412,9 @@ class Monitor:
 
     # ---- internals: worker lifecycle -----------------------------------------------------------------------
     def _check(self, profile: Profile) -> None:
-        profile_mod.validate(profile, host_cpus=os.cpu_count())
-        w = profile.workload
-        model_mod.make_feeds(self.info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
-                             batch=w.batch, seed=w.seed)
+        from ortop.engine.headless import check_profile
+
+        check_profile(self.info, profile)
 
     def _new_id(self) -> int:
         cid = self._next_id
@@ -517,6 +515,10 @@ class Monitor:
                 c = self._stores.get(msg.config_id)
                 if c is not None:
                     c.block_done(msg.seq, msg.t_start_ns, msg.t_end_ns, msg.cpu_ns, msg.cpu_between_ns)
+            elif isinstance(msg, P.ScheduleEnded):
+                if self._current is not None and msg.config_id == self._current.config_id:
+                    self.schedule_ended.set()
+                    self._event("info", "the trace was replayed whole")
             elif isinstance(msg, P.RunError):
                 if self._current is not None and msg.config_id == self._current.config_id:
                     self._event("error", f"Run() failed: {msg.message}")
@@ -620,12 +622,12 @@ class Monitor:
             self._worker_offset = self.now() - msg.wall_ns / 1e9 - rows[0, 0] / 1e9
         t = rows[:, 0] / 1e9 + (self._worker_offset or 0.0)
         if c is not None:
-            c.add(rows, msg.wall_ns, msg.cpu_ns, t, msg.block)
+            c.add(rows, msg.wall_ns, msg.cpu_ns, t, msg.block, getattr(msg, "traffic", None))
             rss = getattr(msg, "rss", -1)
             if rss >= 0:
                 self._rss_sample(c, rss)
-        if len(rows):
-            self._series.add(t, rows[:, 1] / 1e6)
+        if len(rows):  # response time: service plus the time the request waited (open arrivals)
+            self._series.add(t, (rows[:, 1] + (rows[:, 5] if rows.shape[1] > 5 else 0)) / 1e6)
 
     def _rss_sample(self, c: ConfigStore, rss: int) -> None:
         """The worker's RSS at a flush: the configuration's peak and series; a steady rise logged once as a leak."""
@@ -775,4 +777,5 @@ class Monitor:
                 series=self._series.buckets(now), events=tuple(self._events), history=tuple(history),
                 worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
                 memory=self._memory(cur, host), replicas=cur.replicas() if cur is not None else (),
+                traffic=cur.traffic() if cur is not None else None,
             )

@@ -16,6 +16,7 @@ from ortop import model as model_mod
 from ortop.config.profile import Profile
 from ortop.config.values import human
 from ortop.engine.memory import MemoryInfo, mb
+from ortop.engine.traffic import Traffic, summary_part
 from ortop.measure import stats
 
 MINUS = "\u2212"
@@ -202,6 +203,7 @@ class Snapshot:
     verifying: VerifyProgress | None = None
     memory: MemoryInfo = MemoryInfo()
     replicas: tuple[ReplicaFigures, ...] = ()  # per replica, when the configuration serves several
+    traffic: Traffic | None = None  # the workload: offered vs served, queue, service, idle gaps, shapes
 
 
 # ---- changes -----------------------------------------------------------------------------------------------------
@@ -345,6 +347,11 @@ def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict |
     }
     if snap.replicas:
         out["replicas"] = [r.as_dict() for r in snap.replicas]
+    if snap.traffic is not None:
+        out.update(summary_part(snap.traffic))
+        said = snap.traffic.warning()
+        if said and said not in out["warnings"]:
+            out["warnings"].append(said)
     if extra:
         out.update(extra)
     return out

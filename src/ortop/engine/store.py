@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine import traffic as T
 from ortop.engine.snapshot import Change, CpuCost, ReplicaFigures, RowVerdict
 from ortop.measure import stats
 from ortop.measure.compare import Block, block_from_runs
@@ -25,8 +26,8 @@ RSS_EVERY_S = 1.0
 
 
 class ConfigStore:
-    """One configuration's runs and totals (columns of the ring: latency_ms, cpu_in_ms, cpu_between_ms, t_s,
-    replica)."""
+    """One configuration's runs and totals (columns of the ring: :mod:`ortop.engine.traffic`'s — response ms,
+    cpu in and between ms, t_s, replica, service ms, queue ms, shape, idle gap ms)."""
 
     def __init__(self, config_id: int, profile: Profile, *, label: str = "start", changes: tuple[Change, ...] = (),
                  started: float = 0.0, row: bool = True, capacity: int = CONFIG_RING):
@@ -36,7 +37,8 @@ class ConfigStore:
         self.changes = changes
         self.started = started
         self.row = row                      # a history row (False: a session built for a comparison only)
-        self.ring = stats.Ring(capacity, 5)
+        self.ring = stats.Ring(capacity, T.WIDTH)
+        self.counters = T.Counters()        # the open loop's queue: arrived, shed, its length
         self.runs = 0
         self.replica_runs: dict[int, int] = {}  # runs per replica (workload.replicas), over the same wall time
         self.wall_ns = 0
@@ -74,19 +76,24 @@ class ConfigStore:
         self.ring.clear()
         self.runs = self.wall_ns = self.cpu_ns = self.busy_ns = 0
         self.replica_runs.clear()
+        self.counters = T.Counters()
 
-    def add(self, rows: np.ndarray, wall_ns: int, cpu_ns: int, t_s: np.ndarray, block: int = -1) -> None:
-        """A batch of runs (the protocol's int64 rows) started at ``t_s`` (seconds, the monitor's clock)."""
+    def add(self, rows: np.ndarray, wall_ns: int, cpu_ns: int, t_s: np.ndarray, block: int = -1,
+            traffic: tuple[int, int, int, int] | None = None) -> None:
+        """A batch of runs (the protocol's int64 rows) started at ``t_s`` (seconds, the monitor's clock), with the
+        open loop's queue counters over the batch."""
         self.wall_ns += int(wall_ns)
         self.cpu_ns += int(cpu_ns)
+        self.counters.add(traffic)
         if len(rows) == 0:
             if block >= 0:
                 self._block_rows[block] = np.zeros(0)
             return
-        lat_ms = rows[:, 1] / 1e6
-        self.busy_ns += int(rows[:, 1].sum())
+        self.busy_ns += int(rows[:, 1].sum())  # inside Run(): the duty cycle
         replica = rows[:, 4] if rows.shape[1] > 4 else np.zeros(len(rows), dtype=np.int64)
-        self.ring.extend(np.column_stack([lat_ms, rows[:, 2] / 1e6, rows[:, 3] / 1e6, t_s, replica]))
+        ring = T.ring_rows(rows, t_s)
+        lat_ms = ring[:, T.RESPONSE]
+        self.ring.extend(ring)
         self.runs += len(rows)
         for r, n in zip(*np.unique(replica, return_counts=True)):
             self.replica_runs[int(r)] = self.replica_runs.get(int(r), 0) + int(n)
@@ -120,6 +127,14 @@ class ConfigStore:
             out.append(ReplicaFigures(r, tuple(share) if share else None, n, n / wall_s if wall_s else math.nan,
                                       stats.latency_stats(lat)))
         return tuple(out)
+
+    def traffic(self) -> T.Traffic:
+        """The workload's figures: offered against served, the queue, service and queue times, gaps, shapes."""
+        from ortop.measure.arrivals import mode_of
+
+        w = self.profile.workload
+        return T.figures(mode_of(w), float(w.rate_hz), self.ring.view(), self.counters, self.wall_ns / 1e9,
+                         self.runs, self.info.get("shapes"), self.info.get("shape_labels"))
 
     def throughput(self) -> float:
         return self.runs / (self.wall_ns / 1e9) if self.wall_ns else math.nan

@@ -13,10 +13,12 @@ Parent → worker                                   Worker → parent
                                                      AlternationDone(completed)
                                                      RunError(config_id, message) / Log(line)
 
-``Samples.rows`` is an int64 array, one row per run: [start_ns, latency_ns, cpu_in_ns, cpu_between_ns] (the cpu
-columns are -1 with concurrent callers); ``wall_ns``/``cpu_ns`` are the wall and process CPU time the batch
-covers; ``rss`` the worker's resident memory read from ``/proc/self/statm`` at the flush (~100 ms: a file read of a
-few µs, and, sampled in the worker, it follows a configuration's peak even when nobody asks for a snapshot).
+``Samples.rows`` is an int64 array, one row per run: [start_ns, service_ns, cpu_in_ns, cpu_between_ns, replica,
+queue_ns, shape, idle_ns] (:mod:`ortop.runtime.serve`; the cpu columns are -1 with concurrent callers; response
+time = queue + service); ``Samples.traffic`` the open loop's queue counters; ``wall_ns``/``cpu_ns`` are the wall
+and process CPU time the batch covers; ``rss`` the worker's resident memory read from ``/proc/self/statm`` at the
+flush (~100 ms: a file read of a few µs, and, sampled in the worker, it follows a configuration's peak even when
+nobody asks for a snapshot).
 Clocks are the worker's ``perf_counter_ns`` and ``process_time_ns``.
 
 This module imports nothing heavy: the parent imports it without onnxruntime.
@@ -119,11 +121,13 @@ class Samples:
     """A batch of runs of one session; ``block`` is the schedule position in an alternation, ``LIVE`` (-1) else."""
 
     config_id: int
-    rows: Any  # np.ndarray int64 (n, 5): start_ns, latency_ns, cpu_in_ns, cpu_between_ns, replica
+    rows: Any  # np.ndarray int64 (n, 8): runtime.serve's columns (start, service, cpu in/between, replica, queue,
+    #            shape, idle)
     wall_ns: int
     cpu_ns: int
     block: int = LIVE
     rss: int = -1  # the worker's resident memory (bytes) when the batch was sent; -1 unknown
+    traffic: tuple[int, int, int, int] | None = None  # open loop: arrived, dropped, queue now, longest queue
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,13 @@ class AlternationDone:
 
 
 @dataclass(frozen=True)
+class ScheduleEnded:
+    """The live loop served its whole finite schedule (a trace that does not loop): nothing more will arrive."""
+
+    config_id: int
+
+
+@dataclass(frozen=True)
 class RunError:
     """Run() raised: that session's loop stops (until the next RunLive or Resume)."""
 
@@ -168,7 +179,8 @@ class Log:
 
 
 ToWorker = Build | Drop | RunLive | Alternate | Pause | Resume | Stop
-FromWorker = State | Built | BuildFailed | Samples | BlockDone | AlternationDone | RunError | Log
+FromWorker = State | Built | BuildFailed | Samples | BlockDone | AlternationDone | ScheduleEnded | RunError | Log
 
 __all__ = ["LIVE", "Build", "Drop", "RunLive", "Alternate", "Pause", "Resume", "Stop", "State", "Built",
-           "BuildFailed", "Samples", "BlockDone", "AlternationDone", "RunError", "Log", "ToWorker", "FromWorker"]
+           "BuildFailed", "Samples", "BlockDone", "AlternationDone", "ScheduleEnded", "RunError", "Log", "ToWorker",
+           "FromWorker"]

@@ -6,16 +6,24 @@ so this module stays cheap and ORT's first words land in the captured pipe.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.runtime.child import set_os_thread_name
+from ortop.model import mixes
+from ortop.model.mixes import Variant
+from ortop.runtime.serve import Server
+
+
+class ShapeRefused(Exception):
+    """A distinct input shape of a mix or trace that the model refuses (a bad input, exit 2 for the user)."""
+
+
+def describe(feeds: dict[str, Any]) -> str:
+    return ", ".join(f"{k}: {'x'.join(map(str, v.shape))}" for k, v in feeds.items())
 
 
 def one_line(exc: BaseException) -> str:
@@ -26,7 +34,8 @@ def one_line(exc: BaseException) -> str:
 class Session:
     """A built session with its feeds and the way one run is made (plain run or IO binding)."""
 
-    def __init__(self, profile: Profile, model_info: Any) -> None:
+    def __init__(self, profile: Profile, model_info: Any, variants: Sequence[Variant] = (), *,
+                 share: tuple[int, ...] | None = None, tag: str = "") -> None:
         import onnxruntime as ort
 
         from ortop import model as model_mod
@@ -34,9 +43,18 @@ class Session:
 
         self.profile = profile
         w = profile.workload
-        self.feeds, self.notes = model_mod.make_feeds(
-            model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs, batch=w.batch, seed=w.seed
-        )
+        self.variants = list(variants) if variants else [Variant()]
+        self.feed_sets: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        for v in self.variants:  # one feed per distinct shape, made before measuring, never on the hot path
+            feeds, notes = model_mod.make_feeds(
+                model_info, dims={**w.dims, **v.dims}, shapes={**w.shapes, **v.shapes}, values=w.values,
+                inputs={**w.inputs, **v.inputs}, batch=w.batch, seed=w.seed)
+            self.feed_sets.append(feeds)
+            self.notes.extend(n for n in notes if n not in self.notes)
+        self.feeds = self.feed_sets[0]
+        self.shape_weights = mixes.weights(self.variants)
+        self.trace: Any = None  # a runtime.trace.Trace when the workload replays one (set by the worker)
         so = ortopts.session_options(profile)
         t0 = time.perf_counter_ns()
         self.sess = ort.InferenceSession(profile.model, sess_options=so, providers=ortopts.provider_list(profile))
@@ -48,17 +66,46 @@ class Session:
         self.device_id = int(profile.provider.options.get("device_id", 0) or 0)
         if profile.provider_name() == "CUDAExecutionProvider" and "CUDAExecutionProvider" in self.providers_active:
             self.device = "cuda"
-        self._bound: dict[int, Any] = {}  # caller index -> IOBinding (one loop at a time drives a session)
+        self._bound: dict[tuple[int, int], Any] = {}  # (caller, shape) -> IOBinding, made on that caller's thread
         self.warm_mean_ms = float("nan")  # mean of the warm-up runs, once warm() has run
         self.warmup_cut = False           # warm-up stopped at WARMUP_LIMIT_NS before warmup_runs
         self.members: tuple[Session, ...] = (self,)   # what a Loop drives: this session alone
-        self.shares: tuple[tuple[int, ...] | None, ...] = (None,)
+        self.shares: tuple[tuple[int, ...] | None, ...] = (share,)
+        # The callers: server threads that live as long as the session. They warm it up themselves and serve every
+        # loop (live and each block of an alternation), so per-thread state (IO bindings, ORT's per-thread CUDA
+        # context and graphs) is made once, on the thread that uses it.
+        many = bool(tag)
+        self.servers = tuple(
+            Server(f"ortop-{tag}c{i}" if many else f"ortop-caller-{i}", share)  # ≤ 15 chars: the OS's limit
+            for i in range(w.concurrency))
+
+    def close(self) -> None:
+        """End the server threads (the session is being dropped)."""
+        for s in self.servers:
+            s.close()
 
     def warm(self) -> tuple[int, float]:
         """The first run (timed apart: it pays for lazy initialisation) and the profile's other warm-up runs.
 
+        Runs on the session's first server thread; every other server then makes one run of its own, and each
+        distinct input shape of a mix is run once, so a shape the model refuses fails the build, named.
         Returns (first run ns, mean ms of the other warm-up runs, nan when there were none).
         """
+        out = self.servers[0].call(self._warm)
+        for i, server in enumerate(self.servers[1:], start=1):
+            server.call(self._one_run(i))
+        return out
+
+    def _one_run(self, caller: int) -> Callable[[], Any]:
+        return lambda: self.runner(caller)()
+
+    def _warm(self) -> tuple[int, float]:
+        for k in range(1, len(self.variants)):
+            try:
+                self.runner(0, k)()
+            except Exception as exc:
+                raise ShapeRefused(f"input shape {self.variants[k].label()} ({describe(self.feed_sets[k])}): "
+                                   f"{mixes.SHAPE_REFUSED}: {one_line(exc)}") from exc
         run = self.runner(0)
         t0 = time.perf_counter_ns()
         run()
@@ -77,40 +124,42 @@ class Session:
         self.warm_mean_ms = mean_ms
         return first_ns, mean_ms
 
-    def binding(self, caller: int):
-        """One IOBinding per caller: inputs copied to the device once, outputs left on the device."""
+    def binding(self, caller: int, shape: int = 0):
+        """One IOBinding per caller and input shape: inputs copied to the device once, outputs left there."""
         import onnxruntime as ort
 
-        b = self._bound.get(caller)
+        b = self._bound.get((caller, shape))
         if b is None:
+            feeds = self.feed_sets[shape]
             b = self.sess.io_binding()
-            for name, arr in self.feeds.items():
+            for name, arr in feeds.items():
                 b.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, self.device, self.device_id))
             if self.profile.cuda_graph():
                 # CUDA graph replay needs outputs at fixed addresses: preallocate them from the first plain run.
-                outs = self.sess.run(None, self.feeds)
+                outs = self.sess.run(None, feeds)
                 for name, arr in zip(self.output_names, outs):
                     value = ort.OrtValue.ortvalue_from_shape_and_type(arr.shape, arr.dtype, self.device, self.device_id)
                     b.bind_ortvalue_output(name, value)
             else:
                 for name in self.output_names:
                     b.bind_output(name, self.device, self.device_id)
-            self._bound[caller] = b
+            self._bound[(caller, shape)] = b
         return b
 
-    def runner(self, caller: int = 0) -> Callable[[], Any]:
-        """A zero-argument callable that makes one inference: what the timed loop calls."""
+    def runner(self, caller: int = 0, shape: int = 0) -> Callable[[], Any]:
+        """A zero-argument callable that makes one inference of input shape ``shape``: what the loop calls."""
+        feeds = self.feed_sets[shape]
         if self.io_binding:
-            b = self.binding(caller)
+            b = self.binding(caller, shape)
             run = self.sess.run_with_iobinding
             return lambda: run(b)
-        if any(a.dtype.name == "bfloat16" for a in self.feeds.values()):
+        if any(a.dtype.name == "bfloat16" for a in feeds.values()):
             # run() cannot take ml_dtypes arrays: bfloat16 goes in as an OrtValue of its raw bits.
             import onnxruntime as ort
             from onnx import TensorProto
 
             values = {}
-            for name, arr in self.feeds.items():
+            for name, arr in feeds.items():
                 if arr.dtype.name == "bfloat16":
                     values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
                         arr.view("uint16"), TensorProto.BFLOAT16)
@@ -118,7 +167,7 @@ class Session:
                     values[name] = ort.OrtValue.ortvalue_from_numpy(arr)
             run_ov = self.sess.run_with_ort_values
             return lambda: run_ov(None, values)
-        run, feeds = self.sess.run, self.feeds
+        run = self.sess.run
         return lambda: run(None, feeds)
 
 
@@ -127,7 +176,7 @@ class Replicas:
     global pools) and its own callers; with ``shares`` each replica is pinned to its cores
     (:mod:`ortop.config.replicas`). Reads like a :class:`Session` where the worker and the loop need it."""
 
-    def __init__(self, profile: Profile, model_info: Any, shares: Any = None) -> None:
+    def __init__(self, profile: Profile, model_info: Any, shares: Any = None, variants: Sequence[Variant] = ()) -> None:
         from ortop.config.replicas import overlap_note, replica_profile
 
         n = profile.workload.replicas
@@ -135,9 +184,9 @@ class Replicas:
         self.shares: tuple[tuple[int, ...] | None, ...] = tuple(shares) if shares else (None,) * n
         notes: list[str] = []
         members = []
-        for share in self.shares:
+        for r, share in enumerate(self.shares):
             prof, said = replica_profile(profile, share)
-            members.append(Session(prof, model_info))
+            members.append(Session(prof, model_info, variants, share=share, tag=f"r{r}"))
             notes.extend(x for x in said if x not in notes)
         self.members = tuple(members)
         first = self.members[0]
@@ -145,10 +194,16 @@ class Replicas:
         overlap = overlap_note([x for x in self.shares if x])
         if overlap:
             self.notes.append(overlap)
+        self.variants, self.feed_sets, self.shape_weights = first.variants, first.feed_sets, first.shape_weights
+        self.trace: Any = None
         self.create_ns = sum(m.create_ns for m in self.members)
         self.providers_active = first.providers_active
         self.warm_mean_ms = float("nan")
         self.warmup_cut = False
+
+    def close(self) -> None:
+        for m in self.members:
+            m.close()
 
     def warm(self) -> tuple[int, float]:
         """Warm every replica; the slowest first run and the mean of the warm-up means."""
@@ -162,116 +217,15 @@ class Replicas:
         return max(firsts), self.warm_mean_ms
 
 
-def build(profile: Profile, model_info: Any, shares: Any = None) -> Session | Replicas:
-    """One session, or the replicas the profile asks for (a pinned single replica too: it is placed)."""
+def build(profile: Profile, model_info: Any, shares: Any = None,
+          variants: Sequence[Variant] = ()) -> Session | Replicas:
+    """One session, or the replicas the profile asks for (a pinned single replica too: it is placed).
+
+    ``variants``: the distinct input shapes of a mix or a trace (one feed each); none = the profile's one shape.
+    """
     if profile.workload.replicas == 1 and not shares:
-        return Session(profile, model_info)
-    return Replicas(profile, model_info, shares)
+        return Session(profile, model_info, variants)
+    return Replicas(profile, model_info, shares, variants)
 
 
 WARMUP_LIMIT_NS = 30_000_000_000  # warm-up ends after 30 s whatever warmup_runs says
-FAST_RUN_MS = 0.2  # closed-loop runs shorter than this (warm-up mean) skip the per-run process clock
-
-
-class Loop:
-    """K caller threads per replica driving a session (or each of its replicas), closed loop or paced; each caller
-    appends per-run rows to its own list.
-
-    A row is (start_ns, latency_ns, cpu_in_ns, cpu_between_ns), and ``take()`` adds the replica's index; the cpu
-    columns are -1 with more than one caller, where one process clock cannot be split between overlapping runs.
-    Each replica is paced at the profile's rate: N replicas serve N times the rate, like N servers.
-    """
-
-    def __init__(self, session: Session | Replicas, config_id: int, on_error: Callable[[int, str], None]):
-        self.session = session
-        self.config_id = config_id
-        self.on_error = on_error
-        self.stop = threading.Event()
-        w = session.profile.workload
-        self.k = w.concurrency
-        self.period_ns = int(1e9 * self.k / w.rate_hz) if w.rate_hz > 0 else 0
-        # (replica, caller index within it) per caller thread
-        self.callers = [(r, i) for r in range(len(session.members)) for i in range(self.k)]
-        self.rows: list[list[tuple]] = [[] for _ in self.callers]
-        # Per-run CPU needs two process-clock reads per run (a system call each, ~0.5 µs here): on a model of tens
-        # of µs in a closed loop that is several percent of its time, and the CPU between runs it measures is nil
-        # there anyway. Such loops take the process CPU per window instead (per run = window CPU / runs).
-        self.tracks_cpu = len(self.callers) == 1 and not (
-            self.period_ns == 0 and session.warm_mean_ms < FAST_RUN_MS)
-        many = len(session.members) > 1
-        self.threads = [
-            threading.Thread(target=self._caller, args=(n,), daemon=True,
-                             name=f"ortop-r{r}c{i}" if many else f"ortop-caller-{i}")  # ≤ 15 chars: OS limit
-            for n, (r, i) in enumerate(self.callers)
-        ]
-        self.started_ns = 0
-
-    def start(self) -> None:
-        self.started_ns = time.perf_counter_ns()
-        for t in self.threads:
-            t.start()
-
-    def _caller(self, n: int) -> None:
-        set_os_thread_name(threading.current_thread().name)
-        r, i = self.callers[n]
-        try:
-            share = self.session.shares[r]
-            if share:
-                os.sched_setaffinity(0, share)  # 0: this thread (Linux), the replica's pool thread 0
-            run = self.session.members[r].runner(i)
-        except Exception as exc:
-            self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
-            return
-        out = self.rows[n]
-        append = out.append
-        perf, cpu = time.perf_counter_ns, time.process_time_ns
-        stop = self.stop
-        track_cpu = self.tracks_cpu
-        period = self.period_ns
-        next_at = perf() + (period * n) // len(self.callers)  # callers (and replicas) spread over the period
-        prev_end_cpu = cpu()
-        try:
-            while not stop.is_set():
-                if period:
-                    wait = next_at - perf()
-                    if wait > 0:
-                        if stop.wait(wait / 1e9):
-                            break
-                    next_at += period
-                    now = perf()
-                    if next_at < now - period:  # fell behind: do not burst to catch up
-                        next_at = now
-                if track_cpu:
-                    c0 = cpu()
-                    t0 = perf()
-                    run()
-                    t1 = perf()
-                    c1 = cpu()
-                    append((t0, t1 - t0, c1 - c0, c0 - prev_end_cpu))
-                    prev_end_cpu = c1
-                else:
-                    t0 = perf()
-                    run()
-                    append((t0, perf() - t0, -1, -1))
-        except Exception as exc:  # a Run() failure is reported, never raised into the void
-            self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
-
-    def take(self) -> np.ndarray:
-        """The rows appended since the last take, as int64 (n, 5) with the replica last, callers one after the
-        other."""
-        parts = []
-        for (r, _), lst in zip(self.callers, self.rows):
-            n = len(lst)
-            if n:
-                part = np.empty((n, 5), dtype=np.int64)
-                part[:, :4] = lst[:n]
-                part[:, 4] = r
-                parts.append(part)
-                del lst[:n]
-        return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
-
-    def halt(self) -> None:
-        """Stop the callers and wait for them (a run in flight finishes first); the rows stay for take()."""
-        self.stop.set()
-        for t in self.threads:
-            t.join()

@@ -45,12 +45,14 @@ class _Block:
         self.seq = seq
         self.block_ns = block_ns
         self.recording = False
+        self.traffic: tuple[int, int, int, int] | None = None
         self.t_start = 0
         self.cpu_start = 0
         self.deadline = time.perf_counter_ns() + settle_ns
 
     def begin_recording(self) -> None:
         self.loop.take()  # settle runs: not recorded
+        self.loop.traffic()
         self.t_start = time.perf_counter_ns()
         self.cpu_start = time.process_time_ns()
         self.recording = True
@@ -100,6 +102,7 @@ class Worker:
         self.alt: _Alternation | None = None
         self.paused = False
         self.failed: set[int] = set()        # sessions whose Run() raised: not run again until told to
+        self.trace_said = False              # the live loop's finite schedule was said to have ended
         self.errors: list[tuple[int, str]] = []  # appended by caller threads
         self._said: P.State | None = None
 
@@ -201,7 +204,7 @@ class Worker:
                 cid = alt.config_at(alt.pos)
                 if cid in self.failed:
                     return
-                from ortop.runtime.session import Loop
+                from ortop.runtime.serve import Loop
 
                 loop = Loop(self.sessions[cid], cid, self._on_error)
                 alt.block = _Block(loop, alt.pos, alt.settle_ns, alt.block_ns)
@@ -213,9 +216,10 @@ class Worker:
             self._state("idle", live)
             return
         if self.loop is None:
-            from ortop.runtime.session import Loop
+            from ortop.runtime.serve import Loop
 
             self.loop = Loop(self.sessions[live], live, self._on_error)
+            self.trace_said = False
             self.loop.start()
             self.last_flush, self.last_cpu = self.loop.started_ns, time.process_time_ns()
         self._state("measuring", live)
@@ -248,7 +252,10 @@ class Worker:
         cpu_now = time.process_time_ns()
         wall, cpu = now - self.last_flush, cpu_now - self.last_cpu
         self.last_flush, self.last_cpu = now, cpu_now
-        self.send(P.Samples(loop.config_id, rows, wall, cpu, P.LIVE, rss_now()))
+        self.send(P.Samples(loop.config_id, rows, wall, cpu, P.LIVE, rss_now(), loop.traffic()))
+        if loop.ended.is_set() and not self.trace_said:
+            self.trace_said = True
+            self.send(P.ScheduleEnded(loop.config_id))
 
     def _halt_live(self) -> None:
         if self.loop is not None:
@@ -270,6 +277,7 @@ class Worker:
         b.loop.halt()
         t_end = time.perf_counter_ns()
         cpu_end = time.process_time_ns()
+        b.traffic = b.loop.traffic()
         alt.block = None
         if self.errors:
             return  # reported by the caller of this; the block is not recorded
@@ -277,7 +285,7 @@ class Worker:
         rows = rows[rows[:, 0] >= b.t_start]
         cid = b.loop.config_id
         between = int(rows[:, 3].sum()) if b.loop.tracks_cpu else -1
-        self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now()))
+        self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now(), b.traffic))
         self.send(P.BlockDone(cid, b.seq, b.t_start, t_end, cpu_end - b.cpu_start, between, len(rows)))
         alt.pos += 1
         total = alt.total()
@@ -310,7 +318,9 @@ class Worker:
                 shares = split_cores(sorted(os.sched_getaffinity(0)), prof.workload.replicas)
             if not prof.workload.pin_replicas:
                 shares = None
-            new = build(prof, self.info, shares)
+            trace, variants = workload_shapes(prof, self.info)
+            new = build(prof, self.info, shares, variants)
+            new.trace = trace
             self._state("warming", config_id)
             stage = "the first run failed: "  # the session was built; the model failed running it
             first_ns, warm_ms = new.warm()
@@ -319,6 +329,8 @@ class Worker:
             self._run()  # whatever ran before keeps running
             return
         old = self.sessions.pop(config_id, None)
+        if old is not None:
+            old.close()
         del old
         self.sessions[config_id] = new
         self.send(P.Built(config_id, {
@@ -328,6 +340,8 @@ class Worker:
             "providers_active": new.providers_active,
             "providers_requested": prof.providers(),
             "feeds": model_mod.describe_feeds(new.feeds),
+            "shapes": [{k: list(v.shape) for k, v in f.items()} for f in new.feed_sets],
+            "shape_labels": [v.label() for v in new.variants],
             "notes": list(new.notes) + ([f"warm-up stopped after {WARMUP_LIMIT_NS // 10**9} s, before its "
                                          f"{prof.workload.warmup_runs} runs"] if new.warmup_cut else []),
             "replicas": len(new.members),
@@ -346,8 +360,26 @@ class Worker:
         if self.live_id == config_id:
             self.live_id = None
         self.failed.discard(config_id)
-        if self.sessions.pop(config_id, None) is not None:
+        old = self.sessions.pop(config_id, None)
+        if old is not None:
+            old.close()
+            del old
             release_memory()
+
+
+def workload_shapes(prof: Any, info: Any) -> tuple[Any, list[Any]]:
+    """The trace a profile replays (or None) and the distinct input shapes its requests use (a mix's, a trace's)."""
+    from ortop.measure.arrivals import TRACE, mode_of
+    from ortop.model import mixes
+    from ortop.model import trace as trace_mod
+
+    w = prof.workload
+    if mode_of(w) == TRACE:
+        trace = trace_mod.load(w.trace, info)
+        if w.trace_loop:
+            trace = trace.looped()
+        return trace, list(trace.variants)
+    return None, mixes.variants(info, w.dim_mix, w.shape_mix)
 
 
 def worker_main(conn, model_path: str) -> None:

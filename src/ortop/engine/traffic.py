@@ -1,0 +1,216 @@
+"""What traffic did to a configuration: offered against served, the queue, response split into queue and service,
+service by the idle gap before a run, and figures per input shape.
+
+Response time is measured from a request's scheduled arrival (``queue + service``), so an offered rate the host
+cannot keep shows as queueing and shed requests instead of a fine-looking service time. In a closed loop there is
+no queue and response = service.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ortop.measure import stats
+
+# Columns of a configuration store's ring (engine.store): response first, so every figure judged on "latency"
+# (verdicts, percentiles, the history) is what a request sees.
+RESPONSE, CPU_IN, CPU_BETWEEN, T_S, REPLICA, SERVICE, QUEUE, SHAPE, IDLE = range(9)
+WIDTH = 9
+
+KEEP_RATIO = 0.95   # served below this share of offered: the pace was not kept
+IDLE_BUCKETS_MS = (1.0, 10.0, 100.0)  # idle gap buckets: < 1, 1–10, 10–100, ≥ 100 ms
+
+
+def ring_rows(rows: np.ndarray, t_s: np.ndarray) -> np.ndarray:
+    """The protocol's int64 rows (runtime.serve's columns) as the store ring's float rows (columns above)."""
+    n = len(rows)
+    out = np.empty((n, WIDTH), dtype=np.float64)
+    service = rows[:, 1] / 1e6
+    wide = rows.shape[1] >= 8
+    queue = rows[:, 5] / 1e6 if wide else np.zeros(n)
+    out[:, RESPONSE] = service + queue
+    out[:, CPU_IN] = rows[:, 2] / 1e6
+    out[:, CPU_BETWEEN] = rows[:, 3] / 1e6
+    out[:, T_S] = t_s
+    out[:, REPLICA] = rows[:, 4] if rows.shape[1] > 4 else 0
+    out[:, SERVICE] = service
+    out[:, QUEUE] = queue
+    out[:, SHAPE] = rows[:, 6] if wide else 0
+    out[:, IDLE] = rows[:, 7] / 1e6 if wide else math.nan
+    return out
+
+
+@dataclass
+class Counters:
+    """An open loop's queue counters, summed over the batches a configuration received."""
+
+    arrived: int = 0
+    dropped: int = 0
+    queue_len: int = 0      # at the latest batch
+    queue_max: int = 0
+    queue_first: int = -1   # at the first batch after a reset: the queue's growth is the last against it
+
+    def add(self, traffic: tuple[int, int, int, int] | None) -> None:
+        if traffic is None:
+            return
+        arrived, dropped, qlen, qmax = traffic
+        self.arrived += int(arrived)
+        self.dropped += int(dropped)
+        self.queue_len = int(qlen)
+        self.queue_max = max(self.queue_max, int(qmax))
+        if self.queue_first < 0:
+            self.queue_first = int(qlen)
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """Service time of the runs that followed an idle gap of a bucket's length."""
+
+    label: str
+    runs: int
+    p50_ms: float
+    p99_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gap": self.label, "runs": self.runs, "service_p50_ms": _num(self.p50_ms),
+                "service_p99_ms": _num(self.p99_ms)}
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """One distinct input shape of a mix or a trace."""
+
+    shape: dict[str, list[int]]
+    label: str
+    runs: int
+    service: stats.LatencyStats
+    response: stats.LatencyStats
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"shape": self.shape, "label": self.label, "runs": self.runs,
+                "service_ms": {"p50": _num(self.service.p50), "p99": _num(self.service.p99)},
+                "latency_ms": {"p50": _num(self.response.p50), "p99": _num(self.response.p99)}}
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The workload's figures for one configuration (a snapshot's, a summary's)."""
+
+    mode: str
+    offered_per_s: float        # nan in a closed loop
+    asked_per_s: float          # the profile's rate (nan for closed and trace)
+    served_per_s: float
+    dropped: int
+    queue_max: int
+    queue_len: int
+    service: stats.LatencyStats
+    queue: stats.LatencyStats
+    service_std: float = math.nan
+    queue_std: float = math.nan
+    idle_gaps: tuple[GapRow, ...] = ()
+    shapes: tuple[ShapeRow, ...] = field(default_factory=tuple)
+
+    @property
+    def open(self) -> bool:
+        return self.mode != "closed"
+
+    def kept(self) -> bool:
+        """The offered rate was served: nothing shed, served ≥ 95 % of offered (always true in a closed loop)."""
+        if not self.open or not self.offered_per_s > 0:
+            return True
+        return self.dropped == 0 and self.served_per_s >= KEEP_RATIO * self.offered_per_s
+
+    def warning(self) -> str:
+        """One line when the pace was not kept, naming both rates and what the host serves; "" when it was."""
+        if self.kept():
+            return ""
+        shed = f", {self.dropped} requests shed (queue full at {self.queue_max})" if self.dropped else ""
+        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.served_per_s)}/s{shed}: this "
+                f"configuration serves about {rate(self.served_per_s)}/s here; the latencies include queueing")
+
+    def arrivals_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "offered_per_s": _num(self.offered_per_s), "served_per_s": _num(self.served_per_s),
+                "dropped": self.dropped, "queue_max": self.queue_max, "kept": self.kept()}
+
+
+def rate(x: float) -> str:
+    if not math.isfinite(x):
+        return "?"
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 4)
+
+
+def idle_gaps(rows: np.ndarray) -> tuple[GapRow, ...]:
+    """Service p50/p99 by the idle gap before each run (rows: the ring's); () when no gap was recorded."""
+    if not len(rows) or not np.isfinite(rows[:, IDLE]).any():
+        return ()
+    gap = rows[:, IDLE]
+    edges = (0.0, *IDLE_BUCKETS_MS, math.inf)
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sel = rows[(gap >= lo) & (gap < hi), SERVICE] if lo > 0 else rows[gap < hi, SERVICE]
+        label = f"< {hi:g} ms" if lo == 0 else (f"≥ {lo:g} ms" if hi == math.inf else f"{lo:g}–{hi:g} ms")
+        if len(sel):
+            s = stats.latency_stats(sel)
+            out.append(GapRow(label, len(sel), s.p50, s.p99))
+        else:
+            out.append(GapRow(label, 0, math.nan, math.nan))
+    return tuple(out)
+
+
+def shape_rows(rows: np.ndarray, shapes: list[dict[str, list[int]]], labels: list[str]) -> tuple[ShapeRow, ...]:
+    """One row per distinct input shape that ran (only when there are several)."""
+    if len(shapes) < 2 or not len(rows):
+        return ()
+    out = []
+    ids = rows[:, SHAPE].astype(np.int64)
+    for k, (shape, label) in enumerate(zip(shapes, labels)):
+        sel = rows[ids == k]
+        out.append(ShapeRow(shape, label, len(sel), stats.latency_stats(sel[:, SERVICE]),
+                            stats.latency_stats(sel[:, RESPONSE])))
+    return tuple(out)
+
+
+def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wall_s: float, runs: int,
+            shapes: list[dict[str, list[int]]] | None = None, labels: list[str] | None = None) -> Traffic:
+    """A configuration's traffic figures from its ring rows, its queue counters, wall time and run count."""
+    served = runs / wall_s if wall_s > 0 else math.nan
+    offered = counters.arrived / wall_s if mode != "closed" and wall_s > 0 else math.nan
+    return Traffic(
+        mode=mode, offered_per_s=offered,
+        asked_per_s=asked_hz if mode in ("fixed", "poisson") else math.nan,
+        served_per_s=served, dropped=counters.dropped, queue_max=counters.queue_max, queue_len=counters.queue_len,
+        service=stats.latency_stats(rows[:, SERVICE]) if len(rows) else stats.LatencyStats(),
+        queue=stats.latency_stats(rows[:, QUEUE]) if len(rows) else stats.LatencyStats(),
+        service_std=float(np.std(rows[:, SERVICE])) if len(rows) > 1 else math.nan,
+        queue_std=float(np.std(rows[:, QUEUE])) if len(rows) > 1 else math.nan,
+        idle_gaps=idle_gaps(rows) if mode != "closed" else (),
+        shapes=shape_rows(rows, shapes or [], labels or []),
+    )
+
+
+def stats_dict(s: stats.LatencyStats, std: float = math.nan) -> dict[str, Any]:
+    """The figures the summary gives for response, service and queue: mean, std, p50, p90, p99, p999, max."""
+    return {"mean": _num(s.mean), "std": _num(std), "p50": _num(s.p50), "p90": _num(s.p90), "p99": _num(s.p99),
+            "p999": _num(s.p999), "max": _num(s.max)}
+
+
+def summary_part(t: Traffic) -> dict[str, Any]:
+    """The summary's traffic keys: ``arrivals``, ``service_ms``, ``queue_ms``, ``idle_gaps``, ``shapes``."""
+    out: dict[str, Any] = {
+        "arrivals": t.arrivals_dict(),
+        "service_ms": stats_dict(t.service, t.service_std),
+        "queue_ms": stats_dict(t.queue, t.queue_std),
+    }
+    if t.idle_gaps:
+        out["idle_gaps"] = [g.as_dict() for g in t.idle_gaps]
+    if t.shapes:
+        out["shapes"] = [s.as_dict() for s in t.shapes]
+    return out

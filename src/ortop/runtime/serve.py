@@ -1,0 +1,269 @@
+"""The callers: server threads that live as long as their session, and the loop that drives them.
+
+A :class:`Server` is one thread that runs jobs handed to it: the session's warm-up, then each loop (the live one,
+or one block of an alternation). Threads are not made afresh per block, so what ORT keeps per thread (IO
+bindings, its CUDA context and graphs) is made once, on the thread that measures.
+
+A :class:`Loop` is one measuring period over a session's servers. Closed loop: each server runs back to back.
+Open loop (fixed, Poisson, trace): requests arrive on a seeded schedule (:mod:`ortop.measure.arrivals`), wait in
+a FIFO queue per replica, and a free server takes the oldest; response time counts from the scheduled arrival.
+
+A row per run (int64): start_ns, service_ns (inside Run()), cpu_in_ns, cpu_between_ns, replica, queue_ns (start
+− scheduled arrival; 0 in a closed loop), shape (the input shape's index), idle_ns (how long the server sat idle
+before this run). The cpu columns are -1 with more than one caller, where one process clock cannot be split.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ortop.measure import arrivals as A
+from ortop.runtime.child import set_os_thread_name
+
+COLUMNS = 8
+FAST_RUN_MS = 0.2  # closed-loop runs shorter than this (warm-up mean) skip the per-run process clock
+
+
+class Server:
+    """One caller thread: runs the jobs it is handed, one at a time, until closed."""
+
+    def __init__(self, name: str, share: tuple[int, ...] | None = None):
+        self.name = name
+        self.share = share
+        self.last_end_ns = 0          # when its last run ended (0: none yet): the idle gap before the next
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        set_os_thread_name(self.name)
+        if self.share:
+            try:
+                os.sched_setaffinity(0, self.share)  # 0: this thread (Linux); the replica's cores
+            except OSError:
+                pass  # cores outside this process's set: the build's notes already say how the split fell
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job()
+
+    def submit(self, fn: Callable[[], None]) -> threading.Event:
+        """Run ``fn`` on this thread; the event is set when it returns (or raises: ``fn`` reports its own errors)."""
+        done = threading.Event()
+
+        def job() -> None:
+            try:
+                fn()
+            finally:
+                done.set()
+
+        self._jobs.put(job)
+        return done
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on this thread and return its result (its exception is raised here)."""
+        box: dict[str, Any] = {}
+
+        def job() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed back to the calling thread, raised there
+                box["error"] = exc
+
+        self.submit(job).wait()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+
+class Loop:
+    """One measuring period of a session (or its replicas): every server of every member serves it.
+
+    ``take()`` returns the rows appended since the last take (see the module's columns); ``traffic()`` the open
+    loop's queue counters since the last call. ``ended`` is set when a finite schedule (a trace) is served whole.
+    Each replica has its own queue offered the profile's rate: N replicas serve N times the rate, like N servers.
+    """
+
+    def __init__(self, session: Any, config_id: int, on_error: Callable[[int, str], None]):
+        self.session = session
+        self.config_id = config_id
+        self.on_error = on_error
+        self.stop = threading.Event()
+        self.ended = threading.Event()
+        w = session.profile.workload
+        self.mode = A.mode_of(w)
+        self.callers = [(r, i) for r, m in enumerate(session.members) for i in range(len(m.servers))]
+        self.rows: list[list[tuple]] = [[] for _ in self.callers]
+        # Per-run CPU needs two process-clock reads per run (a system call each, ~0.5 µs here): on a model of tens
+        # of µs in a closed loop that is several percent of its time, and the CPU between runs it measures is nil
+        # there anyway. Such loops take the process CPU per window instead (per run = window CPU / runs).
+        self.tracks_cpu = len(self.callers) == 1 and not (
+            self.mode == A.CLOSED and session.warm_mean_ms < FAST_RUN_MS)
+        self.n_shapes = len(session.feed_sets)
+        self.weights = getattr(session, "shape_weights", None)
+        self.started_ns = 0
+        self._done: list[threading.Event] = []
+        self.queues: list[A.Dispatcher] = []
+        self.locks: list[threading.Lock] = []
+        self._said = (0, 0)  # (arrived, dropped) already reported by traffic()
+
+    def _dispatcher(self, r: int, start_ns: int) -> A.Dispatcher:
+        w = self.session.profile.workload
+        trace = getattr(self.session, "trace", None)
+        seed = int(w.seed) + 7919 * r  # replicas get their own arrivals; configurations the same (common numbers)
+        if self.mode == A.TRACE:
+            if trace is None:
+                raise ValueError("arrival = 'trace' needs a trace (workload.trace, --trace)")
+            times = A.offsets(A.TRACE, 0.0, seed, trace.times, float(w.trace_speed), loop=trace.loop)
+            shapes = trace.shape_chunks()
+            limit = None if trace.loop else len(trace.times)
+        else:
+            times = A.offsets(self.mode, float(w.rate_hz), seed)
+            shapes = A.shape_ids(self.n_shapes, self.weights, seed)
+            limit = None
+        rate = trace.rate_hz * float(w.trace_speed) if trace is not None and self.mode == A.TRACE else float(w.rate_hz)
+        max_queue = int(w.max_queue) or A.default_max_queue(rate)
+        return A.Dispatcher(times, shapes, start_ns, max_queue, limit)
+
+    def start(self) -> None:
+        self.started_ns = time.perf_counter_ns()
+        if self.mode != A.CLOSED:
+            # The first arrival a moment after every server is handed its job; replicas' fixed schedules are
+            # spread over one period (N clients out of phase), as Poisson ones are by their own seeds.
+            start = self.started_ns + 1_000_000
+            n = len(self.session.members)
+            rate = float(self.session.profile.workload.rate_hz)
+            phase = int(1e9 / rate / n) if self.mode == A.FIXED and rate > 0 else 0
+            self.queues = [self._dispatcher(r, start + r * phase) for r in range(n)]
+            self.locks = [threading.Lock() for _ in self.queues]
+        for n, (r, i) in enumerate(self.callers):
+            server = self.session.members[r].servers[i]
+            self._done.append(server.submit(lambda n=n, server=server: self._serve(n, server)))
+
+    def _serve(self, n: int, server: Server) -> None:
+        r, i = self.callers[n]
+        try:
+            member = self.session.members[r]
+            runs = [member.runner(i, k) for k in range(self.n_shapes)]
+            if self.mode == A.CLOSED:
+                self._closed(n, server, runs)
+            else:
+                self._open(n, server, runs, self.queues[r], self.locks[r])
+        except Exception as exc:  # a Run() failure is reported, never raised into the void
+            from ortop.runtime.session import one_line
+
+            self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
+
+    def _closed(self, n: int, server: Server, runs: list[Callable[[], Any]]) -> None:
+        r = self.callers[n][0]
+        append = self.rows[n].append
+        perf, cpu = time.perf_counter_ns, time.process_time_ns
+        stop = self.stop
+        track_cpu = self.tracks_cpu
+        prev_end = server.last_end_ns or perf()
+        prev_end_cpu = cpu()
+        shapes = A.shape_ids(self.n_shapes, self.weights, int(self.session.profile.workload.seed) + 7919 * r + n)
+        ids = next(shapes)
+        k = 0
+        try:
+            while not stop.is_set():
+                if k == len(ids):
+                    ids, k = next(shapes), 0
+                s = int(ids[k])
+                k += 1
+                run = runs[s]
+                if track_cpu:
+                    c0 = cpu()
+                    t0 = perf()
+                    run()
+                    t1 = perf()
+                    c1 = cpu()
+                    append((t0, t1 - t0, c1 - c0, c0 - prev_end_cpu, r, 0, s, t0 - prev_end))
+                    prev_end_cpu = c1
+                else:
+                    t0 = perf()
+                    run()
+                    t1 = perf()
+                    append((t0, t1 - t0, -1, -1, r, 0, s, t0 - prev_end))
+                prev_end = t1
+        finally:
+            server.last_end_ns = prev_end
+
+    def _open(self, n: int, server: Server, runs: list[Callable[[], Any]], disp: A.Dispatcher,
+              lock: threading.Lock) -> None:
+        r = self.callers[n][0]
+        append = self.rows[n].append
+        perf, cpu = time.perf_counter_ns, time.process_time_ns
+        stop = self.stop
+        track_cpu = self.tracks_cpu
+        prev_end = server.last_end_ns or perf()
+        prev_end_cpu = cpu()
+        try:
+            while not stop.is_set():
+                with lock:
+                    req = disp.claim(perf())
+                if req is None:  # a finite schedule (a trace) is served whole
+                    if all(q.ended() for q in self.queues):
+                        self.ended.set()
+                    return
+                left = req.arrival_ns - perf()
+                if left > 0 and stop.wait(left / 1e9):
+                    return
+                run = runs[req.shape]
+                c0 = cpu() if track_cpu else -1
+                t0 = perf()
+                run()
+                t1 = perf()
+                if track_cpu:
+                    c1 = cpu()
+                    append((t0, t1 - t0, c1 - c0, c0 - prev_end_cpu, r, max(0, t0 - req.arrival_ns), req.shape,
+                            t0 - prev_end))
+                    prev_end_cpu = c1
+                else:
+                    append((t0, t1 - t0, -1, -1, r, max(0, t0 - req.arrival_ns), req.shape, t0 - prev_end))
+                prev_end = t1
+        finally:
+            server.last_end_ns = prev_end
+
+    def take(self) -> np.ndarray:
+        """The rows appended since the last take, as int64 (n, COLUMNS), callers one after the other."""
+        parts = []
+        for lst in self.rows:
+            n = len(lst)
+            if n:
+                parts.append(np.array(lst[:n], dtype=np.int64))
+                del lst[:n]
+        return np.concatenate(parts) if parts else np.zeros((0, COLUMNS), dtype=np.int64)
+
+    def traffic(self) -> tuple[int, int, int, int] | None:
+        """The open loop's queues since the last call: (arrived, dropped, queue length now, longest queue since
+        the start); None in a closed loop."""
+        if not self.queues:
+            return None
+        arrived = dropped = qlen = qmax = 0
+        for q, lock in zip(self.queues, self.locks):
+            with lock:
+                arrived += q.arrived
+                dropped += q.dropped
+                qlen += q.queue_len
+                qmax = max(qmax, q.queue_max)
+        d_arr, d_drop = arrived - self._said[0], dropped - self._said[1]
+        self._said = (arrived, dropped)
+        return d_arr, d_drop, qlen, qmax
+
+    def halt(self) -> None:
+        """Stop the servers' work and wait for it (a run in flight finishes first); the rows stay for take()."""
+        self.stop.set()
+        for done in self._done:
+            done.wait()
