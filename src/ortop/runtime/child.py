@@ -33,6 +33,23 @@ def set_os_thread_name(name: str) -> None:
         pass  # no libc prctl: the name is only cosmetic
 
 
+def set_timer_slack(ns: int = 1) -> None:
+    """Let this thread's timed waits end within ``ns`` of their deadline (Linux ``PR_SET_TIMERSLACK``).
+
+    The default slack (50 µs) is added to every timed sleep: a server thread waiting for a request's arrival woke
+    85 µs late at the median and 500 µs at p99 here; with 1 ns, 30 and 80 µs. The late wake-up is counted as the
+    request's queueing, so it matters; the kernel does no extra work for it.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(29, ctypes.c_ulong(ns), 0, 0, 0)  # PR_SET_TIMERSLACK
+    except (OSError, AttributeError):
+        pass  # no prctl: waits keep the default slack
+
+
 def capture_stderr(send) -> None:
     """Point fd 2 (and 1) at a pipe read by a thread that forwards each line to the parent.
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ortop.measure import arrivals as A
-from ortop.runtime.child import set_os_thread_name
+from ortop.runtime.child import set_os_thread_name, set_timer_slack
 
 COLUMNS = 8
 FAST_RUN_MS = 0.2  # closed-loop runs shorter than this (warm-up mean) skip the per-run process clock
@@ -44,6 +44,7 @@ class Server:
 
     def _main(self) -> None:
         set_os_thread_name(self.name)
+        set_timer_slack(1)  # waits for an arrival end on time: a late wake-up would count as queueing
         if self.share:
             try:
                 os.sched_setaffinity(0, self.share)  # 0: this thread (Linux); the replica's cores
