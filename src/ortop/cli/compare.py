@@ -90,13 +90,16 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
         f"  #  {'profile':<{width}}  {'runs':>8}  {'p50 ms':>8}  {'p99 ms':>8}  {'runs/s':>8}  {'CPU/run ms':>10}",
     ]
     for c in result.configs:
+        kept = "" if c.kept() else f"  ← rate not kept: offered {c.offered_per_s:.0f}/s"
         lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {_fmt(c.p50_ms):>8}  {_fmt(c.p99_ms):>8}  "
-                     f"{_fmt(c.throughput_per_s, 1):>8}  {_fmt(c.cpu_ms_per_run):>10}")
+                     f"{_fmt(c.throughput_per_s, 1):>8}  {_fmt(c.cpu_ms_per_run):>10}{kept}")
     other = None
     for comp in _ordered(result.comparisons, objective):
         if comp.other != other:
             other = comp.other
-            lines += ["", f"{names[other]} vs {names[comp.baseline]} ({comp.pairs} pairs of blocks):"]
+            unpaced = [result.configs[i].name for i in (comp.baseline, other) if not result.configs[i].kept()]
+            lines += ["", f"{names[other]} vs {names[comp.baseline]} ({comp.pairs} pairs of blocks):"
+                      + (f"  [not a paced answer: {', '.join(unpaced)} did not keep the rate]" if unpaced else "")]
         word = ""
         if comp.verdict in ("faster", "slower"):
             word = f"  → {comp.verdict}" if comp.metric != "cpu" else \
@@ -112,8 +115,7 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
 def run(args: argparse.Namespace) -> int:
     from ortop.cli.profiles import resolve_profile
     from ortop.config import profile as P
-    from ortop.engine import headless
-    from ortop.engine.snapshot import workload_difference
+    from ortop.engine import compare, workload_difference
 
     if len(args.profiles) < 2:
         raise UsageError(f"compare needs at least two profiles, got {len(args.profiles)}")
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = headless.compare(args.model, profiles, budget_s=args.budget, names=list(args.profiles), stop=stop)
+        result = compare(args.model, profiles, budget_s=args.budget, names=list(args.profiles), stop=stop)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

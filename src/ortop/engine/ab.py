@@ -34,6 +34,7 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine.placement import build_message
 from ortop.engine.schedule import period_ms, plan_blocks
+from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import stats
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
@@ -69,11 +70,25 @@ class ConfigFigures:
     blocks: int
     create_ms: float = math.nan
     providers_active: tuple[str, ...] = ()
+    offered_per_s: float = math.nan  # open arrivals: what was offered over its blocks (nan: a closed loop)
+    dropped: int = 0                 # requests shed on a full queue
+
+    def kept(self) -> bool:
+        """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
+        if not self.offered_per_s > 0:
+            return True
+        return self.dropped == 0 and self.throughput_per_s >= KEEP_RATIO * self.offered_per_s
+
+    def pace_text(self) -> str:
+        shed = f", {self.dropped} shed" if self.dropped else ""
+        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}: the rate was "
+                "not kept; its latencies include queueing")
 
     def as_dict(self) -> dict[str, Any]:
         return {"profile": self.name, "runs": self.runs, "p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms),
                 "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run),
-                "blocks": self.blocks, "providers_active": list(self.providers_active)}
+                "blocks": self.blocks, "providers_active": list(self.providers_active),
+                "offered_per_s": _num(self.offered_per_s), "dropped": self.dropped, "rate_kept": self.kept()}
 
 
 @dataclass(frozen=True)
@@ -169,6 +184,7 @@ class Interleaving:
         self._pending_rows: dict[int, tuple[int, np.ndarray]] = {}
         self._blocks: list[Block] = []
         self._lat: list[list[np.ndarray]] = [[] for _ in self.profiles]
+        self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
         self._alt_done = [0] * len(self.channels)
         self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
         self._closed = False
@@ -197,7 +213,14 @@ class Interleaving:
             elif isinstance(msg, P.BuildFailed) and msg.config_id in self._index:
                 self._failed[msg.config_id] = msg.message
             elif isinstance(msg, P.Samples) and msg.config_id in self._index and msg.block >= 0:
-                self._pending_rows[msg.config_id] = (msg.block, msg.rows[:, 1] / 1e6)
+                # response time: service plus the wait in the queue (open arrivals; 0 in a closed loop)
+                rows = msg.rows
+                resp = rows[:, 1] + rows[:, 5] if rows.shape[1] > 5 else rows[:, 1]
+                self._pending_rows[msg.config_id] = (msg.block, resp / 1e6)
+                traffic = getattr(msg, "traffic", None)
+                if traffic is not None:
+                    arrived, dropped = self._offered[self._index[msg.config_id]]
+                    self._offered[self._index[msg.config_id]] = (arrived + traffic[0], dropped + traffic[1])
             elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
                 seq, lat = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0)))
@@ -378,10 +401,14 @@ class Interleaving:
             cpu = (sum(b.cpu_ms_per_run * b.runs for b in cpu_known) / sum(b.runs for b in cpu_known)
                    if cpu_known else math.nan)
             info = self._built.get(self.ids[i], {})
-            figures.append(ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
-                                         lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
-                                         float(info.get("create_ms", math.nan)),
-                                         tuple(info.get("providers_active", ()))))
+            arrived, dropped = self._offered[i]
+            fig = ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
+                                lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
+                                float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
+                                arrived / wall if arrived and wall > 0 else math.nan, dropped)
+            figures.append(fig)
+            if not fig.kept():
+                self._log(f"{fig.name}: {fig.pace_text()}")
         comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None)) \
             if blocks else ()
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,

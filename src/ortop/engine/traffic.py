@@ -137,6 +137,22 @@ class Traffic:
                 "dropped": self.dropped, "queue_max": self.queue_max, "kept": self.kept()}
 
 
+def offered_rate(profile: Any) -> float:
+    """The rate a profile offers in all (``rate_hz`` per replica), nan for a closed loop or a trace."""
+    from ortop.measure.arrivals import FIXED, POISSON, mode_of
+
+    w = profile.workload
+    return float(w.rate_hz) * int(w.replicas) if mode_of(w) in (FIXED, POISSON) else math.nan
+
+
+def pace_text(profile: Any, served_per_s: float) -> str:
+    """"" when a profile's offered rate was served (≥ 95 %), else what was offered and served."""
+    offered = offered_rate(profile)
+    if not offered > 0 or not math.isfinite(served_per_s) or served_per_s >= KEEP_RATIO * offered:
+        return ""
+    return f"rate not kept: offered {rate(offered)}/s, served {rate(served_per_s)}/s"
+
+
 def rate(x: float) -> str:
     if not math.isfinite(x):
         return "?"

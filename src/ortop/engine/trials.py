@@ -144,6 +144,12 @@ class Trial:
             return math.nan
         return c.change_pct if c.metric in HIGHER_IS_BETTER else -c.change_pct
 
+    def pace(self) -> str:
+        """"" when the candidate served its offered rate; else a word that its figures are not a paced answer."""
+        from ortop.engine.traffic import pace_text
+
+        return pace_text(self.profile, self.figures.throughput_per_s) if self.figures.blocks else ""
+
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
         return {
@@ -161,6 +167,7 @@ class Trial:
             "pairs": c.pairs if c is not None else 0,
             "blocks": self.figures.blocks,
             "winner": self.winner,
+            "rate_kept": not self.pace(),
         }
 
 

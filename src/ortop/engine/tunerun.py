@@ -71,6 +71,9 @@ def trial_cells(t: Trial) -> tuple[str, ...]:
     ci = f"{fmt_pct(c.ci_low_pct)}…{fmt_pct(c.ci_high_pct)}" if c is not None and math.isfinite(c.ci_low_pct) \
         else ""
     what = t.reason if t.status in ("dropped", "failed") else (c.verdict if c is not None else "")
+    pace = t.pace()
+    if pace:  # never silently compared as if paced
+        what = f"{what}; {pace}" if what else pace
     return (t.label, t.candidate.stage, "winner" if t.winner else t.status, change, ci,
             str(c.pairs) if c is not None else "", what)
 
