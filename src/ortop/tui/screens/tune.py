@@ -12,15 +12,16 @@ steps, so the copy is whole) and posts them, never waiting for the UI: a quit wh
 the tuning thread blocked on an event loop that has stopped.
 
 The screen moves through five states (ready, running, stopping, done, failed); the rows are plain functions of a
-trial, run on the tuning thread.
+trial, run on the tuning thread (:mod:`ortop.tui.panels.tune`).
+
+About 440 lines: one screen, its five states, its nine keys and the four messages it trades with the app; split
+further, the states would be read and set from two modules.
 """
 
 from __future__ import annotations
 
-import math
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rich.text import Text
@@ -35,17 +36,17 @@ from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from ortop.config.profile import Profile
 from ortop.engine.space import describe, profile_key
-from ortop.engine.trials import BETTER, Figures, Trial, TuneResult
+from ortop.engine.trials import BETTER, TuneResult
 from ortop.engine.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
-from ortop.engine.tunerun import LEADERBOARD_COLUMNS, figures_text, leaderboard, trial_cells
+from ortop.engine.tunerun import LEADERBOARD_COLUMNS, figures_text
 from ortop.errors import OrtopError
+from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
 from ortop.tui.screens._base import Responsive, under_cursor
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
 DEFAULT_BUDGET_S = 60.0
 REFRESH_S = 0.5   # the elapsed time and the bar between two steps of the tuner
-STYLE = {"winner": "bold green", "dropped": "dim", "failed": "red", "baseline": "bold"}
 
 
 class TunerFactory(Protocol):
@@ -69,83 +70,6 @@ def real_tuner(model_path: str, profile: Profile, *, objective: str, budget_s: f
 def default_objective(profile: Profile) -> str:
     """CPU per run for a paced caller (its latency is set by the rate; what it costs is not), else p50."""
     return "cpu" if profile.workload.rate_hz > 0 else "p50"
-
-
-# ---- rows ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Row:
-    """One leaderboard row, copied off the tuning thread: its cells, the profile it stands for, its detail."""
-
-    key: str                 # "baseline", or the candidate's label (unique in a run)
-    cells: tuple[str, ...]
-    status: str              # baseline, racing, ok, winner, dropped, failed
-    profile: Profile
-    detail: Text
-
-
-@dataclass(frozen=True)
-class Board:
-    """What the tuner showed at one step."""
-
-    phase: str
-    elapsed_s: float
-    rows: tuple[Row, ...]
-
-
-def objective_figure(figures: Figures, objective: str) -> str:
-    """A profile's figure on the objective, short enough for a cell (``p50 1.19 ms``); "" when not measured."""
-    x = figures.value(objective)
-    if not math.isfinite(x):
-        return ""
-    unit = {"throughput": " runs/s", "cpu": " ms CPU/run"}.get(objective, " ms")
-    return f"{objective if objective in ('p50', 'p99') else ''} {x:.3g}{unit}".strip()
-
-
-def baseline_row(start: Profile, figures: Figures | None = None, objective: str = "p50") -> Row:
-    """The start profile: what every candidate is measured against, and what the live session ran."""
-    detail = Text(no_wrap=False)
-    detail.append("baseline · the profile the live session was running\n", style="bold")
-    if figures is not None and figures.blocks:
-        detail.append(f"{figures_text(figures.as_dict())} over {figures.blocks} blocks\n")
-    else:
-        detail.append("measured beside the candidates as the search goes\n")
-    cell = objective_figure(figures, objective) if figures is not None else ""
-    return Row("baseline", ("baseline", "", "start", "", "", "", cell), "baseline", start, detail)
-
-
-def trial_row(t: Trial, start: Profile) -> Row:
-    """A candidate's row, and in full: what it changes from the baseline, how it raced, why it stopped."""
-    cells = trial_cells(t)
-    status = cells[2]
-    detail = Text(no_wrap=False)
-    detail.append(f"{t.label} · {t.candidate.stage} · {status}\n", style=STYLE.get(status, "bold"))
-    changes = t.profile.changes_from(start)
-    detail.append("changes from the baseline  ", style="dim")
-    detail.append(("; ".join(changes) if changes else "none") + "\n")
-    detail.append("raced against  ", style="dim")
-    detail.append(f"{t.incumbent}\n")
-    c = t.comparison
-    if c is not None:
-        detail.append("verdict  ", style="dim")
-        detail.append(f"{c.text()} ({c.pairs} pairs of blocks)\n")
-    if t.figures.blocks:
-        detail.append("figures  ", style="dim")
-        detail.append(f"{figures_text(t.figures.as_dict())} over {t.figures.blocks} blocks\n")
-    if t.reason:
-        detail.append(f"{t.status}  ", style="dim")
-        detail.append(f"{t.reason}\n", style=STYLE.get(t.status, ""))
-    return Row(t.label, cells, status, t.profile, detail)
-
-
-def board_rows(trials: Iterable[Trial], start: Profile, baseline_figures: Figures | None = None,
-               objective: str = "p50") -> tuple[Row, ...]:
-    """The baseline first, then every trial, best first (the leaderboard's order)."""
-    return (baseline_row(start, baseline_figures, objective), *(trial_row(t, start) for t in leaderboard(trials)))
-
-
-def tuner_board(tuner: Tuner) -> Board:
-    """What the tuner shows now: its phase, its time, and its rows."""
-    return Board(tuner.phase, tuner.elapsed(), board_rows(list(tuner.trials), tuner.start))
 
 
 # ---- the screen ---------------------------------------------------------------------------------------------------
