@@ -190,3 +190,19 @@ def test_a_bad_trace_names_its_file_and_line(tmp_path, lines, line, said):
     with pytest.raises(ModelError) as e:
         trace_mod.load(path, info)
     assert str(e.value).startswith(f"{path}:{line}: ") and said in str(e.value)
+
+
+def test_the_doctor_says_when_the_offered_rate_is_not_kept(tmp_path):
+    from ortop.collectors.host import read_host
+    from ortop.config import profile as P
+    from ortop.doctor.static import Context, check_pace
+
+    info = load_model(make_matmul_model(tmp_path / "m.onnx", n=8))
+    prof = P.from_dict({"workload": {"rate_hz": 1000, "arrival": "poisson"}})
+    ctx = Context(model=info, profile=prof, host=read_host(), served_per_s=220.0)
+    (f,) = check_pace(ctx)
+    assert f.severity == "warning" and "offered 1000/s, served 220/s" in f.message
+    assert f.patch == {"workload.rate_hz": 176.0}
+    assert check_pace(Context(model=info, profile=prof, host=read_host(), served_per_s=990.0)) == []
+    closed = P.Profile()
+    assert check_pace(Context(model=info, profile=closed, host=read_host(), served_per_s=10.0)) == []

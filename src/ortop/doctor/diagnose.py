@@ -95,7 +95,8 @@ def context_from_snapshot(snap: Any, host: HostFacts | None = None, gpus: tuple[
     """A context from a live monitor (``engine.snapshot.Snapshot``): its profile, its providers, its events as
     the log. No placement or per-op times: those need a probe session."""
     model = snap.model if snap.model is not None else load_model(snap.model_path)
-    return Context(model=model, profile=snap.profile, host=host or read_host(),
+    served = snap.throughput_per_s if getattr(snap, "runs", 0) else None
+    return Context(model=model, profile=snap.profile, host=host or read_host(), served_per_s=served,
                    log=tuple(e.text for e in snap.events),
                    providers_active=tuple(snap.providers_active) or None, graph=graph_facts(model),
                    available_memory=available_memory(), gpus=tuple(gpus))

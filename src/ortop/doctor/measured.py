@@ -199,6 +199,7 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
                                    names=["start", *tried], stop=stop)
             c0 = res.configs[0]
             baseline = Figures(c0.runs, c0.p50_ms, c0.p99_ms, c0.cpu_ms_per_run)
+            served = c0.throughput_per_s
             for i, name in enumerate(tried, start=1):
                 comparisons[name] = {c.metric: c for c in res.comparisons if c.other == i}
             elapsed, warnings = res.elapsed_s, res.warnings
@@ -211,16 +212,32 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
             lat, cpu = r.summary["latency_ms"], r.summary["cpu"]
             baseline = Figures(r.summary["runs"], _num(lat.get("p50")), _num(lat.get("p99")),
                                _num(cpu.get("cpu_ms_per_run")))
+            served = _num(r.summary.get("throughput_per_s"))
             elapsed, warnings = r.duration_s, tuple(r.summary.get("warnings", ()))
     except ab.AbError as exc:
         f = Finding("measure", "warning", f"the measured checks could not run: {exc}", {"error": str(exc)},
                     "fix what the error names, or run the doctor with --budget 0 for the other checks")
         return MeasuredResult((f,), tuple(names), tried, not_tried, None, 0.0)
-    findings: list[Finding] = []
+    findings: list[Finding] = pace_findings(profile, served)
     for c in chosen:
         trial = Trial(profile, baseline, comparisons.get(c.name, {}), not_tried.get(c.name, ""))
         findings.extend(c.judge(trial))
     return MeasuredResult(tuple(findings), tuple(names), tried, not_tried, baseline, elapsed, warnings)
+
+
+def pace_findings(profile: Profile, served_per_s: float) -> list[Finding]:
+    """A warning when the profile's offered rate was not served: every figure then includes queueing."""
+    from ortop.engine.traffic import offered_rate, pace_text
+
+    said = pace_text(profile, served_per_s)
+    if not said:
+        return []
+    offered = offered_rate(profile)
+    return [Finding("pace", "warning", f"the offered rate is not kept: {said.removeprefix('rate not kept: ')}",
+                    {"offered_per_s": round(offered, 1), "served_per_s": round(served_per_s, 1)},
+                    f"offer at most about {served_per_s * 0.8:.0f}/s here (80 % of what it serves), or serve more: "
+                    "more intra-op threads, or replicas on their own cores",
+                    {"workload.rate_hz": round(served_per_s * 0.8 / max(1, profile.workload.replicas), 1)})]
 
 
 def _num(x: Any) -> float:

@@ -66,6 +66,7 @@ class Context:
     graph: GraphFacts | None = None
     available_memory: int | None = None
     gpus: tuple[Any, ...] = ()                      # collectors.gpu.GpuDevice
+    served_per_s: float | None = None               # live: what the running configuration serves
 
 
 Check = Callable[[Context], list[Finding]]
@@ -483,6 +484,15 @@ def check_gpu_memory(ctx: Context) -> list[Finding]:
     return []
 
 
+def check_pace(ctx: Context) -> list[Finding]:
+    """Live: the offered rate is more than the configuration serves (its figures include queueing)."""
+    if ctx.served_per_s is None:
+        return []
+    from ortop.doctor.measured import pace_findings
+
+    return pace_findings(ctx.profile, ctx.served_per_s)
+
+
 STATIC_CHECKS: tuple[tuple[str, Check], ...] = (
     ("session", check_session),
     ("providers", check_providers),
@@ -496,6 +506,7 @@ STATIC_CHECKS: tuple[tuple[str, Check], ...] = (
     ("mem-pattern", check_mem_pattern),
     ("memory", check_memory),
     ("gpu-memory", check_gpu_memory),
+    ("pace", check_pace),
 )
 
 
