@@ -202,7 +202,7 @@ def test_the_doctor_says_when_the_offered_rate_is_not_kept(tmp_path):
     ctx = Context(model=info, profile=prof, host=read_host(), served_per_s=220.0)
     (f,) = check_pace(ctx)
     assert f.severity == "warning" and "offered 1000/s, served 220/s" in f.message
-    assert f.patch == {"workload.rate_hz": 176.0}
+    assert f.profile_patch == {"workload.rate_hz": 176.0}
     assert check_pace(Context(model=info, profile=prof, host=read_host(), served_per_s=990.0)) == []
     closed = P.Profile()
     assert check_pace(Context(model=info, profile=closed, host=read_host(), served_per_s=10.0)) == []
