@@ -1,13 +1,20 @@
-"""Import layering at run time: no room below the UI pulls in textual, and only the runtime room pulls in
-onnxruntime. Checked in a fresh interpreter, so nothing another test imported can hide a violation. The static
-side of the same rules is import-linter's contracts in pyproject.toml (run by .ci/run)."""
+"""Import layering at run time: no room below the UI pulls in textual, only the runtime room pulls in onnxruntime,
+and the CLI and TUI reach the engine and the doctor through their faces (``ortop.engine``, ``ortop.doctor``) alone.
+Checked in a fresh interpreter, so nothing another test imported can hide a violation, or by reading the source,
+so an import inside a function counts too. The static side of the same rules is import-linter's contracts in
+pyproject.toml (run by .ci/run)."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import ortop
 
@@ -15,6 +22,8 @@ ALL_MODULES = sorted(m.name for m in pkgutil.walk_packages(ortop.__path__, "orto
                      if not m.name.endswith("__main__"))
 NON_UI_MODULES = [m for m in ALL_MODULES if not m.startswith("ortop.tui")]
 NO_ORT_MODULES = [m for m in NON_UI_MODULES if not m.startswith("ortop.runtime")]
+FACES = ("ortop.engine", "ortop.doctor")
+SRC = Path(ortop.__file__).parent
 
 
 def _imported_after(modules: list[str]) -> set[str]:
@@ -67,3 +76,78 @@ def test_a_model_check_does_not_import_onnxruntime(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def _imports(source: str, package: str) -> list[tuple[int, str]]:
+    """Every module a file of ``package`` imports, at any depth (a function's deferred imports, TYPE_CHECKING
+    blocks), by line: ``from P import N`` counts as P.N too where N is a module of P, as the import system reads it."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{a.name}") for a in node.names if f"{base}.{a.name}" in ALL_MODULES]
+    return found
+
+
+def _private_imports(source: str, package: str) -> list[str]:
+    return [f"{line}: {name}" for line, name in _imports(source, package)
+            if any(name.startswith(face + ".") for face in FACES)]
+
+
+def test_the_cli_and_tui_use_the_engine_and_doctor_through_their_faces():
+    files = sorted((SRC / "tui").rglob("*.py")) + sorted((SRC / "cli").rglob("*.py"))
+    assert len(files) > 20
+    private = [f"{f.relative_to(SRC)}:{hit}" for f in files
+               for hit in _private_imports(f.read_text(), ".".join(f.relative_to(SRC.parent).parts[:-1]))]
+    assert not private, "\n".join(private)
+
+
+def test_the_face_check_sees_deferred_relative_and_from_imports():
+    """What the check above must catch: a deferred import, a module named in a from-import, a relative import."""
+    src = ("from ortop.engine import Monitor\n"
+           "def f():\n    from ortop.engine import snapshot\n    import ortop.doctor.static\n"
+           "    from ..engine import space\n")
+    hits = [h.split(": ")[1] for h in _private_imports(src, "ortop.tui")]
+    assert hits == ["ortop.engine.snapshot", "ortop.doctor.static", "ortop.engine.space"]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_each_face_gives_what_it_lists_and_types_it(face):
+    """``__all__``, the lazy names (``_FACE``) and the ``TYPE_CHECKING`` imports a type checker reads agree; every
+    name resolves to the object of the module defining it; no name is spelled as a module of the package (importing
+    that module would replace the name with it)."""
+    mod = importlib.import_module(face)
+    tree = ast.parse(Path(mod.__file__).read_text())
+    typed = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.If)
+             and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+             for imp in node.body if isinstance(imp, ast.ImportFrom) for a in imp.names}
+    lazy = mod._FACE
+    assert typed == set(lazy)
+    assert set(lazy) <= set(mod.__all__) and len(set(mod.__all__)) == len(mod.__all__)
+    submodules = {m.rsplit(".", 1)[1] for m in ALL_MODULES if m.startswith(face + ".")}
+    assert not set(mod.__all__) & submodules
+    for name in mod.__all__:
+        value = getattr(mod, name)
+        module, _, attribute = lazy.get(name, "").partition(":")
+        if module:
+            assert value is getattr(importlib.import_module(f"{face}.{module}"), attribute or name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = mod.no_such_name
+
+
+def test_the_faces_and_the_tui_start_up_leave_the_heavy_modules_unloaded():
+    """The faces load a name when it is first read: importing them, or starting the TUI, does not import the
+    monitor, the A/B runner or the doctor's checks (the TUI needs those only when a screen runs them)."""
+    heavy = {"ortop.engine.monitor", "ortop.engine.ab", "ortop.engine.headless", "ortop.doctor.static",
+             "ortop.doctor.measured", "ortop.doctor.diagnose"}
+    faces = _imported_after(list(FACES))
+    assert not {m for m in faces if m.startswith("ortop.engine.")}
+    assert not faces & heavy
+    tui = _imported_after(["ortop.tui.app"])
+    assert "ortop.tui.app" in tui and not tui & heavy

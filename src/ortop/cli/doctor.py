@@ -52,7 +52,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _fix_model(model_path: str, out: str) -> int:
-    from ortop.doctor.graph import write_without_initializer_inputs
+    from ortop.doctor import write_without_initializer_inputs
     from ortop.model import load_model
 
     info = load_model(model_path)
@@ -68,7 +68,7 @@ def _fix_model(model_path: str, out: str) -> int:
 
 
 def _fixed_profile_text(d: Any, fixed: Any, notes: list[str]) -> str:
-    from ortop.doctor.findings import patch_text
+    from ortop.doctor import patch_text
 
     header = [f"ortop doctor's fixes for {os.path.basename(d.model_path)}:"]
     header += [f"  {f.check}: {patch_text(f.profile_patch)}" for f in d.findings if f.profile_patch]
@@ -81,10 +81,8 @@ def run(args: argparse.Namespace) -> int:
     """``ortop doctor``: the checks, then the report (or JSON); the exit code says whether anything is above info."""
     from ortop import fsutil
     from ortop.cli.ops import start_profile
-    from ortop.doctor.diagnose import diagnose
-    from ortop.doctor.findings import apply_patches
-    from ortop.doctor.report import format_report
-    from ortop.engine.headless import check_profile
+    from ortop.doctor import apply_patches, diagnose_model, format_report
+    from ortop.engine import check_profile
     from ortop.model import load_model
 
     if not (args.budget >= 0 and math.isfinite(args.budget)):
@@ -107,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        d = diagnose(args.model, profile, budget_s=args.budget, stop=stop, on_progress=progress)
+        d = diagnose_model(args.model, profile, budget_s=args.budget, stop=stop, on_progress=progress)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

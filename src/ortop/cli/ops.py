@@ -95,8 +95,7 @@ def format_ops(model_path: str, report: dict[str, Any], top: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """``ortop ops``: profile the model and print the tables (or JSON)."""
-    from ortop.engine import ops as engine_ops
-    from ortop.engine.headless import check_profile
+    from ortop.engine import check_profile, profile_ops
     from ortop.model import load_model
 
     if args.runs < 1:
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     info = load_model(args.model)
     profile = start_profile(args, args.model)
     check_profile(info, profile)
-    report = engine_ops.profile_ops(args.model, profile, runs=args.runs)
+    report = profile_ops(args.model, profile, runs=args.runs)
     if args.json:
         out = {"model": args.model, "runs": report["ops"]["runs"], "warmup": report.get("warmup", 0),
                "providers_requested": report.get("providers_requested", []),

@@ -179,7 +179,7 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
 
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as P
-    from ortop.engine import headless
+    from ortop.engine import measure
     from ortop.measure.arrivals import TRACE, mode_of
     from ortop.model.mixes import SHAPE_REFUSED
 
@@ -200,7 +200,7 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        res = headless.measure(model_path, prof, duration_s=duration, strict_providers=args.strict_providers,
+        res = measure(model_path, prof, duration_s=duration, strict_providers=args.strict_providers,
                                stop=stop, gpu=gpu, on_monitor=outputs.attach)
     finally:
         gpu.close()

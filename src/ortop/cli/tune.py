@@ -41,8 +41,7 @@ EXAMPLES = """examples:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    from ortop.engine.space import DIMENSIONS, NOT_DEFAULT
-    from ortop.engine.tuner import OBJECTIVES
+    from ortop.engine import DIMENSIONS, NOT_DEFAULT, OBJECTIVES
 
     p.epilog = EXAMPLES
     p.add_argument("model", help="the .onnx model")
@@ -111,7 +110,7 @@ def gpu_names() -> list[str]:
 
 
 def objective_text(objective: str, max_p99: float | None) -> str:
-    from ortop.engine.tuner import OBJECTIVE_TEXT
+    from ortop.engine import OBJECTIVE_TEXT
 
     text = OBJECTIVE_TEXT[objective]
     return f"{text} with p99 ≤ {max_p99:g} ms" if max_p99 is not None else text
@@ -170,7 +169,7 @@ class _Display:
         from rich.table import Table
         from rich.text import Text
 
-        from ortop.engine.tunerun import LEADERBOARD_COLUMNS
+        from ortop.engine import LEADERBOARD_COLUMNS
 
         elapsed = min(self.clock() - self.t0, self.budget)
         head = Text(f"ortop tune — {self.phase} — {elapsed:.0f}/{self.budget:g} s")
@@ -207,7 +206,7 @@ class Progress:
             self.live.start()
 
     def __call__(self, kind: str, tuner: Any) -> None:
-        from ortop.engine.tunerun import leaderboard_rows
+        from ortop.engine import leaderboard_rows
 
         self.display.phase = tuner.phase
         self.display.rows = leaderboard_rows(tuner.trials)
@@ -232,7 +231,7 @@ class Progress:
 
 # ---- output -------------------------------------------------------------------------------------------------------
 def format_result(result: Any, model_path: str, saved: str | None) -> str:
-    from ortop.engine.tunerun import figures_text
+    from ortop.engine import figures_text
 
     d = result.as_dict()
     lines = [f"ortop tune {os.path.basename(model_path)}: {objective_text(result.objective, result.max_p99_ms)} "
@@ -280,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     from ortop import fsutil
     from ortop import model as model_mod
     from ortop.collectors.host import read_host
-    from ortop.engine.tunerun import build_tuner
+    from ortop.engine import build_tuner
 
     model_path = os.path.abspath(args.model)
     info = model_mod.load_model(model_path)

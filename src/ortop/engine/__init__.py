@@ -1,0 +1,62 @@
+"""The engine's face: what the CLI and the TUI may use of it, and nothing else (import-linter keeps them to it).
+
+- the live session: :class:`Monitor`, the :class:`MonitorView` the TUI holds it as, the :class:`Snapshot` it
+  reads, and :func:`summary` (the one summary schema);
+- without a screen: :func:`measure` and :func:`compare` (the headless runner), :func:`check_profile`,
+  :func:`workload_difference`, :func:`profile_ops` (per-operator time);
+- the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard.
+
+Every name is imported on first use (see :mod:`ortop.lazy`), from the module that defines it: the TUI's start-up
+pays for the tuner's modules it draws with, not for the monitor, the A/B runner or the worker launcher behind them.
+A type checker reads the ``TYPE_CHECKING`` imports below, so each name keeps its real type; ``_FACE`` says where
+each lives at run time, and the layering tests keep the two lists and ``__all__`` the same.
+
+No name here may be spelled as a module of this package: importing that module would replace the name with it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ortop.lazy import face_getattr
+
+if TYPE_CHECKING:
+    from ortop.engine.headless import check_profile, compare, measure
+    from ortop.engine.monitor import Monitor
+    from ortop.engine.ops import profile_ops
+    from ortop.engine.snapshot import Snapshot, summary, workload_difference
+    from ortop.engine.space import DIMENSIONS, NOT_DEFAULT, describe, profile_key
+    from ortop.engine.trials import BETTER, Figures, Trial, TuneResult
+    from ortop.engine.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
+    from ortop.engine.tunerun import (
+        LEADERBOARD_COLUMNS,
+        build_tuner,
+        figures_text,
+        leaderboard,
+        leaderboard_rows,
+        trial_cells,
+    )
+    from ortop.engine.view import MonitorView
+
+__all__ = [
+    "BETTER", "DIMENSIONS", "LEADERBOARD_COLUMNS", "NOT_DEFAULT", "OBJECTIVES", "OBJECTIVE_TEXT", "Figures", "Monitor",
+    "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
+    "figures_text", "leaderboard", "leaderboard_rows", "measure", "profile_key", "profile_ops", "summary",
+    "trial_cells", "workload_difference",
+]
+
+_FACE: dict[str, str] = {  # name -> the module of this package that defines it
+    "check_profile": "headless", "compare": "headless", "measure": "headless",
+    "Monitor": "monitor",
+    "profile_ops": "ops",
+    "Snapshot": "snapshot", "summary": "snapshot", "workload_difference": "snapshot",
+    "DIMENSIONS": "space", "NOT_DEFAULT": "space", "describe": "space", "profile_key": "space",
+    "BETTER": "trials", "Figures": "trials", "Trial": "trials", "TuneResult": "trials",
+    "OBJECTIVE_TEXT": "tuner", "OBJECTIVES": "tuner", "Tuner": "tuner",
+    "LEADERBOARD_COLUMNS": "tunerun", "build_tuner": "tunerun", "figures_text": "tunerun", "leaderboard": "tunerun",
+    "leaderboard_rows": "tunerun", "trial_cells": "tunerun",
+    "MonitorView": "view",
+}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; a module __getattr__ would make every name Any
+    __getattr__ = face_getattr(__name__, _FACE)

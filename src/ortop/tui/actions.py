@@ -159,7 +159,7 @@ def finish_session(snap: Any, *, summary_path: str | os.PathLike | None, duratio
         except WRITE_ERRORS as exc:
             errors.append(f"cannot save the last session: {reason(exc)}")
     if summary_path:
-        from ortop.engine.monitor import summary
+        from ortop.engine import summary
         from ortop.fsutil import atomic_write_text
 
         data = summary(snap, duration_s=duration_s, gpu=gpu_summary(gpu_sample), extra={"monitor": ui_cost})

@@ -462,7 +462,7 @@ class OrtopApp(App[int]):
 
     @on(TuneScreen.ApplyRow)
     def _tune_apply(self, message: TuneScreen.ApplyRow) -> None:
-        from ortop.engine.space import profile_key
+        from ortop.engine import profile_key
 
         screen, label = message.screen, message.label
         if profile_key(message.profile) == profile_key(self.current_profile()):
@@ -526,7 +526,7 @@ def run_app(model_path: str, profile: Profile, args: Any, *,
     """
     from ortop.collectors.cpu import PsutilCpuCollector
     from ortop.collectors.gpu import make_gpu_collector
-    from ortop.engine.monitor import Monitor
+    from ortop.engine import Monitor
 
     monitor = Monitor(model_path, profile, strict_providers=getattr(args, "strict_providers", False))
     if on_monitor is not None:

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from ortop.config.profile import Profile
-from ortop.engine.trials import Figures, Trial
-from ortop.engine.tuner import Tuner
-from ortop.engine.tunerun import figures_text, leaderboard, trial_cells
+from ortop.engine import Figures, Trial, Tuner, figures_text, leaderboard, trial_cells
 
 STYLE = {"winner": "bold green", "dropped": "dim", "failed": "red", "baseline": "bold"}  # by a row's status
 

@@ -21,8 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from ortop.doctor.findings import Finding, by_severity, counts, patch_text
-from ortop.doctor.report import evidence_text
+from ortop.doctor import Finding, by_severity, counts, evidence_text, patch_text
 from ortop.tui.screens._base import Responsive, under_cursor
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
@@ -102,8 +101,7 @@ class DoctorScreen(Responsive, Screen[None]):
     # ---- the checks ------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="doctor-static")
     def _run_static(self) -> None:
-        from ortop.doctor.diagnose import context_from_snapshot
-        from ortop.doctor.static import run_static
+        from ortop.doctor import context_from_snapshot, run_static
 
         try:
             findings = run_static(context_from_snapshot(self.snap, self.host, self.gpus))
@@ -127,7 +125,7 @@ class DoctorScreen(Responsive, Screen[None]):
     @work(thread=True, exclusive=True, group="doctor-measured")
     def _measure(self, model_path: str, profile: Any) -> None:
         from ortop.collectors.host import read_host
-        from ortop.doctor.measured import run_measured
+        from ortop.doctor import run_measured
 
         try:
             res = run_measured(model_path, profile, self.host or read_host(), budget_s=self.budget_s,

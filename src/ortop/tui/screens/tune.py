@@ -35,10 +35,17 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from ortop.config.profile import Profile
-from ortop.engine.space import describe, profile_key
-from ortop.engine.trials import BETTER, TuneResult
-from ortop.engine.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
-from ortop.engine.tunerun import LEADERBOARD_COLUMNS, figures_text
+from ortop.engine import (
+    BETTER,
+    LEADERBOARD_COLUMNS,
+    OBJECTIVE_TEXT,
+    OBJECTIVES,
+    Tuner,
+    TuneResult,
+    describe,
+    figures_text,
+    profile_key,
+)
 from ortop.errors import OrtopError
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
 from ortop.tui.screens._base import Responsive, under_cursor
@@ -61,7 +68,7 @@ def real_tuner(model_path: str, profile: Profile, *, objective: str, budget_s: f
                on_event: Callable[[str, Tuner], None], stop: threading.Event,
                max_p99_ms: float | None = None) -> Tuner:
     """The search ``ortop tune`` runs: every dimension that applies, worker processes racing in blocks."""
-    from ortop.engine.tunerun import build_tuner
+    from ortop.engine import build_tuner
 
     return build_tuner(model_path, profile, objective=objective, max_p99_ms=max_p99_ms, budget_s=budget_s,
                        on_event=on_event, stop=stop)[0]
