@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 import pkgutil
 import subprocess
@@ -151,3 +152,22 @@ def test_the_faces_and_the_tui_start_up_leave_the_heavy_modules_unloaded():
     assert not faces & heavy
     tui = _imported_after(["ortop.tui.app"])
     assert "ortop.tui.app" in tui and not tui & heavy
+
+
+def test_the_monitor_and_the_ui_fake_take_the_views_arguments():
+    """mypy checks the Monitor against the TUI's MonitorView (run_app hands one to make_app); the tests' fake is
+    outside mypy's files, so its methods are held to the view's parameters here (names, kinds, defaults)."""
+    from ortop.engine import Monitor, MonitorView
+    from tests.fakes import FakeMonitor
+
+    members = [k for k in vars(MonitorView) if not k.startswith("_")]
+    assert {"snapshot", "apply", "verify", "generation"} <= set(members)
+
+    def params(f):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
+    for impl in (Monitor, FakeMonitor):
+        for name in members:
+            want = inspect.getattr_static(MonitorView, name)
+            if callable(want):
+                assert params(getattr(impl, name)) == params(want), (impl.__name__, name)

@@ -1,7 +1,9 @@
 """A stand-in for engine.Monitor with seeded, fixed-clock Snapshots, for the UI's snapshot tests.
 
-It has the Monitor's public surface (snapshot, apply, pause, resume, reset_stats, add_event, stop, worker_pid,
-start_profile, fatal, model_path, bucket_s, window_s) and nothing else, so the app cannot lean on internals.
+It fits :class:`ortop.engine.MonitorView`, what the app may use of a monitor (snapshot, apply, pause, resume,
+reset_stats, add_event, verify, fatal, generation, model_path, bucket_s, window_s), plus stop, worker_pid and
+start_profile, and nothing else, so the app cannot lean on internals. It keeps no generation (None): the app reads
+a snapshot on every tick, which the snapshot tests' manual ticks rely on.
 Everything behind the UI that matters (rebuilds, validation, files) is tested with the real Monitor elsewhere.
 """
 
@@ -34,6 +36,7 @@ class FakeMonitor:
 
     bucket_s = 0.5
     window_s = 5.0
+    generation: int | None = None
 
     def __init__(self, model_path: str = "/models/resnet-ish.onnx", profile: Profile | None = None, *,
                  seed: int = 0, state: str = "measuring", n_configs: int = 3, fatal: str | None = None,

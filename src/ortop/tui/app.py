@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -51,6 +51,9 @@ from ortop.tui.screens.save import SaveAs, SaveScreen
 from ortop.tui.screens.settings import SettingsScreen
 from ortop.tui.screens.tune import TunerFactory, TuneScreen
 
+if TYPE_CHECKING:
+    from ortop.engine import Monitor, MonitorView, Snapshot
+
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
 SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
 
@@ -63,7 +66,7 @@ class OrtopApp(App[int]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall"), (46, "-taller")]
 
-    def __init__(self, monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
+    def __init__(self, monitor: MonitorView, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
                  profile_dir: str | os.PathLike = "profiles", summary_path: str | os.PathLike | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -75,7 +78,7 @@ class OrtopApp(App[int]):
         self.started = clock()
         self.mounted: tuple[float, float] | None = None  # (process CPU s, clock) once the UI is up
         self.last_driver: Any = None  # the terminal driver, kept for after the app ends (see run_app)
-        self.snap: Any = None
+        self.snap: Snapshot | None = None
         self.meters = MeterState(cpu, gpu)
         self._meter_epoch = -1  # the current frame (see MainScreen.draw)
         self._generation: int | None = None  # the monitor's generation the last drawing saw
@@ -142,7 +145,7 @@ class OrtopApp(App[int]):
         meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.0
         meter_epoch = int(now / meter_s) if meter_s else self.ticks
         frame = meter_epoch != self._meter_epoch
-        generation = getattr(self.monitor, "generation", None)
+        generation = self.monitor.generation
         if (not frame and generation is not None and generation == self._generation and self.snap is not None
                 and self.snap.state not in BUSY_STATES and self._main_visible()):
             return  # between two frames nothing happened: no snapshot, no drawing
@@ -178,13 +181,12 @@ class OrtopApp(App[int]):
         stack = self.screen_stack
         return bool(stack) and stack[-1] is self._main
 
-    def draw_main(self, snap: Any) -> None:
+    def draw_main(self, snap: Snapshot) -> None:
         """Hand the live view the snapshot and what the collectors showed (see MainScreen.draw)."""
         if self._main is None:
             return
         monitor, meters = self.monitor, self.meters.view(self._meter_epoch, self._slow_epoch)
-        self._main.draw(snap, meters, bucket_s=monitor.bucket_s, window_s=getattr(monitor, "window_s", 5.0),
-                        fatal=getattr(monitor, "fatal", None))
+        self._main.draw(snap, meters, bucket_s=monitor.bucket_s, window_s=monitor.window_s, fatal=monitor.fatal)
 
     @on(messages.CatchUp)
     def _catch_up(self) -> None:
@@ -506,7 +508,7 @@ class OrtopApp(App[int]):
         self.push_screen(SaveScreen(self.profile_dir, name, note, suffix=ext, title=f"Export as {ext}"), answered)
 
 
-def make_app(monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
+def make_app(monitor: MonitorView, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
              profile_dir: str | os.PathLike = "profiles", summary_path: str | os.PathLike | None = None,
              clock: Callable[[], float] = time.monotonic) -> OrtopApp:
     """The one way an OrtopApp is built: by ``ortop``, the Pilot tests and the snapshot apps alike.
@@ -518,7 +520,7 @@ def make_app(monitor: Any, *, cpu: Any = None, gpu: Any = None, refresh_hz: floa
 
 
 def run_app(model_path: str, profile: Profile, args: Any, *,
-            on_monitor: Callable[[Any], None] | None = None) -> int:
+            on_monitor: Callable[[Monitor], None] | None = None) -> int:
     """Run the UI on a real Monitor until q, SIGTERM or SIGHUP; returns the exit code (1 if the model failed).
 
     ``on_monitor`` gets the monitor before it starts, for consumers that read it alongside the UI (a metrics
