@@ -54,7 +54,19 @@ def interval_line(latency_ms: np.ndarray, *, t: float, interval_s: float, snap: 
         "throughput_per_s": _num(a.size / interval_s if interval_s > 0 and a.size else math.nan, 2),
         "cpu_ms_per_run": _num(snap.cpu.cpu_ms_per_run),
         "rss_bytes": rss_bytes,
+        **_traffic(snap),
     }
+
+
+def _traffic(snap: Any) -> dict[str, Any]:
+    """Open arrivals: the live configuration's offered rate, requests shed, and its response split into queue and
+    service (p50, p99 since it was built); p50_ms/p99_ms above are response times."""
+    t = getattr(snap, "traffic", None)
+    if t is None or not t.open:
+        return {}
+    return {"arrival": t.mode, "offered_per_s": _num(t.offered_per_s, 2), "dropped": int(t.dropped),
+            "queue_p50_ms": _num(t.queue.p50), "queue_p99_ms": _num(t.queue.p99),
+            "service_p50_ms": _num(t.service.p50), "service_p99_ms": _num(t.service.p99)}
 
 
 class JsonlWriter:

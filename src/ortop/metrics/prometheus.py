@@ -177,6 +177,7 @@ class OrtopCollector:
         self.rss = rss or WorkerRss()
         self.profile_name = profile_name
         self._errors = 0
+        self._dropped: dict[int, int] = {}  # requests shed, per configuration (a counter never goes down)
         self._lock = threading.Lock()
 
     def attach(self, monitor: Any, feed: HistogramFeed | None = None) -> None:
@@ -200,7 +201,8 @@ class OrtopCollector:
 
     def _families(self, s: Snapshot) -> Iterable[Metric]:
         h = self.histogram
-        yield h.family("ortop_latency", "Latency of every run of the live configuration (Run() call, seconds).")
+        yield h.family("ortop_latency", "Response time of every request of the live configuration, seconds: from "
+                       "its scheduled arrival with open arrivals (queue + Run()), the Run() call in a closed loop.")
         yield CounterMetricFamily("ortop_runs", "Runs of the live configurations since ortop started "
                                   "(the latency histogram's count).", value=h.count)
         errors = sum(e.count for e in s.events if e.level == "error")
@@ -216,6 +218,7 @@ class OrtopCollector:
                                       "next one tries again); non-zero means the histogram may lag.",
                                       value=self.feed.failures)
         yield from self._gauges(s)
+        yield from self._traffic(s)
         yield self._info(s)
         state = GaugeMetricFamily("ortop_state", "1 for the monitor's current state, 0 for the others.",
                                   labels=["state"])
@@ -251,6 +254,28 @@ class OrtopCollector:
                                     labels=["gpu", "gpu_name"], unit="bytes")
             for index, name, used in gpu_mem:
                 fam.add_metric([str(index), name], float(used))
+            yield fam
+
+    def _traffic(self, s: Snapshot) -> Iterable[Metric]:
+        """Open arrivals: the offered rate, requests shed (a counter over every configuration), and the response
+        split into queue and service (p50, p99)."""
+        t = s.traffic
+        if t is not None and s.config_id >= 0:
+            self._dropped[s.config_id] = max(self._dropped.get(s.config_id, 0), t.dropped)
+        yield CounterMetricFamily("ortop_requests_dropped", "Requests shed on a full queue (open arrivals), over "
+                                  "every configuration since ortop started.", value=sum(self._dropped.values()))
+        if t is None or not t.open:
+            return
+        if _finite(t.offered_per_s):
+            yield GaugeMetricFamily("ortop_offered_rate_per_second", "Requests per second offered to the live "
+                                    "configuration (open arrivals).", value=t.offered_per_s)
+        for name, st, doc in (("ortop_queue_wait_seconds", t.queue, "Time requests waited in the queue"),
+                              ("ortop_service_seconds", t.service, "Time inside Run()")):
+            fam = GaugeMetricFamily(name, f"{doc} (live configuration), by quantile.", labels=["quantile"],
+                                    unit="seconds")
+            for q, v in (("0.5", st.p50), ("0.99", st.p99)):
+                if _finite(v):
+                    fam.add_metric([q], v / 1e3)
             yield fam
 
     def _gpu(self, pid: int | None) -> list[tuple[int, str, int]]:
