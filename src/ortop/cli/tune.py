@@ -251,7 +251,8 @@ def format_result(result: Any, model_path: str, saved: str | None) -> str:
             lines.append(f" {mark} {t.label:<40} failed: {t.reason}")
         else:
             verdict = c.text() if c is not None else "not measured"
-            lines.append(f" {mark} {t.label:<40} {t.status:<8} {verdict}")
+            pace = t.pace()
+            lines.append(f" {mark} {t.label:<40} {t.status:<8} {verdict}" + (f"  [{pace}]" if pace else ""))
     for note in result.pruned:
         lines.append(f"   pruned {note}")
     if result.verdict == "better":
