@@ -206,3 +206,15 @@ def test_the_doctor_says_when_the_offered_rate_is_not_kept(tmp_path):
     assert check_pace(Context(model=info, profile=prof, host=read_host(), served_per_s=990.0)) == []
     closed = P.Profile()
     assert check_pace(Context(model=info, profile=closed, host=read_host(), served_per_s=10.0)) == []
+
+
+def test_exports_state_the_traffic_and_perf_test_says_what_it_cannot_do():
+    from ortop.config import profile as P
+    from ortop.export import render
+
+    prof = P.from_dict({"workload": {"rate_hz": 200, "arrival": "poisson", "dim_mix": {"batch": "1..8"}}})
+    said = "Measured under Poisson arrivals at 200/s per session into a FIFO queue; input shapes drawn per request"
+    assert said in render(prof, "python", model_path="m.onnx") and said in render(prof, "cpp", model_path="m.onnx")
+    perf = render(prof, "perf-test", model_path="m.onnx")
+    assert "perf_test cannot pace requests or queue them" in perf and "perf_test feeds one shape" in perf
+    assert "Measured under" not in render(P.Profile(), "python", model_path="m.onnx")

@@ -5,6 +5,7 @@ own language.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -139,4 +140,28 @@ def comment_header(profile: Profile, api: str, quote: Callable[[str], str]) -> l
     if profile.env:
         out.append("// Environment variables to set before the process starts (LD_PRELOAD is read only then):")
         out += [f"//   {k}={quote(v)}" for k, v in profile.env.items()]
+    said = workload_text(profile)
+    if said:
+        out += comment_lines(said, "// ")
     return out
+
+
+def workload_text(profile: Profile) -> str:
+    """The traffic the profile was measured under, for a comment: arrivals and shape mixes ("" for a closed loop on
+    one shape, which needs no word). The settings do not depend on it; their measured effect does."""
+    from ortop.measure.arrivals import CLOSED, FIXED, POISSON, mode_of
+
+    w = profile.workload
+    mode = mode_of(w)
+    parts = []
+    if mode in (FIXED, POISSON):
+        spacing = "evenly spaced" if mode == FIXED else "Poisson"
+        parts.append(f"{spacing} arrivals at {w.rate_hz:g}/s per session into a FIFO queue")
+    elif mode != CLOSED:
+        parts.append(f"a replayed trace ({os.path.basename(w.trace)}, x{w.trace_speed:g})")
+    mixes = [f"{k}={v}" for k, v in w.dim_mix.items()] + [f"{k}={v}" for k, v in w.shape_mix.items()]
+    if mixes:
+        parts.append("input shapes drawn per request: " + ", ".join(mixes))
+    if not parts:
+        return ""
+    return "Measured under " + "; ".join(parts) + "."

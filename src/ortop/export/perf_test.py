@@ -18,6 +18,7 @@ from ortop.config.profile import Profile
 from ortop.config.values import affinity_string, truthy
 from ortop.export.common import ExportError, literal
 from ortop.export.literals import json_str
+from ortop.measure.arrivals import CLOSED, mode_of
 
 # Flags of onnxruntime_perf_test, checked against onnxruntime/test/perftest/command_args_parser.cc (its ABSL_FLAG
 # definitions, usage text and ParseArguments) and their use in ort_test_session.cc and test_configuration.h.
@@ -187,8 +188,12 @@ def _workload(profile: Profile, args: list[str], notes: list[str]) -> None:
     if w.pin_replicas:
         notes.append("pin_replicas = true: perf_test pins no callers (-T pins one session's pool threads; "
                      "taskset -c CORES pins the whole process)")
-    if w.rate_hz > 0:
-        notes.append(f"rate_hz = {w.rate_hz:g}: perf_test runs closed loop, back to back")
+    if mode_of(w) != CLOSED:
+        notes.append(f"arrival = {mode_of(w)}" + (f", rate_hz = {w.rate_hz:g}" if w.rate_hz > 0 else "")
+                     + ": perf_test cannot pace requests or queue them; it runs closed loop, back to back")
+    if w.dim_mix or w.shape_mix:
+        notes.append("shape mixes (" + ", ".join([*w.dim_mix, *w.shape_mix]) + "): perf_test feeds one shape; -f "
+                     "fixes each free dim to one size")
     if w.inputs:
         notes.append("inputs from .npy files are not carried over: without -I perf_test reads test_data_set_* "
                      "folders next to the model")

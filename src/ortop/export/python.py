@@ -26,6 +26,7 @@ from ortop.export.common import (
     replicas,
     session_settings,
     shared_arena,
+    workload_text,
 )
 from ortop.export.literals import py_str
 
@@ -49,6 +50,9 @@ def _header(profile: Profile, model_path: str) -> list[str]:
     if replicas(profile) > 1 or profile.workload.pin_replicas:
         lines.append(f"make_sessions() builds the {replicas(profile)} replicas the profile serves at once"
                      + (", each on its own share of the cores." if profile.workload.pin_replicas else "."))
+    said = workload_text(profile)
+    if said:
+        lines += ["", said]
     lines.append('"""')
     if profile.description:
         lines.append(f"# profile: {py_str(profile.description)}")
