@@ -96,8 +96,10 @@ class Loop:
     Each replica has its own queue offered the profile's rate: N replicas serve N times the rate, like N servers.
     """
 
-    def __init__(self, session: Any, config_id: int, on_error: Callable[[int, str], None]):
+    def __init__(self, session: Any, config_id: int, on_error: Callable[[int, str], None], *,
+                 loop_trace: bool = False):
         self.session = session
+        self.loop_trace = loop_trace  # a block of an alternation replays a trace end to end for as long as it lasts
         self.config_id = config_id
         self.on_error = on_error
         self.stop = threading.Event()
@@ -126,6 +128,8 @@ class Loop:
         if self.mode == A.TRACE:
             if trace is None:
                 raise ValueError("arrival = 'trace' needs a trace (workload.trace, --trace)")
+            if self.loop_trace and not trace.loop:
+                trace = trace.looped()
             times = A.offsets(A.TRACE, 0.0, seed, trace.times, float(w.trace_speed), loop=trace.loop)
             shapes = trace.shape_chunks()
             limit = None if trace.loop else len(trace.times)

@@ -206,7 +206,7 @@ class Worker:
                     return
                 from ortop.runtime.serve import Loop
 
-                loop = Loop(self.sessions[cid], cid, self._on_error)
+                loop = Loop(self.sessions[cid], cid, self._on_error, loop_trace=True)
                 alt.block = _Block(loop, alt.pos, alt.settle_ns, alt.block_ns)
                 loop.start()
                 self._state("alternating", -1)
