@@ -1,9 +1,11 @@
 """The knob registry drives every surface: a declaration alone reaches profile reading and validation, the TOML
-round trip, the ORT session options, the settings form, every exporter and the README table. Checked with fake
+round trip, the ORT session options, the settings form, every exporter, the README table, the command-line flags,
+the one-line summaries (settings line, change lines, tuner labels) and the verdict's metric. Checked with fake
 knobs added to the registry, with the real inter-op spin knobs, and by walking the Profile dataclasses."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import glob
 import json
@@ -14,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.config import knobs
 from ortop.config import profile as pm
-from ortop.config.knobs import CONFIG_ENTRY, ENV, PROVIDER_OPTION, SESSION_OPTION, Knob
+from ortop.config.diff import diff
+from ortop.config.knobs import CONFIG_ENTRY, ENV, PROVIDER_OPTION, SESSION_OPTION, Flag, Knob
 from ortop.config.profile import Profile, ProfileError, SessionSettings
 from ortop.config.validate import check_value
 from ortop.export import FORMATS, ExportError, render
@@ -28,14 +32,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 FAKE_ENTRY = Knob("session.fake_spin_pause", int, None, CONFIG_ENTRY, "session.ortop_fake_spin_pause", optional=True,
                   minimum=1, maximum=9, help="a fake config entry", label="fake pause", section="Spinning",
-                  hint="fake hint", tune_values=(1, 5))
+                  hint="fake hint", tune_values=(1, 5), short="pause", display=lambda v: f"{v} ticks", glance="set",
+                  flag=Flag("--fake-pause", "T", session=True))
 FAKE_ATTR = Knob("session.fake_verbosity", int, 0, SESSION_OPTION, "log_verbosity_level", minimum=0,
                  help="a fake SessionOptions attribute", label="fake verbosity", section="Logging")
 FAKE_CUDA = Knob("provider.options.fake_cuda_switch", bool, None, PROVIDER_OPTION, "fake_cuda_switch", optional=True,
                  provider="cuda", help="a fake CUDA option", label="fake_cuda_switch", section="CUDA (provider cuda)")
 FAKE_ENV = Knob("env.ORTOP_FAKE_ENV", str, None, ENV, "ORTOP_FAKE_ENV", optional=True, restarts=True,
                 help="a fake environment variable", label="ORTOP_FAKE_ENV", section="Environment")
-FAKES = (FAKE_ENTRY, FAKE_ATTR, FAKE_CUDA, FAKE_ENV)
+FAKE_WORKLOAD = Knob("workload.fake_burst", int, 1, minimum=1, maximum=64, help="a fake workload knob")  # no face
+FAKES = (FAKE_ENTRY, FAKE_ATTR, FAKE_CUDA, FAKE_ENV, FAKE_WORKLOAD)
 
 FAKE_TOML = """\
 [session]
@@ -261,6 +267,77 @@ def test_fake_knob_is_in_the_markdown_table() -> None:
     assert "`fake_cuda_switch`" in table and "`ORTOP_FAKE_ENV`" in table
 
 
+def _parser(*, session: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    add_workload_args(p, session=session)
+    return p
+
+
+@pytest.mark.usefixtures("fake")
+def test_fake_knob_has_a_flag() -> None:
+    """A declared flag and a derived one (every single-valued workload knob gets ``--name``), typed by the knob."""
+    args = _parser(session=True).parse_args(["--fake-pause", "3", "--fake-burst", "4", "--threads", "2"])
+    p = apply_flags(Profile(), args, "m.onnx")
+    assert (p.session.fake_spin_pause, p.workload.fake_burst, p.session.intra_op_num_threads) == (3, 4, 2)
+    assert "--fake-pause T" in _parser(session=True).format_help()
+    assert "a fake workload knob" in _parser(session=False).format_help()  # the knob's help, when the flag has none
+    for argv in (["--fake-pause", "3"], ["--fake-burst", "many"]):  # a quick session flag only where asked for
+        with pytest.raises(SystemExit) as info:
+            _parser(session=False).parse_args(argv)
+        assert info.value.code == 2
+    with pytest.raises(ProfileError, match="fake_burst must be 1..64, got 65"):
+        apply_flags(Profile(), _parser(session=False).parse_args(["--fake-burst", "65"]), "m.onnx")
+    assert apply_flags(Profile(), _parser(session=True).parse_args([]), "m.onnx").workload.fake_burst == 1
+
+
+@pytest.mark.usefixtures("fake")
+def test_fake_knob_has_a_label_and_a_display_everywhere() -> None:
+    from ortop.engine.snapshot import changes_between, label_of
+    from ortop.engine.space import describe
+    from ortop.tui.panels._format import compact_changes
+    from ortop.tui.panels.model import settings_line
+
+    p = pm.merge(Profile(), **{"session.fake_spin_pause": 3, "workload.fake_burst": 2})
+    assert [(c.key, c.before, c.after, c.knob) for c in diff(Profile(), p)] == [
+        ("session.fake_spin_pause", None, 3, FAKE_ENTRY), ("workload.fake_burst", 1, 2, FAKE_WORKLOAD)]
+    assert compact_changes(Profile(), p) == ["pause 3 ticks", "fake burst 2"]  # shown at a glance first
+    assert describe(p, Profile()) == "pause 3 ticks, fake burst 2"  # the tuner's label: the same terms
+    assert label_of(changes_between(Profile(), p)) == "session.fake_spin_pause: default → 3; workload.fake_burst: 1 → 2"
+    assert settings_line(p) == "threads default · spin default · closed loop · pause 3 ticks"  # declaration order
+    assert settings_line(Profile()) == "threads default · spin default · closed loop"  # "set" knobs only when set
+
+
+@pytest.mark.usefixtures("fake")
+def test_fake_knob_has_a_verdict_metric() -> None:
+    from ortop.engine.verdicts import primary_metric
+
+    paced = pm.merge(Profile(), **{"workload.rate_hz": 100.0})
+    assert primary_metric(paced, pm.merge(paced, **{"session.fake_spin_pause": 3})) == "cpu"  # "spin" in its name
+    assert primary_metric(Profile(), pm.merge(Profile(), **{"session.fake_spin_pause": 3})) == "p50"  # closed loop
+    assert primary_metric(paced, pm.merge(paced, **{"session.fake_verbosity": 1})) == "p50"
+    callers = pm.merge(Profile(), **{"workload.concurrency": 2})
+    assert primary_metric(callers, pm.merge(callers, **{"session.fake_verbosity": 1})) == "throughput"
+    assert dataclasses.replace(FAKE_ATTR, verdict="p99").metric(100.0, 2) == "p99"  # declared: whatever the load
+    with pytest.raises(ValueError, match="unknown verdict metric"):
+        dataclasses.replace(FAKE_ATTR, verdict="p42")
+
+
+def test_real_knobs_faces() -> None:
+    """Flags are unique and none collides with another command flag; the tuner's dimensions read apart."""
+    flags = [k.cli_flag.name for k in knobs.registry() if k.cli_flag is not None]
+    assert len(flags) == len(set(flags))
+    help_ = _parser(session=True).format_help()
+    for flag in ("--threads", "--inter-threads", "--no-spinning", "--provider", "--rate", "--concurrency", "--replicas",
+                 "--pin-replicas", "--shared-arena", "--arrival", "--max-queue", "--trace", "--trace-speed",
+                 "--warmup", "--seed", "--batch", "--dim", "--shape", "--value", "--input"):
+        assert flag in help_, flag
+    tuned = [k.short_label for k in knobs.registry() if k.tune(8)]
+    assert len(tuned) == len(set(tuned)), tuned
+    assert knobs.get("session.dynamic_block_base").term_text(4) == "dbb 4"
+    assert knobs.get("workload.rate_hz").term_text(0.0) == "closed loop"
+    assert knobs.get("session.intra_op_thread_affinities").term_text(((0, 1), (2,))) == "pinned 0-2"
+
+
 # ---- the inter-op spin knobs: declared once, present everywhere -------------------------------------------------
 
 INTER_OP = {"session.inter_op_spin_duration_us": "session.inter_op.spin_duration_us",
@@ -303,6 +380,22 @@ def test_inter_op_spin_knobs_on_a_real_session(model: str) -> None:
     assert got.get_session_config_entry("session.inter_op.spin_duration_us") == "50"
     (y,) = sess.run(None, {"x": np.ones((2, 16), np.float32)})
     assert y.shape == (2, 16)
+
+
+def test_every_spin_knob_is_judged_on_cpu_per_run_at_a_paced_rate() -> None:
+    """A change of the inter-op spin knobs at a paced rate used to be judged on p50: what spinning costs is CPU."""
+    from ortop.engine.verdicts import primary_metric
+
+    paced = pm.merge(Profile(), **{"workload.rate_hz": 100.0})
+    for key, value in (("session.allow_spinning", False), ("session.inter_op_allow_spinning", False),
+                       ("session.spin_duration_us", 10), ("session.spin_backoff_max", 2),
+                       ("session.inter_op_spin_duration_us", 10), ("session.inter_op_spin_backoff_max", 2),
+                       ("env.OMP_WAIT_POLICY", "PASSIVE")):
+        assert primary_metric(paced, pm.merge(paced, **{key: value})) == "cpu", key
+        assert primary_metric(Profile(), pm.merge(Profile(), **{key: value})) == "p50", key
+    assert primary_metric(paced, pm.merge(paced, **{"session.dynamic_block_base": 4})) == "p99"
+    both = pm.merge(paced, **{"session.dynamic_block_base": 4, "session.inter_op_allow_spinning": False})
+    assert primary_metric(paced, both) == "cpu"  # CPU first when several are named
 
 
 def test_inter_op_spin_knobs_in_form_exports_and_readme() -> None:

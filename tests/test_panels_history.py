@@ -35,7 +35,7 @@ def test_history_rows_star_best_and_colour_verdicts() -> None:
                 profile=_p(**SPIN_OFF)),
     ], current_id=2)
     assert [r[0].plain for r in rows] == ["", "★", "▶"]
-    assert [r[2].plain for r in rows] == ["start", "4 thr", "spin off"]  # each row: its own step
+    assert [r[2].plain for r in rows] == ["start", "threads 4", "spin off"]  # each row: its own step
     assert rows[1][4].plain == "2.00"
     assert "green" in str(rows[1][8].style)
     assert "dim" in str(rows[2][8].style) and rows[2][8].plain == "noise (+5.0%)"
@@ -90,8 +90,8 @@ def test_rows_with_long_changes_read_apart_and_the_detail_has_them_in_full() -> 
             _record(2, 2.5, profile=_p(**many), label="session.allow_spinning: default → off; x"),
             _record(3, 2.5, profile=_p(**many), label="y")]
     cells = [r[2].plain for r in history.history_rows(recs, label_width=30)]
-    assert cells == ["start", "4 thr · spin off", "dbb 4 · 100 Hz", "same as #2"]
-    assert history.history_rows(recs, label_width=10)[1][2].plain == "4 thr…"  # cut at a word
+    assert cells == ["start", "threads 4 · spin off", "dbb 4 · 100 Hz", "same as #2"]
+    assert history.history_rows(recs, label_width=11)[1][2].plain == "threads 4…"  # cut at a word
     detail = history.history_detail(recs[2], recs[1]).plain.split("\n")
     assert detail[0] == "#2 allow_spinning: default → off; x"
     assert detail[1] == "from #1: dbb 4 · 100 Hz"

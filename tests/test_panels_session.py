@@ -25,7 +25,7 @@ def test_events_newest_last_with_counts() -> None:
 def test_settings_line_names_the_demo_knobs() -> None:
     p = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 4, "session.allow_spinning": False,
                                         "session.dynamic_block_base": 4, "workload.rate_hz": 100.0})
-    assert model.settings_line(p) == "intra 4 · spin off · dbb 4 · rate 100 Hz"
+    assert model.settings_line(p) == "threads 4 · spin off · dbb 4 · 100 Hz"
 
 
 def test_status_line_names_model_state_and_configuration() -> None:
@@ -34,11 +34,11 @@ def test_status_line_names_model_state_and_configuration() -> None:
 
     snap = FakeMonitor(n_configs=2).snapshot()
     line = status.status_line(snap, 120).plain
-    assert line == " ortop  resnet-ish.onnx  ● measuring 12 s  #1 2 thr"  # compact: changes from the start
+    assert line == " ortop  resnet-ish.onnx  ● measuring 12 s  #1 threads 2"  # compact: changes from the start
     snap3 = FakeMonitor().snapshot()  # #2: 2 threads, spinning off, paced at 100 Hz
-    assert status.status_line(snap3, 120).plain.endswith("#2 2 thr · spin off · 100 Hz")
+    assert status.status_line(snap3, 120).plain.endswith("#2 threads 2 · spin off · 100 Hz")
     narrow = status.status_line(snap3, 64).plain
-    assert narrow.endswith("#2 2 thr · spin off…") and len(narrow) <= 64  # cut after a whole term, never mid-word
+    assert narrow.endswith("#2 threads 2…") and len(narrow) <= 64  # cut after a whole term, never mid-word
 
 
 def test_model_panel_shows_the_pending_change_while_building() -> None:
@@ -48,7 +48,7 @@ def test_model_panel_shows_the_pending_change_while_building() -> None:
     m = FakeMonitor(state="building")
     m.pending = profile_mod.merge(m.snapshot().profile, **{"session.intra_op_num_threads": 8})
     out = lines(model.model_panel(m.snapshot(), 80, 10))
-    assert out[0].startswith(" ⟳ building 1.7 s ") and out[0].endswith("→ 8 thr")
+    assert out[0].startswith(" ⟳ building 1.7 s ") and out[0].endswith("→ threads 8")
     assert out[1].startswith("model resnet-ish.onnx  IR 10 · 12 nodes")
 
 

@@ -161,7 +161,7 @@ async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tm
         assert not isinstance(app.screen, SaveScreen)
         saved = profile_mod.load(path)
         assert replace(saved, description="") == monitor.snapshot().profile
-        assert saved.description == "1 thr · 200 Hz · warmup_runs=3, tuned on matmul.onnx"  # what it sets
+        assert saved.description == "threads 1 · 200 Hz · warm-up runs 3, tuned on matmul.onnx"  # what it sets
         assert any("profile saved" in e.text for e in monitor.snapshot().events)
         # the same name again asks first, and "n" leaves the file alone
         mtime = path.stat().st_mtime_ns
@@ -230,8 +230,8 @@ async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_pat
         await pilot.press("R")  # closed loop → 100 Hz
         await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz == 100.0 and measuring(monitor)(),
                        what="paced at 100 Hz")
-        await wait_for(pilot, lambda: "rate 100 Hz" in panel_text(app, "model"), what="model panel")
-        assert "dbb 4" in panel_text(app, "model") and "intra 2" in panel_text(app, "model")
+        await wait_for(pilot, lambda: "dbb 4 · 100 Hz" in panel_text(app, "model"), what="model panel")
+        assert "threads 2 · " in panel_text(app, "model")
 
 
 # ---- over the fake monitor: what the screens hand back and what the app does with it --------------------------
@@ -539,13 +539,13 @@ async def test_history_rows_read_apart_and_the_selected_one_is_shown_in_full(tmp
         await pilot.pause()
         table = app.screen.query_one("#history-table")
         cells = [table.get_row_at(i)[2].plain for i in range(table.row_count)]
-        assert cells == ["start", "2 thr", "spin off · 100 Hz"]
+        assert cells == ["start", "threads 2", "spin off · 100 Hz"]
         detail = str(app.screen.query_one("#history-detail").render())
         assert "#2 allow_spinning: default → off; intra_op_num_threads: 0 → 2; rate_hz: 0.0 → 100.0" in detail
         assert "from #1: spin off · 100 Hz" in detail
         await pilot.press("up")
         await pilot.pause()
-        assert "from #0: 2 thr" in str(app.screen.query_one("#history-detail").render())
+        assert "from #0: threads 2" in str(app.screen.query_one("#history-detail").render())
 
 
 async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_words(tmp_path: Path) -> None:
@@ -561,7 +561,7 @@ async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_wo
             assert key in shown, sorted(shown)
             assert shown[key].region.right <= 80, (key, shown[key].region)  # on screen, not cut off
         status = panel_text(app, "status")
-        assert status.rstrip().endswith("#2 2 thr · spin off · 100 Hz")
+        assert status.rstrip().endswith("#2 threads 2 · spin off · 100 Hz")
     async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # every key fits at 120
         await pilot.pause()
         shown = {k.key_display for k in pilot.app.screen.query(FooterKey)}
@@ -664,7 +664,7 @@ async def test_saved_profiles_are_described_by_what_they_set_and_exports_are_nam
         await pilot.press("ctrl+s", "ctrl+a", "ctrl+k", *"fast", "enter")
         await pilot.pause()
         saved = profile_mod.load(tmp_path / "profiles" / "fast.toml")
-        assert saved.description == "2 thr · spin off · 100 Hz, tuned on resnet-ish.onnx"
+        assert saved.description == "threads 2 · spin off · 100 Hz, tuned on resnet-ish.onnx"
         await pilot.press("e", "w", "ctrl+a", "ctrl+k", *"serving", "enter")
         await pilot.pause()
         out = tmp_path / "profiles" / "serving.py"

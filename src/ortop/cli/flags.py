@@ -1,7 +1,10 @@
-"""Flags several commands share: the workload (rate, callers, warm-up, seed, provider) and the inputs fed.
+"""Flags several commands share: every knob's flag (the workload's, the provider, the quick session knobs) and the
+inputs fed.
 
-One definition, so ``ortop MODEL``, ``compare``, ``tune`` and ``doctor`` spell and apply them alike: a flag
-overrides the profile's value; input maps (dims, shapes, values, files) are merged into the profile's own.
+A knob's flag is declared with the knob (``Knob.flag``; every single-valued workload knob gets one by default), so
+``ortop MODEL``, ``compare``, ``tune``, ``doctor`` and ``ops`` spell and apply them alike and a new knob needs no
+edit here: a flag overrides the profile's value; input maps (dims, shapes, values, files) are merged into the
+profile's own.
 """
 
 from __future__ import annotations
@@ -12,36 +15,43 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ortop.config import knobs
+from ortop.config.knobs import Flag, Knob
 from ortop.errors import UsageError
 
 
+def _flag_knobs(*, session: bool) -> list[tuple[Knob, Flag]]:
+    """The knobs with a command-line flag (declared or derived), in declaration order; the quick session ones only
+    with ``session``."""
+    out = []
+    for knob in knobs.registry():
+        flag = knob.cli_flag
+        if flag is not None and (session or not flag.session):
+            out.append((knob, flag))
+    return out
+
+
+def _add_flag(p: Any, knob: Knob, flag: Flag) -> None:
+    """One knob's flag on a parser or group: a bool stores True (False for ``--no-…``), anything else is read as
+    the knob's type (one of its choices, when it has them)."""
+    help_ = flag.help or knob.help
+    if knob.type is bool:
+        p.add_argument(flag.name, dest=flag.dest, action="store_const", const=not flag.name.startswith("--no-"),
+                       default=None, help=help_)
+    elif knob.choices:
+        p.add_argument(flag.name, dest=flag.dest, choices=knob.choices, help=help_)
+    else:
+        kind = knob.type if knob.type in (int, float) else str
+        metavar = flag.metavar or {int: "N", float: "X"}.get(kind, "VALUE")
+        p.add_argument(flag.name, dest=flag.dest, type=kind, metavar=metavar, help=help_)
+
+
 def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False) -> None:
-    """The workload and input flags; ``session`` adds the quick session knobs (threads, spinning)."""
-    p.add_argument("--provider", metavar="NAME", help="execution provider: cpu, cuda, or any name ORT knows")
-    if session:
-        p.add_argument("--threads", type=int, metavar="N", help="intra-op threads (0 = ORT's default)")
-        p.add_argument("--inter-threads", type=int, metavar="N", help="inter-op threads")
-        p.add_argument("--no-spinning", action="store_true", help="turn the thread pool's spin-wait off")
-    w = p.add_argument_group("workload")
-    w.add_argument("--rate", type=float, metavar="HZ", help="paced loop at HZ runs per second (0 = closed loop)")
-    w.add_argument("--concurrency", type=int, metavar="K", help="K concurrent callers")
-    w.add_argument("--replicas", type=int, metavar="N",
-                   help="serve N sessions of the model at once in one worker, each with its own callers")
-    w.add_argument("--pin-replicas", action="store_true", default=None,
-                   help="give each replica its own share of the cores (pool threads and callers pinned there)")
-    w.add_argument("--shared-arena", action="store_true", default=None,
-                   help="one CPU arena shared by the sessions (ORT's environment allocator)")
-    w.add_argument("--arrival", choices=("closed", "fixed", "poisson", "trace"),
-                   help="how requests come: closed loop, or open arrivals at --rate (fixed spacing or Poisson) or "
-                   "from --trace, waiting in a FIFO queue; default: fixed with --rate, else closed")
-    w.add_argument("--max-queue", type=int, metavar="N",
-                   help="open arrivals: shed requests beyond N waiting (default: one second of requests)")
-    w.add_argument("--trace", metavar="FILE.jsonl",
-                   help="replay requests from a JSON-lines trace ({\"t\": s, \"dims\"|\"shapes\"|\"inputs\": …})")
-    w.add_argument("--trace-speed", type=float, metavar="X", help="replay the trace X times faster than recorded")
-    w.add_argument("--warmup", type=int, metavar="N", help="warm-up runs after each build, excluded from figures")
-    w.add_argument("--seed", type=int, metavar="S", help="seed for the synthetic inputs")
-    g = p.add_argument_group("inputs")
+    """Every knob's flag (:attr:`ortop.config.knobs.Knob.cli_flag`, in declaration order within its group) and the
+    input flags; ``session`` adds the quick session knobs (threads, spinning)."""
+    groups: dict[str, Any] = {"": p, "workload": p.add_argument_group("workload"),
+                              "inputs": p.add_argument_group("inputs")}
+    g = groups["inputs"]
     g.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N",
                    help="set a free (symbolic) dimension, e.g. --dim batch=8; or a mix drawn per request: "
                    "--dim seq=16..512 (a range), --dim seq=32:5,128:3,512:1 (sizes with weights)")
@@ -51,7 +61,11 @@ def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False) -> N
                    help="fill an input with a constant, e.g. a sample rate")
     g.add_argument("--input", action="append", default=[], metavar="INPUT=FILE.npy", dest="input_file",
                    help="feed an input from a .npy file")
-    g.add_argument("--batch", type=int, metavar="N", help="set the leading free dimension of every input")
+    for knob, flag in _flag_knobs(session=session):
+        group = flag.group if flag.group is not None else ("workload" if knob.table == "workload" else "")
+        if group not in groups:
+            groups[group] = p.add_argument_group(group)
+        _add_flag(groups[group], knob, flag)
 
 
 def pairs(items: Sequence[str], flag: str) -> dict[str, str]:
@@ -78,28 +92,17 @@ def flag_changes(args: argparse.Namespace, prof: Any) -> dict[str, Any]:
     from ortop.model.mixes import is_mix
 
     ch: dict[str, Any] = {}
-    for flag, key in (("provider", "provider.name"), ("rate", "workload.rate_hz"),
-                      ("concurrency", "workload.concurrency"), ("warmup", "workload.warmup_runs"),
-                      ("replicas", "workload.replicas"), ("pin_replicas", "workload.pin_replicas"),
-                      ("shared_arena", "session.use_env_allocators"),
-                      ("seed", "workload.seed"), ("batch", "workload.batch"),
-                      ("arrival", "workload.arrival"), ("max_queue", "workload.max_queue"),
-                      ("trace_speed", "workload.trace_speed"),
-                      ("threads", "session.intra_op_num_threads"), ("inter_threads", "session.inter_op_num_threads")):
-        value = getattr(args, flag, None)
+    for knob, flag in _flag_knobs(session=True):
+        value = getattr(args, flag.dest, None)
         if value is not None:
-            ch[key] = value
-    threads = getattr(args, "threads", None)
+            ch[knob.key] = value
+    threads = ch.get("session.intra_op_num_threads")
     if (threads is not None and prof.session.intra_op_thread_affinities is not None
             and threads != prof.session.intra_op_num_threads):
         ch["session.intra_op_thread_affinities"] = None  # the profile's pinning was for another thread count
-    if getattr(args, "no_spinning", False):
-        ch["session.allow_spinning"] = False
-    trace = getattr(args, "trace", None)
-    if trace is not None:
-        ch["workload.trace"] = os.path.abspath(trace)
-        if getattr(args, "arrival", None) is None:
-            ch["workload.arrival"] = "trace"
+    if ch.get("workload.trace"):
+        ch["workload.trace"] = os.path.abspath(ch["workload.trace"])  # a flag's path is the caller's, not the profile's
+        ch.setdefault("workload.arrival", "trace")
     w = prof.workload
     dims, dim_mix = dict(w.dims), dict(w.dim_mix)
     for k, v in pairs(args.dim, "--dim").items():  # one size, or a mix drawn per request

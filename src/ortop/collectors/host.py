@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ortop.collectors.cpu import parse_cpulist
+from ortop.config.values import format_cpulist  # re-exported: the doctor names core sets with it
 
 _CPU_DIR = re.compile(r"^cpu(\d+)$")
 _NODE_DIR = re.compile(r"^node(\d+)$")
@@ -116,20 +117,6 @@ class HostFacts:
             "cpu_quota": self.cpu_quota,
             "thread_cap": self.thread_cap,
         }
-
-
-def format_cpulist(cpus: tuple[int, ...] | list[int]) -> str:
-    """``(0, 1, 2, 3, 6)`` → ``"0-3,6"`` (the kernel's cpulist form)."""
-    s = sorted(set(cpus))
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 # ---- reading ------------------------------------------------------------------------------------------------------

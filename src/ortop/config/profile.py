@@ -18,11 +18,12 @@ from typing import Any, ClassVar
 import tomli_w
 
 from ortop.config import knobs
+from ortop.config.diff import diff
 from ortop.config.errors import ProfileError, ProfileErrors
 from ortop.config.io import flatten, from_dict, load, loads, merge, save, to_dict
 from ortop.config.knobs import ARENA_STRATEGIES, CONV_ALGO_SEARCH, EXECUTION_MODES, OPT_LEVELS
 from ortop.config.validate import validate
-from ortop.config.values import affinity_string, human, ort_str, parse_affinity_string, parse_core_list, truthy
+from ortop.config.values import affinity_string, ort_str, parse_affinity_string, parse_core_list, truthy
 
 __all__ = [
     "ARENA_STRATEGIES", "CONFIG_KEYS", "CONV_ALGO_SEARCH", "CUDA_OPTIONS", "EXECUTION_MODES", "KNOWN_ENV",
@@ -212,13 +213,9 @@ class Profile:
         return body
 
     def changes_from(self, other: Profile) -> list[str]:
-        """Human one-liners (``session.intra_op_num_threads: 1 → 4``) for every knob that differs from ``other``."""
-        a, b = flatten(other.to_dict(full=True)), flatten(self.to_dict(full=True))
-        out = []
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                out.append(f"{key}: {human(a.get(key))} → {human(b.get(key))}")
-        return out
+        """Human one-liners (``session.intra_op_num_threads: 1 → 4``) for every knob that differs from ``other``
+        (:func:`ortop.config.diff.diff`)."""
+        return [c.text for c in diff(other, self)]
 
 
 # The profile's sections by TOML table name, for the reader.

@@ -37,6 +37,54 @@ def human(value: Any) -> str:
     return str(value)
 
 
+def format_cpulist(cpus: tuple[int, ...] | list[int]) -> str:
+    """``(0, 1, 2, 3, 6)`` → ``"0-3,6"`` (the kernel's cpulist form)."""
+    s = sorted(set(cpus))
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+# ---- how a value reads in one-line summaries (a knob's ``display``) ----
+def zero_is_default(value: Any) -> str:
+    """A thread count where 0 leaves ORT's default: ``default``, else the number."""
+    return "default" if value == 0 and not isinstance(value, bool) else human(value)
+
+
+def unset_text(value: Any) -> str:
+    """An optional setting that is off unless set: ``unset`` for None."""
+    return "unset" if value is None else human(value)
+
+
+def rate_text(value: Any) -> str:
+    """A paced rate: ``100 Hz``, or ``closed loop`` for 0."""
+    return f"{value:g} Hz" if value else "closed loop"
+
+
+def callers_text(value: Any) -> str:
+    """Concurrent callers: ``×2 callers``."""
+    return f"×{value} callers"
+
+
+def pinned_text(value: Any) -> str:
+    """A thread affinity by the cores it pins the pool to: ``pinned 0-3``, or ``unpinned`` (the full lists, one
+    per pool thread, are in the change's text)."""
+    if not value:
+        return "unpinned"
+    return "pinned " + format_cpulist([c for thread in value for c in thread])
+
+
+def env_text(value: Any) -> str:
+    """Environment variables: ``A=1 B=2``, sorted."""
+    return " ".join(f"{k}={v}" for k, v in sorted(dict(value).items()))
+
+
 def affinity_string(cores: tuple[tuple[int, ...], ...]) -> str:
     """ORT's ``session.intra_op_thread_affinities`` text for 0-based cores: 1-based ids, ',' within a thread, ';'
     between.

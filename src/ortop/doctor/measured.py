@@ -28,6 +28,8 @@ from ortop.doctor.static import intra_threads
 
 P99_OVER_P50 = 2.0        # latency varies when p99 is more than this many times p50
 SPIN_SAVING_PCT = 10.0    # a CPU saving below this is worth knowing, not worth a warning
+SPIN_OFF: dict[str, Any] = {"session.allow_spinning": False}     # what the spinning check tries
+BLOCK_BASE: dict[str, Any] = {"session.dynamic_block_base": 4}   # what the variance check tries
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def spin_candidate(profile: Profile, host: HostFacts) -> tuple[dict[str, Any] | 
         return None, "spinning is already off"
     if intra_threads(profile, host)[0] <= 1:
         return None, "one intra-op thread: there is no pool to spin"
-    return {"session.allow_spinning": False}, ""
+    return dict(SPIN_OFF), ""
 
 
 def judge_spinning(t: Trial) -> list[Finding]:
@@ -95,8 +97,8 @@ def judge_spinning(t: Trial) -> list[Finding]:
     if cpu.verdict == "faster" and -cpu.change_pct >= SPIN_SAVING_PCT:
         return [Finding("spinning", "warning",
                         f"at {rate:g} Hz the intra-op pool spins between runs: with spinning off, {cpu.text()}",
-                        evidence, f"set session.allow_spinning = false (the pool's threads then sleep between "
-                        f"runs); what it costs in latency here: {p50.text()}", {"session.allow_spinning": False})]
+                        evidence, f"set {patch_text(SPIN_OFF)} (the pool's threads then sleep between "
+                        f"runs); what it costs in latency here: {p50.text()}", dict(SPIN_OFF))]
     return [Finding("spinning", "info", f"at {rate:g} Hz turning spinning off saves no CPU worth having: {cpu.text()}",
                     evidence, "nothing needed")]
 
@@ -107,7 +109,7 @@ def dbb_candidate(profile: Profile, host: HostFacts) -> tuple[dict[str, Any] | N
         return None, f"dynamic_block_base is already {profile.session.dynamic_block_base}"
     if intra_threads(profile, host)[0] <= 1:
         return None, "one intra-op thread: dynamic_block_base splits work between pool threads, and there are none"
-    return {"session.dynamic_block_base": 4}, ""
+    return dict(BLOCK_BASE), ""
 
 
 def judge_variance(t: Trial) -> list[Finding]:
@@ -129,8 +131,8 @@ def judge_variance(t: Trial) -> list[Finding]:
     evidence["dynamic_block_base_4"] = _change(p99)
     if p99.verdict == "faster":
         return [Finding("variance", "warning", msg, evidence,
-                        f"set session.dynamic_block_base = 4 (parallel loops in shrinking blocks, so a slow thread "
-                        f"holds up less): {p99.text()}", {"session.dynamic_block_base": 4})]
+                        f"set {patch_text(BLOCK_BASE)} (parallel loops in shrinking blocks, so a slow thread "
+                        f"holds up less): {p99.text()}", dict(BLOCK_BASE))]
     # Nothing the doctor tried is known to help: worth knowing, but no setting to act on (a shared host often
     # does this).
     if p99.verdict == "undecided":

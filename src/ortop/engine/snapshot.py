@@ -13,8 +13,8 @@ from enum import Enum
 from typing import Any
 
 from ortop import model as model_mod
+from ortop.config.diff import Change, diff
 from ortop.config.profile import Profile
-from ortop.config.values import human
 from ortop.engine.memory import MemoryInfo, mb
 from ortop.engine.traffic import Traffic, summary_part
 from ortop.measure import stats
@@ -59,21 +59,6 @@ class CpuCost:
     cpu_ms_between_runs_per_s: float = math.nan
     process_cpu_percent: float = math.nan
     busy_percent: float = math.nan  # share of wall time spent inside Run()
-
-
-@dataclass(frozen=True)
-class Change:
-    """One knob that differs from the start profile (dotted key; None = ORT's default / not set)."""
-
-    key: str
-    before: Any
-    after: Any
-
-    def text(self) -> str:
-        return f"{self.key}: {human(self.before)} → {human(self.after)}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "before": _plain(self.before), "after": _plain(self.after)}
 
 
 ROW_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
@@ -207,42 +192,21 @@ class Snapshot:
 
 
 # ---- changes -----------------------------------------------------------------------------------------------------
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
     return v
 
 
-def _freeze(v: Any) -> Any:
-    if isinstance(v, list):
-        return tuple(_freeze(x) for x in v)
-    return v
-
-
 def changes_between(base: Profile, profile: Profile) -> tuple[Change, ...]:
-    """Every knob whose value differs, by dotted key in sorted order (the model path is not a knob)."""
-    a, b = _flatten(base.to_dict(full=True)), _flatten(profile.to_dict(full=True))
-    out = []
-    for key in sorted(set(a) | set(b)):
-        if key in ("model", "description"):
-            continue
-        if a.get(key) != b.get(key):
-            out.append(Change(key, _freeze(a.get(key)), _freeze(b.get(key))))
-    return tuple(out)
+    """Every setting whose value differs, by dotted key in sorted order (the model path and the description are
+    not settings): :func:`ortop.config.diff.diff`."""
+    return diff(base, profile, settings_only=True)
 
 
 def label_of(changes: tuple[Change, ...]) -> str:
-    return "; ".join(c.text() for c in changes) if changes else "start"
+    """A history row's label: its changes in full (``session.allow_spinning: default → off``), or "start"."""
+    return "; ".join(c.text for c in changes) if changes else "start"
 
 
 WORKLOAD_KEYS = ("rate_hz", "concurrency", "batch", "dims", "shapes", "values", "inputs")

@@ -48,10 +48,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ortop.collectors.host import HostFacts, format_cpulist
+from ortop.collectors.host import HostFacts
 from ortop.config import profile as profile_mod
+from ortop.config.diff import change_terms, diff
 from ortop.config.profile import Profile
-from ortop.config.values import human
 
 CPU_DIMENSIONS = ("threads", "spinning", "dynamic_block_base", "execution_mode", "affinity", "arena", "mem_pattern",
                   "optimization")
@@ -169,46 +169,10 @@ def profile_key(profile: Profile) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
-_SHORT = {
-    "session.intra_op_num_threads": "threads",
-    "session.inter_op_num_threads": "inter-op",
-    "session.execution_mode": "mode",
-    "session.allow_spinning": "spinning",
-    "session.spin_duration_us": "spin µs",
-    "session.spin_backoff_max": "spin backoff",
-    "session.dynamic_block_base": "dynamic_block_base",
-    "session.intra_op_thread_affinities": "affinity",
-    "session.enable_cpu_mem_arena": "arena",
-    "session.enable_mem_pattern": "mem pattern",
-    "session.graph_optimization_level": "optimization",
-    "provider.io_binding": "IO binding",
-    "provider.options.enable_cuda_graph": "CUDA graph",
-    "provider.options.cudnn_conv_algo_search": "conv algo",
-    "provider.options.cudnn_conv_use_max_workspace": "conv workspace",
-    "provider.options.prefer_nhwc": "NHWC",
-    "provider.options.use_tf32": "TF32",
-}
-
-
-def _fmt_value(key: str, v: Any) -> str:
-    if key == _THREADS and v == 0 and not isinstance(v, bool):
-        return "0 (ORT's default)"
-    if key == _AFFINITY and v is not None:
-        cpus = sorted({c for thread in v for c in thread})
-        return f"CPUs {format_cpulist(cpus)}"
-    return human(v)
-
-
 def describe(profile: Profile, against: Profile) -> str:
-    """How ``profile`` differs from ``against``, short: ``threads 2, spinning off`` (``as is`` when equal)."""
-    a = profile_mod.flatten(against.to_dict(full=True))
-    b = profile_mod.flatten(profile.to_dict(full=True))
-    parts = []
-    for key in sorted(set(a) | set(b), key=lambda k: (list(_SHORT).index(k) if k in _SHORT else 99, k)):
-        if key in ("model", "description") or a.get(key) == b.get(key):
-            continue
-        parts.append(f"{_SHORT.get(key, key)} {_fmt_value(key, b.get(key))}")
-    return ", ".join(parts) if parts else "as is"
+    """How ``profile`` differs from ``against``, short, as each knob spells it: ``threads 2, spin off`` (``as is``
+    when equal)."""
+    return ", ".join(change_terms(diff(against, profile, settings_only=True))) or "as is"
 
 
 def _knob_values(key: str, cap: int, fallback: Sequence[Any]) -> tuple[Any, ...]:

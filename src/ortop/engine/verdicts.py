@@ -8,26 +8,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ortop.config.knobs import VERDICT_METRICS
 from ortop.config.profile import Profile
 from ortop.engine.snapshot import Change, RowVerdict, changes_between, signed_pct, workload_difference
 from ortop.measure.compare import Comparison
 
 MIN_VERDICT_RUNS = 20
-SPIN_KEYS = ("session.allow_spinning", "session.inter_op_allow_spinning", "session.spin_duration_us",
-             "session.spin_backoff_max", "env.OMP_WAIT_POLICY")
 
 
 def primary_metric(before: Profile, after: Profile, changes: Sequence[Change] | None = None) -> str:
-    """The metric a change is about: CPU per run for spin knobs at a paced rate, p99 for dynamic_block_base,
-    throughput with concurrent callers, else p50."""
-    keys = {c.key for c in (changes if changes is not None else changes_between(before, after))}
-    if after.workload.rate_hz > 0 and keys & set(SPIN_KEYS):
-        return "cpu"
-    if "session.dynamic_block_base" in keys:
-        return "p99"
-    if after.workload.concurrency > 1:
-        return "throughput"
-    return "p50"
+    """The metric a change is about, as its knobs declare it (``Knob.verdict``): CPU per run for a spin knob at a
+    paced rate, p99 for a knob judged on its tail, else the workload's own (throughput with concurrent callers,
+    else p50). When the changed knobs name several, the first of ``VERDICT_METRICS`` wins (CPU, p99, …)."""
+    w = after.workload
+    named = {c.metric(w.rate_hz, w.concurrency) for c in (changes if changes is not None
+                                                           else changes_between(before, after))}
+    named.add("throughput" if w.concurrency > 1 else "p50")
+    return next(m for m in VERDICT_METRICS if m in named)
 
 
 def verdict_from(comparisons: Sequence[Comparison], metric: str, against: int) -> RowVerdict:

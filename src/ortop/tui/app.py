@@ -226,8 +226,9 @@ class OrtopApp(App[int]):
         return True
 
     # ---- actions (keys, footer, command palette) ----------------------------------------------------------
-    def _quick(self, what: str, q: quick.Quick) -> None:
+    def _quick(self, q: quick.Quick) -> None:
         """Apply a quick key's change; one that changes nothing says why, one that drops a setting asks first."""
+        what = q.what
         if q.noop:
             self.notify(q.message, title=what, severity="warning")
             return
@@ -246,19 +247,19 @@ class OrtopApp(App[int]):
             go()
 
     def action_threads_up(self) -> None:
-        self._quick("threads +", quick.threads(self.current_profile(), +1))
+        self._quick(quick.threads(self.current_profile(), +1))
 
     def action_threads_down(self) -> None:
-        self._quick("threads -", quick.threads(self.current_profile(), -1))
+        self._quick(quick.threads(self.current_profile(), -1))
 
     def action_toggle_spinning(self) -> None:
-        self._quick("spinning", quick.spinning(self.current_profile()))
+        self._quick(quick.spinning(self.current_profile()))
 
     def action_cycle_rate(self) -> None:
-        self._quick("rate", quick.rate(self.current_profile()))
+        self._quick(quick.rate(self.current_profile()))
 
     def action_toggle_block_base(self) -> None:
-        self._quick("dynamic_block_base", quick.block_base(self.current_profile()))
+        self._quick(quick.block_base(self.current_profile()))
 
     def action_toggle_pause(self) -> None:
         if self.monitor.snapshot().state == "paused":

@@ -1,12 +1,16 @@
 """Every key of the main screen in one table: the bindings, the footer, the help screen and the command palette
 are all built from it, so none of them can forget a key the others know.
 
-htop's and mc's habits are kept beside ortop's own letters: F1 is help and F10 quits (``h`` stays the history).
+htop's and mc's habits are kept beside ortop's own letters: F1 is help and F10 quits (``h`` stays the history). A
+quick key's label is the short label of the knob it turns (:mod:`ortop.tui.quick`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ortop.config import knobs
+from ortop.tui import quick
 
 
 @dataclass(frozen=True)
@@ -32,12 +36,14 @@ MAIN_KEYS: tuple[Key, ...] = (
         "it (Enter applies it)", footer=False),
     Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
         "leaderboard (stop, apply or save any row)", footer=False),
-    Key("plus,equals_sign", "threads_up", "threads", "intra-op threads up by one (from ORT's default: its count, "
-        "the physical cores, plus one)", "+", short="thr", bar="+/-"),
+    Key("plus,equals_sign", "threads_up", quick.label(quick.THREADS), "intra-op threads up by one (from ORT's "
+        "default: its count, the physical cores, plus one)", "+", short="thr", bar="+/-"),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
-    Key("p", "toggle_spinning", "spin", "toggle the intra-op pool's spinning (allow_spinning off / default)"),
-    Key("R", "cycle_rate", "rate", "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop"),
-    Key("b", "toggle_block_base", "dbb", "toggle dynamic_block_base between unset and 4"),
+    Key("p", "toggle_spinning", quick.label(quick.SPIN),
+        "toggle the intra-op pool's spinning (allow_spinning off / default)"),
+    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop"),
+    Key("b", "toggle_block_base", quick.label(quick.BLOCK_BASE_KNOB),
+        f"toggle {knobs.get(quick.BLOCK_BASE_KNOB).name} between unset and {quick.BLOCK_BASE}"),
     Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
         "few seconds and show the change with its 95 % interval"),
     Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space", bar="spc"),

@@ -12,8 +12,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ortop.config import knobs
 from ortop.config.profile import Profile
 
+# The knobs the quick keys turn: the keys' footer labels and notification titles are these knobs' short labels.
+THREADS = "session.intra_op_num_threads"
+SPIN = "session.allow_spinning"
+RATE = "workload.rate_hz"
+BLOCK_BASE_KNOB = "session.dynamic_block_base"
 RATE_CYCLE = (0.0, 100.0, 10.0)  # closed loop → 100 Hz → 10 Hz → closed loop
 BLOCK_BASE = 4
 
@@ -22,16 +28,23 @@ Changes = dict[str, Any]
 
 @dataclass(frozen=True)
 class Quick:
-    """What a quick key does: ``changes`` to apply (empty: nothing to do, ``message`` says why), and ``confirm``,
-    a question to ask before applying when the change drops a setting the user made."""
+    """What a quick key does: ``changes`` to apply (empty: nothing to do, ``message`` says why), ``confirm``, a
+    question to ask before applying when the change drops a setting the user made, and ``what``, the title of what
+    it says (the knob's short label)."""
 
     changes: Changes = field(default_factory=dict)
     message: str = ""
     confirm: str = ""
+    what: str = ""
 
     @property
     def noop(self) -> bool:
         return not self.changes
+
+
+def label(key: str) -> str:
+    """A quick key's knob as the footer and the notifications name it (``threads``, ``spin``, ``dbb``)."""
+    return knobs.get(key).short_label
 
 
 def _physical() -> int:
@@ -48,38 +61,40 @@ def threads(profile: Profile, step: int, *, logical: int | None = None, physical
     """Intra-op threads one up or down, between 1 and the logical cores (0 = ORT's default counts as the physical
     cores). A thread affinity is set for one thread count: changing the count drops it, after asking."""
     logical = logical or _logical()
+    what = f"{label(THREADS)} {'+' if step > 0 else '-'}"
     cur = profile.session.intra_op_num_threads
     n = cur or (physical or _physical())
     new = min(logical, n + 1) if step > 0 else max(1, n - 1)
     if new == n:
         now = f"ORT's default already runs {n} intra-op threads" if not cur else f"intra-op threads already at {n}"
         limit = "this host's logical cores" if step > 0 else "the fewest"
-        return Quick(message=f"{now}, {limit}: nothing to change")
-    changes: Changes = {"session.intra_op_num_threads": new}
+        return Quick(message=f"{now}, {limit}: nothing to change", what=what)
+    changes: Changes = {THREADS: new}
     aff = profile.session.intra_op_thread_affinities
     if aff is None:
-        return Quick(changes)
+        return Quick(changes, what=what)
     changes["session.intra_op_thread_affinities"] = None
     pinned = ";".join(",".join(str(c) for c in t) for t in aff)
     shown = str(cur) if cur else f"default ({n})"
     return Quick(changes, message=f"thread affinity {pinned} dropped: it pinned {len(aff)} pool threads, and "
                                   f"{new} threads have {new - 1}",
                  confirm=f"Threads {shown} → {new} drops the thread affinity {pinned}: it lists one core group per "
-                         f"pool thread of {shown} threads. Change the threads and unpin the pool?")
+                         f"pool thread of {shown} threads. Change the threads and unpin the pool?", what=what)
 
 
 def spinning(profile: Profile) -> Quick:
     """The intra-op pool's spinning off, or back to ORT's default."""
-    return Quick({"session.allow_spinning": None if profile.session.allow_spinning is False else False})
+    return Quick({SPIN: None if profile.session.allow_spinning is False else False}, what=label(SPIN))
 
 
 def rate(profile: Profile) -> Quick:
     """The next paced rate in RATE_CYCLE; a rate outside it goes to a closed loop."""
     r = profile.workload.rate_hz
     nxt = RATE_CYCLE[(RATE_CYCLE.index(r) + 1) % len(RATE_CYCLE)] if r in RATE_CYCLE else 0.0
-    return Quick({"workload.rate_hz": nxt})
+    return Quick({RATE: nxt}, what=label(RATE))
 
 
 def block_base(profile: Profile) -> Quick:
     """dynamic_block_base between unset and BLOCK_BASE."""
-    return Quick({"session.dynamic_block_base": None if profile.session.dynamic_block_base else BLOCK_BASE})
+    return Quick({BLOCK_BASE_KNOB: None if profile.session.dynamic_block_base else BLOCK_BASE},
+                 what=label(BLOCK_BASE_KNOB))

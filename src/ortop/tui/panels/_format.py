@@ -13,6 +13,8 @@ from typing import Any
 
 from rich.text import Text
 
+from ortop.config.diff import change_terms, diff
+
 DASH = "—"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 LEVELS = "▁▂▃▄▅▆▇█"
@@ -205,53 +207,10 @@ def short_label(label: str) -> str:
     return "; ".join(_short_key(part) for part in parts) or ("same settings" if label != "start" else "start")
 
 
-# The compact form of a configuration: one short term per knob, the knobs the demo turns first.
-_COMPACT_ORDER = ("session.intra_op_num_threads", "session.allow_spinning", "session.dynamic_block_base",
-                  "session.intra_op_thread_affinities", "workload.rate_hz", "workload.concurrency",
-                  "session.inter_op_num_threads", "session.execution_mode", "provider.name", "provider.io_binding")
-
-
-def _cores(value: Any) -> str:
-    return ";".join(",".join(str(c) for c in t) for t in value)
-
-
-def compact_term(key: str, value: Any) -> str:
-    """One knob's value in a few cells (``2 thr``, ``spin off``, ``100 Hz``); None is ORT's default or unset."""
-    from ortop.config.values import human
-
-    if key == "session.intra_op_num_threads":
-        return f"{value} thr" if value else "default thr"
-    if key == "session.inter_op_num_threads":
-        return f"inter {value}" if value else "inter default"
-    if key == "session.allow_spinning":
-        return f"spin {human(value)}"
-    if key == "session.dynamic_block_base":
-        return "dbb unset" if value is None else f"dbb {value}"
-    if key == "session.intra_op_thread_affinities":
-        return f"pinned {_cores(value)}" if value else "unpinned"
-    if key == "workload.rate_hz":
-        return f"{value:g} Hz" if value else "closed loop"
-    if key == "workload.concurrency":
-        return f"×{value} callers"
-    if key in ("session.execution_mode", "provider.name"):
-        return str(value)
-    if key == "provider.io_binding":
-        return f"iobinding {human(value)}"
-    name = key.rsplit(".", 1)[-1]
-    return f"{name}={human(value)}" if value is not None else f"{name} unset"
-
-
 def compact_changes(before: Any, after: Any) -> list[str]:
-    """What ``after`` changes from ``before`` (two profiles), one compact term per knob (``spin off``, ``100 Hz``).
-
-    The description and the model path are not knobs and are left out."""
-    from ortop.config.profile import flatten
-
-    a, b = flatten(before.to_dict(full=True)), flatten(after.to_dict(full=True))
-    keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k) and k not in ("description", "model")]
-    rank = {k: i for i, k in enumerate(_COMPACT_ORDER)}
-    keys.sort(key=lambda k: (rank.get(k, len(rank)), k))
-    return [compact_term(k, b.get(k)) for k in keys]
+    """What ``after`` changes from ``before`` (two profiles), one term per knob as the knob spells it (``threads 2``,
+    ``spin off``, ``100 Hz``), the knobs shown at a glance first. The description and the model path are left out."""
+    return change_terms(diff(before, after, settings_only=True))
 
 
 def compact_text(terms: Iterable[str], empty: str = "same settings") -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ortop.config.diff import glance_terms
 from ortop.model.feeds import note_level
 from ortop.tui.panels._format import (
     BUSY_STATES,
@@ -26,30 +27,9 @@ from ortop.tui.panels._format import (
 
 
 def settings_line(profile: Any) -> str:
-    """The knobs the demo turns, in one line: what is running now."""
-    s, w = profile.session, profile.workload
-
-    def tri(v: bool | None) -> str:
-        return "default" if v is None else ("on" if v else "off")
-
-    parts = [f"intra {s.intra_op_num_threads or 'default'}"]
-    if s.inter_op_num_threads:
-        parts.append(f"inter {s.inter_op_num_threads}")
-    if s.execution_mode != "sequential":
-        parts.append(s.execution_mode)
-    parts.append(f"spin {tri(s.allow_spinning)}")
-    if s.dynamic_block_base is not None:
-        parts.append(f"dbb {s.dynamic_block_base}")
-    if s.intra_op_thread_affinities:
-        parts.append("pinned " + ";".join(",".join(str(c) for c in t) for t in s.intra_op_thread_affinities))
-    parts.append(f"rate {w.rate_hz:g} Hz" if w.rate_hz else "closed loop")
-    if w.concurrency > 1:
-        parts.append(f"×{w.concurrency} callers")
-    if profile.provider.name.lower() != "cpu":
-        parts.append(profile.provider.name + (" iobinding" if profile.provider.io_binding else ""))
-    if profile.env:
-        parts.append("env " + " ".join(f"{k}={v}" for k, v in sorted(profile.env.items())))
-    return " · ".join(parts)
+    """What is running now, in one line: every knob shown at a glance, as the knob spells it
+    (:func:`ortop.config.diff.glance_terms`)."""
+    return " · ".join(glance_terms(profile))
 
 
 def _provider_short(name: str) -> str:
