@@ -92,3 +92,103 @@ def test_fallback_and_failed_state(snap_compare) -> None:
     monitor.start_profile = profile_mod.merge(monitor.start_profile, **{"provider.name": "cuda"})
     monitor.history = []
     assert snap_compare(app, terminal_size=(120, 40), run_before=settle)
+
+
+# ---- the screens a key opens, and the replicas panel ------------------------------------------------------------
+async def until(pilot, cond, what: str, timeout: float = 20.0) -> None:
+    """Let the app run until ``cond`` holds (a screen's checks or search run on a thread of their own)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_doctor_screen(snap_compare, size: tuple[int, int]) -> None:
+    """Findings about a session with more threads than the (fake, 8-core) host and spinning while paced; the host
+    is pinned, so the findings are the same on any machine."""
+    from ortop.config import profile as profile_mod
+    from ortop.config.profile import Profile
+    from ortop.tui.screens.doctor import DoctorScreen
+    from tests.test_doctor import host
+
+    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 12, "workload.rate_hz": 100.0})
+    app = fake_app(profile=start, n_configs=1, no_gpu=True)
+
+    async def before(pilot) -> None:
+        await settle(pilot)
+        screen = DoctorScreen(pilot.app.monitor.snapshot(), host=host(logical=8, physical=8))
+        await pilot.app.push_screen(screen)
+        await until(pilot, lambda: screen.static is not None, "the static checks")
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_tune_screen_after_a_search(snap_compare, size: tuple[int, int]) -> None:
+    """t, then g: the search (the real tuner over a fake racer and clock) runs to its end; the leaderboard, the
+    verdict and the selected row."""
+    from ortop.tui.screens import TuneScreen
+    from tests.test_tui_tune import Factory
+
+    app = fake_app(n_configs=1)
+    app.tuner_factory = Factory()
+
+    async def before(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("t", "g")
+        screen = pilot.app.screen
+        assert isinstance(screen, TuneScreen)
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+@pytest.mark.parametrize("fmt_presses", [0, 3], ids=["python", "perf-test"])
+def test_export_screen(snap_compare, fmt_presses: int) -> None:
+    assert snap_compare(fake_app(), terminal_size=(120, 40), press=["e", *["right"] * fmt_presses],
+                        run_before=settle)
+
+
+def test_open_screen(snap_compare) -> None:
+    """The profiles to open, the second highlighted after a refusal with its reason (paths pinned: the shipped
+    profiles' folder differs between checkouts)."""
+    from pathlib import Path
+
+    from rich.text import Text
+
+    from ortop.tui.screens import OpenScreen
+
+    mine = Path("/home/me/.config/ortop/profiles")
+    shipped = Path("/opt/ortop/profiles")
+    paths = [mine / "resnet-ish-config-2.toml", mine / "serving.toml", shipped / "latency.toml",
+             shipped / "throughput.toml", shipped / "low-cpu.toml"]
+
+    async def before(pilot) -> None:
+        await settle(pilot)
+        why = Text("✗ serving.toml line 3: session.intra_op_num_threads must be an integer ≥ 0, got 'four'",
+                   style="bold red")
+        await pilot.app.push_screen(OpenScreen(paths, mine, message=why, highlight=paths[1]))
+        await pilot.pause()
+
+    assert snap_compare(fake_app(), terminal_size=(120, 40), run_before=before)
+
+
+def test_save_screen(snap_compare) -> None:
+    """ctrl+s: the name offered (the model and the configuration) and the file it names."""
+    assert snap_compare(fake_app(), terminal_size=(120, 40), press=["ctrl+s"], run_before=settle)
+
+
+@pytest.mark.parametrize("size,replicas", [((80, 24), 2), ((120, 40), 2), ((160, 50), 8)],
+                         ids=["80x24-2", "120x40-2", "160x50-8"])
+def test_replicas_panel(snap_compare, size: tuple[int, int], replicas: int) -> None:
+    """Pinned replicas: the panel beside the others, and the CPU cores tagged with the replica that owns them."""
+    from ortop.config import profile as profile_mod
+    from ortop.config.profile import Profile
+
+    start = profile_mod.merge(Profile(), **{"workload.replicas": replicas, "workload.pin_replicas": True})
+    app = fake_app(profile=start, n_configs=1, replicas=replicas, pin_replicas=True, host_cores=8)
+    assert snap_compare(app, terminal_size=size, run_before=settle)
