@@ -224,9 +224,14 @@ PACE_SLACK = 0.9
 PACE_MIN_RUNS = 20
 
 
-def pace_shortfall(profile: Any, throughput: float | None, runs: int) -> str | None:
-    """``saturated: 16/s of 100 Hz`` when the paced rate is not kept (runs then go back to back, a closed loop in
-    effect), None when it is, when the loop is not paced, or before there are enough runs to tell."""
+def pace_shortfall(profile: Any, throughput: float | None, runs: int, traffic: Any = None) -> str | None:
+    """``offered 2000/s, served 221/s: queueing`` when the offered rate is not kept (requests then wait, or are
+    shed), None when it is, in a closed loop, or before there are enough runs to tell."""
+    if traffic is not None and getattr(traffic, "open", False):
+        if runs < PACE_MIN_RUNS or traffic.kept():
+            return None
+        shed = f", {traffic.dropped} shed" if traffic.dropped else ""
+        return f"offered {fmt_rate(traffic.offered_per_s)}, served {fmt_rate(traffic.served_per_s)}{shed}: queueing"
     rate = profile.workload.rate_hz
     if not rate or runs < PACE_MIN_RUNS or not finite(throughput):
         return None

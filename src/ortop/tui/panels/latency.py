@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 
@@ -25,12 +26,30 @@ def series_columns(series: Sequence[Bucket], width: int, bucket_s: float) -> lis
     return slots
 
 
+def split_line(traffic: Any) -> Text | None:
+    """Open arrivals: response split into the wait in the queue and the service (inside Run()), p50 and p99."""
+    if traffic is None or not getattr(traffic, "open", False):
+        return None
+    t = Text(no_wrap=True, end="")
+    t.append(f"{traffic.mode} ", style="bold")
+    t.append("queue ", style="dim")
+    t.append(f"{fmt_ms(traffic.queue.p50)}/{fmt_ms(traffic.queue.p99)} ", style="magenta")
+    t.append("+ service ", style="dim")
+    t.append(f"{fmt_ms(traffic.service.p50)}/{fmt_ms(traffic.service.p99)} ", style="green")
+    t.append("ms p50/p99", style="dim")
+    if traffic.dropped:
+        t.append(f" {traffic.dropped} shed", style="bold red")
+    return t
+
+
 def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: LatencyStats, runs: int,
-                  throughput: float, bucket_s: float, width: int, height: int, window_s: float = 5.0) -> Text:
+                  throughput: float, bucket_s: float, width: int, height: int, window_s: float = 5.0,
+                  traffic: Any = None) -> Text:
     """Sparklines of p50, p99 and throughput per bucket, a ``▼`` over each rebuild, then the current figures.
 
     p50 and p99 each scale on their own range, so the shape of p99 is visible even when it sits far above p50.
-    Throughput scales from 0: on its own range 94 against 100 runs/s would look like a crash.
+    Throughput scales from 0: on its own range 94 against 100 runs/s would look like a crash. With open arrivals
+    the sparklines are response time (from each request's arrival), and a line splits it into queue and service.
     """
     label_w, value_w = 4, 11
     sw = max(1, width - label_w - value_w)
@@ -79,7 +98,12 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     total.append(fmt_ms(latency.p999) + " ")
     total.append(fmt_rate(throughput), style="bold")
 
-    if height >= 6:
+    split = split_line(traffic)
+    if split is not None and height >= 5:  # the split is worth more than the rebuild markers
+        lines = [*spark_rows, split, total] if height == 5 else [marker, *spark_rows, split, total]
+        if height >= 7:
+            lines.insert(-1, now)
+    elif height >= 6:
         lines = [marker, *spark_rows, now, total]
     elif height == 5:
         lines = [marker, *spark_rows, now]
@@ -87,6 +111,6 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
         lines = [*spark_rows, now]
     else:
         lines = [*spark_rows][: max(0, height)]
-    if height > 6:
+    if height > len(lines):
         lines.append(Text("▼ rebuild  p50, p99: own scale · thr: from 0", style="dim", end=""))
     return join_lines(lines, height)

@@ -97,10 +97,19 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     line.append("settings ", style="dim")
     line.append(settings_line(snap.profile), style="bold")
     lines.append(line)
-    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)
+    traffic = getattr(snap, "traffic", None)
+    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, traffic)
     if short:
-        lines.append(Text(clip_words(f"! {short}: the model cannot keep this rate, runs go back to back", width),
-                          style="bold yellow", end=""))
+        said = ("the latencies include the wait" if traffic is not None and traffic.open
+                else "the model cannot keep this rate, runs go back to back")
+        lines.append(Text(clip_words(f"! {short}: {said}", width), style="bold yellow", end=""))
+    for row in (traffic.shapes if traffic is not None else ()):  # a shape mix: what each size costs
+        line = Text(no_wrap=True, end="")
+        line.append("shape ", style="dim")
+        line.append(f"{row.label} ", style="bold")
+        line.append(f"{row.runs} runs · service p50 {fmt_ms(row.service.p50)} p99 {fmt_ms(row.service.p99)} ms"
+                    f" · response p99 {fmt_ms(row.response.p99)} ms")
+        lines.append(line)
     # Warnings (a free dim left at an implausible 1) first and whole, wrapped at words; plain notes after, cut.
     notes = sorted(snap.notes, key=lambda n: note_level(n) != "warning")
     for note in notes:

@@ -54,13 +54,30 @@ def spin_split(cost: Any) -> tuple[float, float, float]:
     return total - between, between, total
 
 
+def gaps_line(gaps: Sequence[Any], width: int) -> Text | None:
+    """Open arrivals: service p99 by the idle gap before a run, where waking a pool that went to sleep shows."""
+    seen = [g for g in gaps if g.runs]
+    if not seen:
+        return None
+    line = Text(no_wrap=True, end="")
+    line.append("p99 after idle ", style="dim")
+    for g in seen:
+        part = f"{g.label.replace(' ms', '')}: {fmt_ms(g.p99_ms)}  "
+        if len(line.plain) + len(part) + 2 > width:
+            break
+        line.append(part)
+    line.append("ms", style="dim")
+    return line
+
+
 def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
-               process_history: Sequence[float] = ()) -> Text:
+               process_history: Sequence[float] = (), gaps: Sequence[Any] = ()) -> Text:
     """CPU per inference, CPU burned between runs, the share of time inside Run(), and the threads with their cores.
 
     The split bar (``█`` in runs, ``▒`` between runs) is the point of the panel: on a paced loop with spinning on,
     most of it is ``▒``, turning spinning off shrinks it. ``process_history`` (the worker's CPU, one value per
-    refresh) draws the same story over time: the line drops the moment spinning goes off. The worker's CPU is in
+    refresh) draws the same story over time: the line drops the moment spinning goes off. With open arrivals
+    ``gaps`` (engine.traffic.GapRow) give service p99 by the idle gap before a run. The worker's CPU is in
     cores (``0.29 cores``: averaged over this configuration; the sparkline's figure is the latest); percentages are
     shares (of the wall time, of the worker's CPU, of one core for a thread).
     """
@@ -104,6 +121,10 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
         lines.append(Text("in runs / between runs: n/a with concurrent callers", style="dim", end=""))
     else:
         lines.append(Text("in runs / between runs: waiting for runs…", style="dim", end=""))
+
+    gap = gaps_line(gaps, width)
+    if gap is not None:
+        lines.append(gap)
 
     if process_history and height - len(lines) >= 3:
         vals = list(process_history)

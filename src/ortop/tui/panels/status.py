@@ -34,7 +34,7 @@ def status_line(snap: Any, width: int) -> Text:
     if v is not None:
         t.append(f" ⇄ verifying #{v.config_id} vs #{v.against_id} {v.phase} "
                  f"{v.elapsed_s:.0f}/{v.budget_s:.0f} s ", style="bold black on yellow")
-    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)
+    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, getattr(snap, "traffic", None))
     pace = f" ! {short} " if short else ""
     if snap.config_id >= 0:
         t.append(f" #{snap.config_id} ", style="dim")

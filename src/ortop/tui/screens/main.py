@@ -107,7 +107,8 @@ class MainScreen(Screen[None]):
         q("#status", Panel).show(lambda w, h: status.status_line(snap, w),
                                  (snap.state, elapsed if busy else m.frame, snap.config_id, len(snap.history)))
         q("#cpu", Panel).show(lambda w, h: cpu.cpu_panel(m.cpu, w, h, owners), (m.cpu, shares))
-        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history),
+        gaps = snap.traffic.idle_gaps if snap.traffic is not None else ()
+        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history, gaps),
                                (m.slow, snap.config_id))
         q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
         mem = snap.memory
@@ -116,17 +117,20 @@ class MainScreen(Screen[None]):
                                   mem.series[-1:], len(mem.series),
                                   tuple((h.config_id, h.rss_peak, h.rss_delta) for h in snap.history), m.gpu))
         q("#latency", Panel).show(lambda w, h: latency.latency_panel(
-            snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s),
+            snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s,
+            snap.traffic),
             (m.frame, snap.config_id, snap.state))
         if reps:  # per-replica figures move like the latency panel's: redrawn on frame ticks
             rss = mem.rss
             q("#replicas", Panel).show(lambda w, h: replicas.replicas_panel(reps, snap.throughput_per_s, rss, w, h),
                                        (m.frame, snap.config_id, snap.state, shares))
-        pace = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs)  # a paced rate not kept: said at once
+        traffic = snap.traffic
+        pace = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, traffic)  # not kept: said at once
+        by_shape = (m.frame, len(traffic.shapes)) if traffic is not None and traffic.shapes else None
         q("#model", Panel).show(lambda w, h: model.model_panel(snap, w, h, fatal),
                                 (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
                                  snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms,
-                                 snap.notes, pace))
+                                 snap.notes, pace, by_shape))
         q("#events", Panel).show(lambda w, h: events.events_panel(evs, w, h),
                                  (len(evs), evs[-1] if evs else None))
 

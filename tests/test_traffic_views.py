@@ -1,0 +1,117 @@
+"""Where traffic's figures are shown: the summary, the live panels, the Prometheus endpoint and the jsonl stream."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ortop.config import profile as P
+from ortop.engine import traffic as T
+from ortop.metrics.jsonl import interval_line
+from ortop.metrics.prometheus import OrtopCollector
+
+
+def ring(service_ms, queue_ms, shapes=None, idle_ms=None) -> np.ndarray:
+    n = len(service_ms)
+    rows = np.zeros((n, 8), dtype=np.int64)
+    rows[:, 0] = np.arange(n) * 1_000_000
+    rows[:, 1] = (np.asarray(service_ms) * 1e6).astype(np.int64)
+    rows[:, 5] = (np.asarray(queue_ms) * 1e6).astype(np.int64)
+    rows[:, 6] = 0 if shapes is None else shapes
+    rows[:, 7] = (np.asarray(idle_ms if idle_ms is not None else np.zeros(n)) * 1e6).astype(np.int64)
+    return T.ring_rows(rows, np.arange(n) / 1000.0)
+
+
+def test_ring_rows_put_response_first_as_queue_plus_service():
+    r = ring([1.0, 2.0], [0.5, 0.0])
+    assert list(r[:, T.RESPONSE]) == [1.5, 2.0] and list(r[:, T.SERVICE]) == [1.0, 2.0]
+    assert list(r[:, T.QUEUE]) == [0.5, 0.0]
+
+
+def test_figures_say_when_the_rate_was_not_kept():
+    rows = ring([4.0] * 400, np.linspace(0, 900, 400), idle_ms=np.r_[np.full(200, 0.1), np.full(200, 50.0)])
+    counters = T.Counters(arrived=2000, dropped=600, queue_len=1000, queue_max=1000)
+    t = T.figures("poisson", 1000.0, rows, counters, wall_s=2.0, runs=400)
+    assert t.offered_per_s == 1000.0 and t.served_per_s == 200.0 and not t.kept()
+    assert t.warning() == ("offered 1000/s, served 200/s, 600 requests shed (queue full at 1000): this configuration "
+                           "serves about 200/s here; the latencies include queueing")
+    gaps = {g.label: g.runs for g in t.idle_gaps}
+    assert gaps == {"< 1 ms": 200, "1–10 ms": 0, "10–100 ms": 200, "≥ 100 ms": 0}
+    d = T.summary_part(t)
+    assert d["arrivals"] == {"mode": "poisson", "offered_per_s": 1000.0, "served_per_s": 200.0, "dropped": 600,
+                             "queue_max": 1000, "kept": False}
+    assert set(d["service_ms"]) == {"mean", "std", "p50", "p90", "p99", "p999", "max"} == set(d["queue_ms"])
+    kept = T.figures("poisson", 1000.0, rows, T.Counters(arrived=2000), wall_s=2.0, runs=1960)
+    assert kept.kept() and kept.warning() == ""
+    closed = T.figures("closed", 0.0, rows, T.Counters(), wall_s=2.0, runs=400)
+    assert closed.kept() and not closed.open and closed.idle_gaps == ()
+
+
+def test_shape_rows_follow_the_shape_column():
+    rows = ring([1.0, 1.2, 5.0, 5.5, 5.2], [0, 0, 1, 0, 0], shapes=[0, 0, 1, 1, 1])
+    t = T.figures("fixed", 10.0, rows, T.Counters(arrived=5), 1.0, 5, [{"x": [1, 8]}, {"x": [4, 8]}],
+                  ["batch=1", "batch=4"])
+    assert [(s.label, s.runs) for s in t.shapes] == [("batch=1", 2), ("batch=4", 3)]
+    assert t.shapes[1].service.p50 == pytest.approx(5.2) and t.shapes[1].response.max == pytest.approx(6.0)
+
+
+def test_the_pace_of_a_profile_counts_its_replicas():
+    prof = P.from_dict({"workload": {"rate_hz": 100, "replicas": 2}})
+    assert T.offered_rate(prof) == 200.0
+    assert T.pace_text(prof, 150.0) == "rate not kept: offered 200/s, served 150/s"
+    assert T.pace_text(prof, 195.0) == ""
+    assert T.pace_text(P.Profile(), 1.0) == ""
+
+
+
+def _snapshot(traffic: T.Traffic | None):
+    from tests.fakes.monitor import FakeMonitor
+
+    snap = FakeMonitor().snapshot()
+    return dataclasses.replace(snap, traffic=traffic)
+
+
+def test_prometheus_and_jsonl_carry_the_offered_rate_the_shed_and_the_split():
+    rows = ring([2.0] * 100, [3.0] * 100)
+    t = T.figures("poisson", 500.0, rows, T.Counters(arrived=1000, dropped=7), 2.0, 100)
+    snap = _snapshot(t)
+    mon = type("M", (), {"snapshot": lambda self: snap, "config_runs": lambda self, cid: np.zeros(0)})()
+    reg = CollectorRegistry()
+    reg.register(OrtopCollector(mon))
+    text = generate_latest(reg).decode()
+    assert "ortop_requests_dropped_total 7.0" in text
+    assert "ortop_offered_rate_per_second 500.0" in text
+    assert 'ortop_queue_wait_seconds{quantile="0.99"} 0.003' in text
+    assert 'ortop_service_seconds{quantile="0.5"} 0.002' in text
+    line = interval_line(np.array([5.0, 5.0]), t=1.0, interval_s=1.0, snap=snap, runs_total=2, rss_bytes=None)
+    assert line["arrival"] == "poisson" and line["dropped"] == 7 and line["queue_p99_ms"] == 3.0
+    closed = interval_line(np.array([5.0]), t=1.0, interval_s=1.0, snap=_snapshot(None), runs_total=1,
+                           rss_bytes=None)
+    assert "arrival" not in closed
+
+
+def test_the_latency_panel_splits_response_and_the_status_line_says_the_pace():
+    from ortop.tui.panels import latency, status
+
+    rows = ring([2.0] * 100, [30.0] * 100)
+    t = T.figures("poisson", 2000.0, rows, T.Counters(arrived=4000, dropped=3000), 2.0, 100)
+    split = latency.split_line(t)
+    assert split is not None
+    assert split.plain == "poisson queue 30.0/30.0 + service 2.00/2.00 ms p50/p99 3000 shed"
+    assert latency.split_line(dataclasses.replace(t, mode="closed")) is None
+    snap = dataclasses.replace(_snapshot(t), runs=100)
+    line = status.status_line(snap, 200).plain
+    assert "offered 2.0k/s, served 50/s, 3000 shed: queueing" in line
+
+
+def test_the_spin_panel_gives_p99_by_idle_gap():
+    from ortop.tui.panels import spin
+
+    rows = ring([1.0] * 50 + [3.0] * 50, [0.0] * 100, idle_ms=[0.2] * 50 + [40.0] * 50)
+    t = T.figures("poisson", 50.0, rows, T.Counters(arrived=100), 2.0, 100)
+    line = spin.gaps_line(t.idle_gaps, 80)
+    assert line is not None and line.plain == "p99 after idle < 1: 1.00  10–100: 3.00  ms"
+    assert spin.gaps_line((), 80) is None
