@@ -71,6 +71,13 @@ dims = { seq = 16 }
 shapes = { x = [1, 3] }
 values = { sr = 16000.0 }
 inputs = { ids = "ids.npy" }
+arrival = "trace"
+max_queue = 500
+trace = "/data/requests.jsonl"
+trace_speed = 2.0
+trace_loop = true
+dim_mix = { seq = "16..512" }
+shape_mix = { x = "1x3,2x3" }
 """
 
 
@@ -105,6 +112,15 @@ def test_full_profile_reads_every_field(tmp_path: Path) -> None:
     for knob in knobs.registry():
         if knob.key != "model" and not knobs.is_entry(knob):
             assert knob.read(p) not in (None, knob.default), f"FULL_TOML leaves {knob.key} out"
+
+
+def test_a_trace_is_relative_to_the_profile_like_the_model(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "p.toml"
+    path.write_text('[workload]\narrival = "trace"\ntrace = "../requests.jsonl"\n')
+    assert pm.load(path).workload.trace == str(tmp_path / "requests.jsonl")
+    path.write_text('[workload]\ntrace = "/abs/requests.jsonl"\n')
+    assert pm.load(path).workload.trace == "/abs/requests.jsonl"
 
 
 def test_toml_round_trip(tmp_path: Path) -> None:

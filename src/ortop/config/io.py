@@ -75,6 +75,11 @@ def loads(text: str, path: str | None = None) -> Profile:
     if path and profile.model and not os.path.isabs(profile.model):
         # A model path inside a profile is relative to the profile file, so profiles travel with their models.
         profile = replace(profile, model=os.path.normpath(os.path.join(os.path.dirname(path), profile.model)))
+    trace = profile.workload.trace
+    if path and trace and not os.path.isabs(trace):  # a trace too travels with its profile
+        profile = replace(profile, workload=replace(
+            profile.workload, extra={**profile.workload.extra,
+                                     "trace": os.path.normpath(os.path.join(os.path.dirname(path), trace))}))
     return profile
 
 
