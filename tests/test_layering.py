@@ -43,9 +43,25 @@ def _has(loaded: set[str], top: str) -> set[str]:
     return {m for m in loaded if m == top or m.startswith(top + ".")}
 
 
+ROOMS = {"config", "model", "runtime", "measure", "engine", "doctor", "collectors", "export", "metrics", "cli", "tui"}
+
+
 def test_the_rooms_are_all_seen():
-    for room in ("config", "model", "runtime", "measure", "engine", "collectors", "export", "cli", "tui"):
-        assert any(m.startswith(f"ortop.{room}") for m in ALL_MODULES), room
+    """Every package of ortop is a room named here, holds modules for the import checks of this file to load, and
+    is a layer of the rooms' layers contract in pyproject.toml: a new room cannot sit outside the layering
+    unnoticed."""
+    packages = {m.name for m in pkgutil.iter_modules(ortop.__path__) if m.ispkg}
+    assert packages == ROOMS
+    for room in ROOMS:
+        assert any(m.startswith(f"ortop.{room}.") for m in ALL_MODULES), room
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    config = tomllib.loads((SRC.parent.parent / "pyproject.toml").read_text())
+    layered = [{name.strip().removeprefix("ortop.") for layer in c["layers"] for name in layer.split(":")}
+               for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    assert ROOMS in layered, layered
 
 
 def test_nothing_below_the_ui_imports_textual():
