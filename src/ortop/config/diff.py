@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ortop.config import knobs
-from ortop.config.io import flatten
+from ortop.config.keys import flatten
 from ortop.config.knobs import Knob
 from ortop.config.values import human
 
 if TYPE_CHECKING:
-    from ortop.config.profile import Profile
+    from ortop.config.tree import Profile
 
 NOT_SETTINGS = ("model", "description")  # what a profile runs and says of itself, not how it runs
 

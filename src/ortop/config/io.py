@@ -1,4 +1,5 @@
-"""Profiles in and out: strict TOML/JSON reading, plain dicts, atomic saving.
+"""Profiles in and out: strict TOML/JSON reading, dotted-key changes, atomic saving (the plain dict a profile
+writes is :func:`ortop.config.tree.to_dict`).
 
 Reading is strict because a typo in a tuning profile silently measures something else: an unknown key is an
 error with its file, line and the nearest valid key. What is valid comes from the knob registry, so a declared
@@ -7,14 +8,13 @@ knob is readable and writable with no edit here.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,44 +23,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from ortop.config import knobs
 from ortop.config.errors import ProfileError, raise_if_any
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ortop.config.profile import Profile
-
-Report = Callable[[str, str], None]  # (message, dotted key)
-
-
-def suggest(key: str, valid: list[str]) -> str:
-    """The did-you-mean suffix of an unknown-key error, or the valid keys when none is close."""
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
-    return f" (valid: {', '.join(sorted(valid))})"
-
-
-def line_of(text: str | None, dotted: str) -> int | None:
-    """Best-effort line number of a dotted key in TOML text: the key's line inside its table."""
-    if not text:
-        return None
-    parts = dotted.split(".")
-    table, key = parts[:-1], parts[-1]
-    current: list[str] = []
-    key_re = re.compile(r'^\s*(?:"([^"]+)"|\'([^\']+)\'|([A-Za-z0-9_\-]+))\s*=')
-    table_re = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")
-    for no, line in enumerate(text.splitlines(), 1):
-        m = table_re.match(line)
-        if m:
-            current = [p.strip().strip('"') for p in m.group(1).split(".")]
-            if current == parts:
-                return no
-            continue
-        m = key_re.match(line)
-        if m:
-            k = next(g for g in m.groups() if g is not None)
-            if k == key and current == table:
-                return no
-    return None
-
+from ortop.config.keys import Report, line_of, suggest
+from ortop.config.tree import SECTIONS, Profile, to_plain
+from ortop.config.validate import validate
+from ortop.fsutil import atomic_write_text
 
 # ---- reading ------------------------------------------------------------------------------------------------
 
@@ -99,10 +65,6 @@ def load(path: str | os.PathLike[str]) -> Profile:
 
 def from_dict(data: Mapping[str, Any], *, path: str | None = None, text: str | None = None) -> Profile:
     """Build and validate a Profile from plain data (parsed TOML or JSON). Every profile passes here once."""
-    # The tree and the checks both import this module, so they are looked up here rather than at import.
-    from ortop.config import profile as tree
-    from ortop.config.validate import validate
-
     errors: list[ProfileError] = []
 
     def err(msg: str, key: str) -> None:
@@ -115,7 +77,7 @@ def from_dict(data: Mapping[str, Any], *, path: str | None = None, text: str | N
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key in sections:
-            kwargs[key] = _read_section(tree.SECTIONS[key], key, value, err)
+            kwargs[key] = _read_section(SECTIONS[key], key, value, err)
         elif key in top:
             read = _read_value(top[key], value, key, err)
             if read is not None:
@@ -123,7 +85,7 @@ def from_dict(data: Mapping[str, Any], *, path: str | None = None, text: str | N
         else:
             err(f"unknown key {key!r}{suggest(key, valid)}", key)
     raise_if_any(errors)
-    profile = tree.Profile(**kwargs)
+    profile = Profile(**kwargs)
     validate(profile, path=path, text=text)
     return profile
 
@@ -221,49 +183,8 @@ def _read_section(cls: type, section: str, value: Any, err: Report) -> Any:
 
 # ---- writing ------------------------------------------------------------------------------------------------
 
-def _to_plain(v: Any) -> Any:
-    """Tuples and mappings as the lists and dicts TOML and JSON writers take."""
-    if isinstance(v, tuple):
-        return [_to_plain(x) for x in v]
-    if isinstance(v, Mapping):
-        return {k: _to_plain(x) for k, x in v.items()}
-    return v
-
-
-def to_dict(profile: Profile, *, full: bool = False) -> dict[str, Any]:
-    """A TOML-ready dict in declaration order. Without ``full``, values equal to the defaults are left out."""
-    out: dict[str, Any] = {}
-    for knob in knobs.registry():
-        if knobs.is_entry(knob):
-            continue
-        node = out.setdefault(knob.table, {}) if knob.table else out
-        value = knob.read(profile)
-        if value is None:
-            continue  # TOML has no null: an absent key means ORT's default
-        if not full and value == knob.default:
-            continue
-        node[knob.name] = _to_plain(value)
-    if not full:
-        out = {k: v for k, v in out.items() if not (k in knobs.sections() and not v)}
-    return out
-
-
-def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"session": {"x": 1}}`` → ``{"session.x": 1}``; maps like [session.config] flatten too."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def save(profile: Profile, path: str | os.PathLike[str], header: str = "") -> Path:
     """Write the profile atomically, so a crash mid-write never leaves a half-written profile where a good one was."""
-    from ortop.fsutil import atomic_write_text
-
     return atomic_write_text(path, profile.to_toml(header))
 
 
@@ -281,5 +202,5 @@ def merge(profile: Profile, **changes: Any) -> Profile:
         if value is None:
             node.pop(parts[-1], None)
         else:
-            node[parts[-1]] = _to_plain(value)
+            node[parts[-1]] = to_plain(value)
     return from_dict(data)

@@ -1,52 +1,38 @@
-"""Profiles: the frozen tree holding every knob ortop can turn, and the ORT settings derived from it.
+"""Profiles: the one import the other rooms use for what a profile is, how it is read and written, and how it is
+checked.
 
-What each knob is, and where it goes in ONNX Runtime, is declared once in :mod:`ortop.config.knobs`. This module
-holds the values: typed dataclass fields for the knobs code reads by name, plus each section's ``extra`` map for
-knobs declared only in the registry (they read as attributes all the same). Reading and writing live in
-:mod:`ortop.config.io`, checks in :mod:`ortop.config.validate`; both are re-exported here so other code needs this
-one import.
+Three modules stand behind it, importing one another one way: :mod:`ortop.config.io` (TOML/JSON in and out) over
+:mod:`ortop.config.validate` (the checks) over :mod:`ortop.config.tree` (the frozen dataclasses), with the
+dotted-key helpers of :mod:`ortop.config.keys` below them all. This face imports them and nothing imports it back.
 
 This module imports neither onnxruntime nor textual: profiles can be validated on any host.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
-
-import tomli_w
-
 from ortop.config import knobs
-from ortop.config.diff import diff
 from ortop.config.errors import ProfileError, ProfileErrors
-from ortop.config.io import flatten, from_dict, load, loads, merge, save, to_dict
+from ortop.config.io import from_dict, load, loads, merge, save
+from ortop.config.keys import flatten
 from ortop.config.knobs import ARENA_STRATEGIES, CONV_ALGO_SEARCH, EXECUTION_MODES, OPT_LEVELS
+from ortop.config.tree import (
+    PROVIDER_ALIASES,
+    SECTIONS,
+    Profile,
+    ProviderSettings,
+    SessionSettings,
+    Workload,
+    to_dict,
+)
 from ortop.config.validate import validate
-from ortop.config.values import affinity_string, ort_str, parse_affinity_string, parse_core_list, truthy
+from ortop.config.values import affinity_string, parse_affinity_string, parse_core_list
 
 __all__ = [
     "ARENA_STRATEGIES", "CONFIG_KEYS", "CONV_ALGO_SEARCH", "CUDA_OPTIONS", "EXECUTION_MODES", "KNOWN_ENV",
     "OPT_LEVELS", "PROVIDER_ALIASES", "SECTIONS", "Profile", "ProfileError", "ProfileErrors", "ProviderSettings",
     "SessionSettings", "Workload", "affinity_string", "flatten", "from_dict", "load", "loads", "merge",
-    "parse_affinity_string", "parse_core_list", "save", "validate",
+    "parse_affinity_string", "parse_core_list", "save", "to_dict", "validate",
 ]
-
-PROVIDER_ALIASES = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "trt": "TensorrtExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-    "dnnl": "DnnlExecutionProvider",
-    "rocm": "ROCMExecutionProvider",
-    "migraphx": "MIGraphXExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-    "dml": "DmlExecutionProvider",
-    "qnn": "QNNExecutionProvider",
-    "xnnpack": "XnnpackExecutionProvider",
-    "webgpu": "WebGpuExecutionProvider",
-}
 
 # Views of the registry under the names older code imports. Taken at import; ortop's own code asks the registry.
 CONFIG_KEYS: dict[str, str] = {k.name: k.ort_name for k in knobs.settings(knobs.CONFIG_ENTRY)
@@ -54,171 +40,3 @@ CONFIG_KEYS: dict[str, str] = {k.name: k.ort_name for k in knobs.settings(knobs.
 CUDA_OPTIONS: dict[str, type | tuple[str, ...]] = {k.name: k.choices or k.type
                                                    for k in knobs.entries("provider.options", "cuda")}
 KNOWN_ENV: tuple[str, ...] = tuple(k.name for k in knobs.entries("env"))
-
-
-class _Section:
-    """What a profile section adds to its dataclass: the knobs declared only in the registry.
-
-    They are stored in ``extra`` (only values that differ from the default, so equal profiles compare equal) and
-    read as attributes like the typed fields, so a knob needs no field here to work everywhere.
-    """
-
-    TABLE: ClassVar[str] = ""
-    extra: Mapping[str, Any]
-
-    def __post_init__(self) -> None:
-        typed = {f.name for f in fields(self)}  # type: ignore[arg-type]  # always a dataclass
-        kept: dict[str, Any] = {}
-        for name, value in self.extra.items():
-            knob = knobs.find(f"{self.TABLE}.{name}")
-            if knob is None or name in typed:
-                raise TypeError(f"{type(self).__name__}: {name!r} is not a knob kept in extra")
-            if value != knob.default:
-                kept[name] = value
-        object.__setattr__(self, "extra", kept)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name == "extra":
-            raise AttributeError(name)
-        knob = knobs.find(f"{self.TABLE}.{name}")
-        if knob is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self.extra.get(name, knob.default)
-
-
-@dataclass(frozen=True)
-class SessionSettings(_Section):
-    """ORT SessionOptions and session config entries. ``None`` means 'leave ORT's default'."""
-
-    TABLE: ClassVar[str] = "session"
-    intra_op_num_threads: int = 0
-    inter_op_num_threads: int = 0
-    execution_mode: str = "sequential"
-    graph_optimization_level: str = "all"
-    enable_cpu_mem_arena: bool = True
-    enable_mem_pattern: bool = True
-    enable_mem_reuse: bool = True
-    use_per_session_threads: bool = True
-    global_intra_op_num_threads: int = 0
-    global_inter_op_num_threads: int = 0
-    allow_spinning: bool | None = None
-    inter_op_allow_spinning: bool | None = None
-    spin_duration_us: int | None = None
-    spin_backoff_max: int | None = None
-    dynamic_block_base: int | None = None
-    intra_op_thread_affinities: tuple[tuple[int, ...], ...] | None = None
-    disable_cpu_ep_fallback: bool | None = None
-    use_env_allocators: bool | None = None
-    log_severity_level: int = 2
-    config: Mapping[str, str] = field(default_factory=dict)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ProviderSettings(_Section):
-    """The execution provider, its options as given to ORT, and whether inputs/outputs go through IO binding."""
-
-    TABLE: ClassVar[str] = "provider"
-    name: str = "cpu"
-    io_binding: bool = False
-    options: Mapping[str, Any] = field(default_factory=dict)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Workload(_Section):
-    """How the model is driven: closed loop or paced, concurrent callers, warm-up, and the inputs fed."""
-
-    TABLE: ClassVar[str] = "workload"
-    rate_hz: float = 0.0
-    concurrency: int = 1
-    replicas: int = 1
-    pin_replicas: bool = False
-    warmup_runs: int = 10
-    seed: int = 0
-    batch: int = 0
-    dims: Mapping[str, int] = field(default_factory=dict)
-    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    values: Mapping[str, float] = field(default_factory=dict)
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Profile:
-    """Everything needed to reproduce one configuration. ``model`` may be empty: one profile, many models."""
-
-    model: str = ""
-    description: str = ""
-    session: SessionSettings = field(default_factory=SessionSettings)
-    provider: ProviderSettings = field(default_factory=ProviderSettings)
-    env: Mapping[str, str] = field(default_factory=dict)
-    workload: Workload = field(default_factory=Workload)
-
-    # ---- derived ORT settings -------------------------------------------------------------------------------
-    def provider_name(self) -> str:
-        """The ORT provider name (``CUDAExecutionProvider``) for the profile's short or full name."""
-        return PROVIDER_ALIASES.get(self.provider.name.lower(), self.provider.name)
-
-    def providers(self) -> list[str]:
-        """Providers in the order given to InferenceSession: the chosen one, with CPU as fallback."""
-        name = self.provider_name()
-        if name == "CPUExecutionProvider" or self.session.disable_cpu_ep_fallback:
-            return [name]  # ORT refuses an explicit CPU entry when CPU fallback is disabled
-        return [name, "CPUExecutionProvider"]
-
-    def provider_options(self) -> dict[str, str]:
-        """Provider options as the strings ORT's provider-option maps take (bools as "1"/"0")."""
-        return {k: ort_str(v) for k, v in self.provider.options.items()}
-
-    def config_entries(self) -> dict[str, str]:
-        """Every session config entry the profile sets: config-entry knobs in declaration order, then
-        [session.config] verbatim."""
-        out: dict[str, str] = {}
-        for knob in knobs.settings(knobs.CONFIG_ENTRY):
-            value = knob.read(self)
-            if value is not None:
-                out[knob.ort_name] = knob.ort_value(value)
-        out.update({k: str(v) for k, v in self.session.config.items()})
-        return out
-
-    def cuda_graph(self) -> bool:
-        """Whether the CUDA provider is asked to capture a graph: it changes how runs must be bound."""
-        return truthy(self.provider.options.get("enable_cuda_graph", False))
-
-    def restart_key(self) -> tuple[tuple[str, Any], ...]:
-        """What can only change with a fresh worker process: every knob declared ``restarts`` (environment,
-        per-session threads), the global pool sizes only while the global pools are in use."""
-        out = []
-        for knob in knobs.registry():
-            if not knob.restarts or knobs.is_entry(knob):
-                continue
-            if knob.target == knobs.GLOBAL_POOL and self.session.use_per_session_threads:
-                continue
-            value = knob.read(self)
-            out.append((knob.key, tuple(sorted(value.items())) if isinstance(value, Mapping) else value))
-        return tuple(out)
-
-    # ---- conversion -----------------------------------------------------------------------------------------
-    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
-        """A TOML-ready dict. Without ``full``, values equal to the defaults are left out."""
-        return to_dict(self, full=full)
-
-    def to_toml(self, header: str = "") -> str:
-        """The profile as TOML; ``header`` lines become leading ``#`` comments (what the profile is for)."""
-        body = tomli_w.dumps(self.to_dict())
-        if header:
-            lines = "".join(f"# {ln}".rstrip() + "\n" for ln in header.splitlines())
-            return lines + "\n" + body
-        return body
-
-    def changes_from(self, other: Profile) -> list[str]:
-        """Human one-liners (``session.intra_op_num_threads: 1 → 4``) for every knob that differs from ``other``
-        (:func:`ortop.config.diff.diff`)."""
-        return [c.text for c in diff(other, self)]
-
-
-# The profile's sections by TOML table name, for the reader.
-SECTIONS: dict[str, type[_Section]] = {f.name: f.default_factory for f in fields(Profile)  # type: ignore[misc]
-                                       if isinstance(f.default_factory, type) and issubclass(f.default_factory,
-                                                                                              _Section)}

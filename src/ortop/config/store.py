@@ -7,12 +7,10 @@ shipped with ortop. The CLI and the UI resolve names here, so they always find t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ortop.config.errors import ProfileError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ortop.config.profile import Profile
+from ortop.config.io import load, save
+from ortop.config.tree import Profile
 
 
 def state_dir() -> Path:
@@ -29,8 +27,6 @@ def last_session_path() -> Path:
 
 def save_last_session(profile: Profile) -> Path:
     """Write the current settings for ``ortop MODEL --resume`` (atomically: a crash never leaves half a file)."""
-    from ortop.config.profile import save
-
     return save(profile, last_session_path(),
                 header="The settings of the last ortop session; `ortop MODEL --resume` starts from them.")
 
@@ -66,7 +62,5 @@ def resolve_profile(name: str) -> Path:
 
 def load_profile(name: str) -> tuple[Path, Profile]:
     """Resolve a profile NAME and load it (parsed and validated)."""
-    from ortop.config.profile import load
-
     path = resolve_profile(name)
     return path, load(path)

@@ -11,16 +11,14 @@ import difflib
 import math
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ortop.config import knobs
 from ortop.config.errors import ProfileError, raise_if_any
-from ortop.config.io import Report, line_of, suggest
+from ortop.config.keys import Report, line_of, suggest
+from ortop.config.tree import Profile
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ortop.config.profile import Profile
-
-Rule = Callable[["Profile", Report, "int | None"], None]
+Rule = Callable[[Profile, Report, "int | None"], None]
 
 
 def validate(profile: Profile, *, path: str | None = None, text: str | None = None,
