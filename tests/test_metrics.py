@@ -431,6 +431,9 @@ def test_writer_thread_writes_lines_and_a_last_one_at_close():
     for _ in range(10):
         fm.runs.add(10)
         time.sleep(0.02)
+    deadline = time.monotonic() + 10
+    while not out.getvalue() and time.monotonic() < deadline:  # the thread's first line, on a loaded host too
+        time.sleep(0.01)
     w.close()
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     assert len(lines) >= 2 and sum(x["runs"] for x in lines) == 100

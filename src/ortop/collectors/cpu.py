@@ -250,8 +250,11 @@ class PsutilCpuCollector:
         """Load since the previous call (or since construction / ``watch``); never raises for a vanished pid."""
         per_core = self._per_core()
         system = sum(per_core) / len(per_core) if per_core else 0.0
+        # CPU time moves in clock ticks: over a window much shorter than a tick (two samples close together) one
+        # tick reads as thousands of percent. No process uses more than every core, nor a thread more than one.
+        cap = 100.0 * (len(per_core) or psutil.cpu_count() or 1)
         try:
-            me = float(self._me.cpu_percent(None))
+            me = min(cap, float(self._me.cpu_percent(None)))
         except (psutil.Error, OSError):
             me = 0.0
 
@@ -262,7 +265,7 @@ class PsutilCpuCollector:
         threads: list[ThreadSample] = []
         if self._proc is not None:
             try:
-                process = float(self._proc.cpu_percent(None))
+                process = min(cap, float(self._proc.cpu_percent(None)))
             except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
                 process = None
             cur = self._thread_times() if process is not None else None
@@ -274,7 +277,7 @@ class PsutilCpuCollector:
                     # a thread absent from the last snapshot started since then: all its CPU time is in this
                     # interval (unless there was no snapshot at all)
                     before = self._prev_threads.get(tid, 0.0 if self._primed else None)
-                    pct = max(0.0, (cpu_s - before) / dt * 100.0) if before is not None and dt > 0 else 0.0
+                    pct = min(100.0, max(0.0, (cpu_s - before) / dt * 100.0)) if before is not None and dt > 0 else 0.0
                     threads.append(ThreadSample(tid, pct, core, name))
                 self._prev_threads = {tid: v[0] for tid, v in cur.items()}
                 self._primed = True
