@@ -27,6 +27,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("compare", "profiles compared in interleaved blocks, each against the first, with intervals",
             "ortop.cli.compare"),
     Command("tune", "race session settings and keep the best for an objective, verified", "ortop.cli.tune"),
+    Command("capacity", "the most traffic each profile serves within a latency SLO, with the curve",
+            "ortop.cli.capacity"),
     Command("doctor", "what is wrong, with evidence and a fix", "ortop.cli.doctor"),
     Command("ops", "where the time goes, operator by operator (ORT's profiler)", "ortop.cli.ops"),
     Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles",

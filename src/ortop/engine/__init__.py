@@ -4,6 +4,7 @@
   reads, and :func:`summary` (the one summary schema);
 - without a screen: :func:`measure` and :func:`compare` (the headless runner), :func:`check_profile`,
   :func:`workload_difference`, :func:`profile_ops` (per-operator time);
+- capacity: :func:`find_capacity` under an SLO (:func:`parse_slo`), its :class:`CapacityResult`;
 - the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard.
 
 Every name is imported on first use (see :mod:`ortop.lazy`), from the module that defines it: the TUI's start-up
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from ortop.lazy import face_getattr
 
 if TYPE_CHECKING:
+    from ortop.engine.capacity import CapacityResult, Slo, find_capacity, parse_slo
     from ortop.engine.headless import check_profile, compare, measure
     from ortop.engine.monitor import Monitor
     from ortop.engine.ops import profile_ops
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from ortop.engine.view import MonitorView
 
 __all__ = [
+    "CapacityResult", "Slo", "find_capacity", "parse_slo",
     "BETTER", "DIMENSIONS", "LEADERBOARD_COLUMNS", "NOT_DEFAULT", "OBJECTIVES", "OBJECTIVE_TEXT", "Figures", "Monitor",
     "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
     "figures_text", "leaderboard", "leaderboard_rows", "measure", "profile_key", "profile_ops", "summary",
@@ -46,6 +49,7 @@ __all__ = [
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
+    "CapacityResult": "capacity", "Slo": "capacity", "find_capacity": "capacity", "parse_slo": "capacity",
     "check_profile": "headless", "compare": "headless", "measure": "headless",
     "Monitor": "monitor",
     "profile_ops": "ops",

@@ -97,15 +97,19 @@ class Loop:
     """
 
     def __init__(self, session: Any, config_id: int, on_error: Callable[[int, str], None], *,
-                 loop_trace: bool = False):
+                 loop_trace: bool = False, rate_hz: float | None = None, arrival: str | None = None,
+                 stream: int = 0):
         self.session = session
         self.loop_trace = loop_trace  # a block of an alternation replays a trace end to end for as long as it lasts
+        self.stream = stream          # which draw of the seeded arrivals and shapes (a round of an alternation)
         self.config_id = config_id
         self.on_error = on_error
         self.stop = threading.Event()
         self.ended = threading.Event()
         w = session.profile.workload
-        self.mode = A.mode_of(w)
+        # A rate given here (a capacity search's point) overrides the profile's: the session is not rebuilt.
+        self.rate_hz = float(w.rate_hz) if rate_hz is None else float(rate_hz)
+        self.mode = A.mode_of(w) if rate_hz is None and arrival is None else (arrival or A.POISSON)
         self.callers = [(r, i) for r, m in enumerate(session.members) for i in range(len(m.servers))]
         self.rows: list[list[tuple]] = [[] for _ in self.callers]
         # Per-run CPU needs two process-clock reads per run (a system call each, ~0.5 µs here): on a model of tens
@@ -124,7 +128,9 @@ class Loop:
     def _dispatcher(self, r: int, start_ns: int) -> A.Dispatcher:
         w = self.session.profile.workload
         trace = getattr(self.session, "trace", None)
-        seed = int(w.seed) + 7919 * r  # replicas get their own arrivals; configurations the same (common numbers)
+        # Replicas get their own arrivals, and so does each round of an alternation; configurations the same ones
+        # (common random numbers).
+        seed = int(w.seed) + 7919 * r + 104729 * self.stream
         if self.mode == A.TRACE:
             if trace is None:
                 raise ValueError("arrival = 'trace' needs a trace (workload.trace, --trace)")
@@ -134,10 +140,10 @@ class Loop:
             shapes = trace.shape_chunks()
             limit = None if trace.loop else len(trace.times)
         else:
-            times = A.offsets(self.mode, float(w.rate_hz), seed)
+            times = A.offsets(self.mode, self.rate_hz, seed)
             shapes = A.shape_ids(self.n_shapes, self.weights, seed)
             limit = None
-        rate = trace.rate_hz * float(w.trace_speed) if trace is not None and self.mode == A.TRACE else float(w.rate_hz)
+        rate = trace.rate_hz * float(w.trace_speed) if trace is not None and self.mode == A.TRACE else self.rate_hz
         max_queue = int(w.max_queue) or A.default_max_queue(rate)
         return A.Dispatcher(times, shapes, start_ns, max_queue, limit)
 
@@ -148,7 +154,7 @@ class Loop:
             # spread over one period (N clients out of phase), as Poisson ones are by their own seeds.
             start = self.started_ns + 1_000_000
             n = len(self.session.members)
-            rate = float(self.session.profile.workload.rate_hz)
+            rate = self.rate_hz
             phase = int(1e9 / rate / n) if self.mode == A.FIXED and rate > 0 else 0
             self.queues = [self._dispatcher(r, start + r * phase) for r in range(n)]
             self.locks = [threading.Lock() for _ in self.queues]
@@ -178,7 +184,8 @@ class Loop:
         track_cpu = self.tracks_cpu
         prev_end = server.last_end_ns or perf()
         prev_end_cpu = cpu()
-        shapes = A.shape_ids(self.n_shapes, self.weights, int(self.session.profile.workload.seed) + 7919 * r + n)
+        shapes = A.shape_ids(self.n_shapes, self.weights,
+                             int(self.session.profile.workload.seed) + 7919 * r + n + 104729 * self.stream)
         ids = next(shapes)
         k = 0
         try:

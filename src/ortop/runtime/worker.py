@@ -67,6 +67,9 @@ class _Alternation:
         self.block_ns = int(msg.block_s * 1e9)
         self.settle_ns = int(msg.settle_s * 1e9)
         self.rounds = msg.rounds
+        self.rate_hz = getattr(msg, "rate_hz", None)
+        self.arrival = getattr(msg, "arrival", None)
+        self.first_round = int(getattr(msg, "first_round", 0))
         self.pos = 0                   # schedule position of the next (or current) block
         self.block: _Block | None = None
         self._order: list[int] = []
@@ -206,7 +209,10 @@ class Worker:
                     return
                 from ortop.runtime.serve import Loop
 
-                loop = Loop(self.sessions[cid], cid, self._on_error, loop_trace=True)
+                # Each round of the schedule draws fresh arrivals (independent replications), the same for every
+                # session in the round (common random numbers).
+                loop = Loop(self.sessions[cid], cid, self._on_error, loop_trace=True, rate_hz=alt.rate_hz,
+                            arrival=alt.arrival, stream=alt.first_round + alt.pos // len(alt.ids))
                 alt.block = _Block(loop, alt.pos, alt.settle_ns, alt.block_ns)
                 loop.start()
                 self._state("alternating", -1)

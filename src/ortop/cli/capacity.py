@@ -1,0 +1,160 @@
+"""``ortop capacity MODEL [--profile P …] --slo p99=50ms``: the most traffic each profile serves within the SLO.
+
+Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
+batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the bracket each
+was found in, the curve in the terminal, the best profile and its ratio to the first; ``--json`` one object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import threading
+from typing import Any
+
+from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.errors import UsageError
+
+EXAMPLES = """examples:
+  ortop capacity model.onnx --slo p99=50ms
+  ortop capacity model.onnx --profile one-thread.toml --profile two-replicas.toml --slo p95=20ms --budget 120
+  ortop capacity model.onnx --slo mean=10ms --dim seq=16..256 --json
+"""
+
+
+def prepare_parser(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", help="the .onnx model")
+    p.add_argument("--profile", action="append", default=[], metavar="PROFILE",
+                   help="a profile to size (repeat for several, compared side by side); default: ORT's defaults")
+    p.add_argument("--slo", required=True, metavar="METRIC=LIMIT",
+                   help="the latency objective on response time: p50, p90, p95, p99, p999 or mean, e.g. p99=50ms")
+    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
+                   help="wall time the whole search may take, builds included (default 120)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--no-plot", action="store_true", help="leave the terminal curve out")
+    add_workload_args(p, session=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ortop.cli.profiles import resolve_profile
+    from ortop.config import profile as P
+    from ortop.engine import find_capacity, parse_slo
+    from ortop.model import load_model
+
+    slo = parse_slo(args.slo)
+    if not (args.budget > 0 and math.isfinite(args.budget)):
+        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
+    load_model(args.model)
+    names = list(args.profile) or ["defaults"]
+    bases = [P.load(resolve_profile(n)) for n in args.profile] or [P.Profile()]
+    profiles = [apply_flags(b, args, args.model) for b in bases]
+    stop = threading.Event()
+    interrupted = []
+
+    def on_signal(signum: int, frame: Any) -> None:  # ctrl-C: print what is known; a second one aborts
+        if stop.is_set():
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = find_capacity(args.model, profiles, slo, budget_s=args.budget, names=names, stop=stop)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    data = result.as_dict()
+    if args.json:
+        print(json.dumps(data))
+    else:
+        print(format_result(result, plot=not args.no_plot))
+    return 130 if interrupted else 0
+
+
+def _rate(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "?"
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
+def format_result(result: Any, *, plot: bool = True) -> str:
+    slo = result.slo
+    lines = [f"model    {result.model}",
+             f"slo      {slo.text()} of response time, Poisson arrivals; {result.elapsed_s:.0f} s of "
+             f"{result.budget_s:g} s" + ("  (stopped early)" if result.stopped else ""), ""]
+    width = max(8, *(len(s.name) for s in result.searches))
+    lines.append(f"  #  {'profile':<{width}}  {'capacity':>9}  {'bracket':>15}  {'ceiling':>8}  "
+                 f"{slo.metric} at no load")
+    for s in result.searches:
+        if s.failed:
+            lines.append(f"  {s.index}  {s.name:<{width}}  failed: {s.failed}")
+            continue
+        hi = _rate(s.hi)
+        bracket = f"{_rate(s.lo)}…{hi}/s"
+        cap = f"{_rate(s.lo)}/s" if s.met else "0"
+        lines.append(f"  {s.index}  {s.name:<{width}}  {cap:>9}  {bracket:>15}  {_rate(s.ceiling_per_s):>6}/s  "
+                     f"{s.floor_ms:.3g} ms")
+        if s.note:
+            lines.append(f"     {s.note}")
+    best = result.best()
+    if best is not None and len(result.searches) > 1:
+        b = result.searches[best]
+        lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.lo)}/s"]
+        for s in result.searches:
+            if s.index != best and s.met:
+                est, lo, hi = result.ratio(best, s.index)
+                lines.append(f"  {b.name} / {s.name}: ×{est:.2f} (within ×{lo:.2f}…×{hi:.2f} by the brackets)")
+    elif best is None:
+        lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
+    lines += ["", "points (offered → served, SLO metric, decision):"]
+    for s in result.searches:
+        for rate, p in sorted(s.points.items()):
+            v = p.value(slo)
+            lines.append(f"  {s.name:<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  {slo.metric} "
+                         f"{v:>8.3g} ms  {p.decision}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
+    if plot and any(s.points for s in result.searches):
+        lines += ["", curve(result)]
+    for w in result.warnings:
+        lines.append(f"warning  {w}")
+    return "\n".join(lines)
+
+
+MARKS = "●▲■◆"  # one per profile (a met point); an unmet point is drawn hollow: ○△□◇
+HOLLOW = "○△□◇"
+
+
+def curve(result: Any, width: int = 72, height: int = 16) -> str:
+    """The SLO metric against offered rate as text: one mark per measured point (filled: met), the SLO as a line.
+
+    Drawn with the project's own characters: a scatter of a few points needs no plotting library, and reads in
+    any terminal and in a pasted log."""
+    pts = [(s.index, r, p.value(result.slo), p.decision == "met") for s in result.searches
+           for r, p in s.points.items() if math.isfinite(p.value(result.slo))]
+    if not pts:
+        return ""
+    x_hi = max(r for _, r, _, _ in pts) * 1.05
+    y_hi = max(max(v for _, _, v, _ in pts), result.slo.ms) * 1.1
+    grid = [[" "] * width for _ in range(height)]
+
+    def row(v: float) -> int:
+        return min(height - 1, max(0, height - 1 - int(round(v / y_hi * (height - 1)))))
+
+    slo_row = row(result.slo.ms)
+    grid[slo_row] = ["┄"] * width
+    for i, r, v, met in pts:
+        col = min(width - 1, int(round(r / x_hi * (width - 1))))
+        grid[row(v)][col] = (MARKS if met else HOLLOW)[i % len(MARKS)]
+    label = f"{result.slo.metric} ms"
+    out = []
+    for k, cells in enumerate(grid):
+        y = y_hi * (height - 1 - k) / (height - 1)
+        tick = f"{y:>7.3g} ┤" if k % 4 == 0 or k == slo_row else "        │"
+        out.append(tick + "".join(cells) + (f" SLO {result.slo.ms:g}" if k == slo_row else ""))
+    out.append("        └" + "─" * width)
+    out.append(f"         0{'offered requests/s':^{width - 12}}{x_hi:>8.0f}")
+    legend = "  ".join(f"{MARKS[s.index % len(MARKS)]} {s.name}" for s in result.searches)
+    return "\n".join([f"{label} against offered rate (filled: meets the SLO)  {legend}", *out])
