@@ -109,6 +109,33 @@ def test_validate(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out[4] == f"FAIL {workdir / 'missing.toml'}"
 
 
+def test_validate_reads_a_full_provider_name_as_its_alias(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """[provider] name = "CUDAExecutionProvider" (the README allows it) has its CUDA options checked exactly as with
+    name = "cuda", instead of passing a value ORT refuses and then running on the CPU."""
+    p = workdir / "graph.toml"
+    lines = {}
+    for name in ("cuda", "CUDAExecutionProvider"):
+        p.write_text(f'[provider]\nname = "{name}"\nio_binding = true\n\n'
+                     '[provider.options]\nenable_cuda_graph = "yes"\n')
+        assert profiles_main(["validate", str(p)]) == 1
+        lines[name] = capsys.readouterr().out.splitlines()
+    assert lines["cuda"] == [f"FAIL {p}", f"  {p}:6: enable_cuda_graph must be true or false, got 'yes'"]
+    assert lines["CUDAExecutionProvider"] == lines["cuda"]
+    p.write_text('[provider]\nname = "CUDAExecutionProvider"\nio_binding = true\n\n[provider.options]\n'
+                 "enable_cuda_graph = true\n")
+    assert profiles_main(["validate", str(p)]) == 0
+    assert capsys.readouterr().out == f"ok {p}\n"
+
+
+def test_validate_names_an_unknown_provider(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = workdir / "typo.toml"
+    p.write_text('[provider]\nname = "cdua"\n')
+    assert profiles_main(["validate", str(p)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"FAIL {p}", f"  {p}:2: provider.name 'cdua' is not a provider ortop knows (did you mean 'cuda'?): use a "
+        "short name (cpu, cuda, tensorrt, openvino, ...) or ORT's full name, ending in ExecutionProvider"]
+
+
 def test_validate_host(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     far = workdir / "far.toml"
     core = (os.cpu_count() or 1) + 7

@@ -76,6 +76,30 @@ def test_cuda_options_need_the_cuda_provider() -> None:
     assert form.changes(Profile(), values)["provider.options.gpu_mem_limit"] == 1000000
 
 
+@pytest.mark.parametrize("name", ["CUDAExecutionProvider", "CUDA", "cudaexecutionprovider"])
+def test_the_full_provider_name_edits_cuda_fields_like_cuda(name: str) -> None:
+    """A profile naming the provider in full (or in capitals) edits CUDA options, instead of being told to set the
+    provider to cuda first."""
+    p = profile_mod.merge(Profile(), **{"provider.name": name})
+    values = form.form_values(p)
+    assert values["provider.name"] == name
+    values["provider.options.gpu_mem_limit"] = "1000000"
+    values["provider.options.cudnn_conv_algo_search"] = "HEURISTIC"
+    assert form.changes(p, values) == {"provider.options.gpu_mem_limit": 1000000,
+                                       "provider.options.cudnn_conv_algo_search": "HEURISTIC"}
+    new = form.build(p, values)
+    assert new.provider.name == name
+    assert new.provider.options == {"gpu_mem_limit": 1000000, "cudnn_conv_algo_search": "HEURISTIC"}
+    values["provider.options.gpu_mem_limit"] = "-5"  # and its values are checked as for cuda
+    with pytest.raises(profile_mod.ProfileError) as exc:
+        form.build(p, values)
+    assert [k for k, _ in form.error_keys(exc.value)] == ["provider.options.gpu_mem_limit"]
+    values["provider.options.gpu_mem_limit"] = "1000000"
+    values["provider.name"] = "cpu"  # moving away from CUDA still refuses its options
+    with pytest.raises(profile_mod.ProfileError, match="set provider to cuda first"):
+        form.changes(p, values)
+
+
 def test_blank_means_the_default_in_every_field() -> None:
     """One rule: intra-op threads refused a blank while spin duration took it as ORT's default."""
     p = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 3, "workload.rate_hz": 100.0,

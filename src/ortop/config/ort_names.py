@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ortop.config.profile import Profile
+from ortop.config.providers import CPU
 
 # Profile spelling -> the ORT enum member name (same in Python, C, C++ and C#).
 OPT_LEVEL_NAMES: dict[str, str] = {
@@ -39,6 +40,6 @@ def provider_list(profile: Profile) -> list[Any]:
     """
     name = profile.provider_name()
     options = profile.provider_options()
-    if name == "CPUExecutionProvider" or profile.session.disable_cpu_ep_fallback:
+    if name == CPU or profile.session.disable_cpu_ep_fallback:
         return [(name, options)]
-    return [(name, options), "CPUExecutionProvider"]
+    return [(name, options), CPU]

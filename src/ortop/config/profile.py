@@ -15,15 +15,8 @@ from ortop.config.errors import ProfileError, ProfileErrors
 from ortop.config.io import from_dict, load, loads, merge, save
 from ortop.config.keys import flatten
 from ortop.config.knobs import ARENA_STRATEGIES, CONV_ALGO_SEARCH, EXECUTION_MODES, OPT_LEVELS
-from ortop.config.tree import (
-    PROVIDER_ALIASES,
-    SECTIONS,
-    Profile,
-    ProviderSettings,
-    SessionSettings,
-    Workload,
-    to_dict,
-)
+from ortop.config.providers import ALIASES as PROVIDER_ALIASES
+from ortop.config.tree import SECTIONS, Profile, ProviderSettings, SessionSettings, Workload, to_dict
 from ortop.config.validate import validate
 from ortop.config.values import affinity_string, parse_affinity_string, parse_core_list
 

@@ -20,23 +20,8 @@ import tomli_w
 
 from ortop.config import knobs
 from ortop.config.diff import diff
+from ortop.config.providers import CPU, ort_name
 from ortop.config.values import ort_str, truthy
-
-PROVIDER_ALIASES = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "trt": "TensorrtExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-    "dnnl": "DnnlExecutionProvider",
-    "rocm": "ROCMExecutionProvider",
-    "migraphx": "MIGraphXExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-    "dml": "DmlExecutionProvider",
-    "qnn": "QNNExecutionProvider",
-    "xnnpack": "XnnpackExecutionProvider",
-    "webgpu": "WebGpuExecutionProvider",
-}
 
 
 class _Section:
@@ -140,15 +125,16 @@ class Profile:
 
     # ---- derived ORT settings -------------------------------------------------------------------------------
     def provider_name(self) -> str:
-        """The ORT provider name (``CUDAExecutionProvider``) for the profile's short or full name."""
-        return PROVIDER_ALIASES.get(self.provider.name.lower(), self.provider.name)
+        """The ORT provider name (``CUDAExecutionProvider``) for the profile's short or full name, in any case
+        (:func:`ortop.config.providers.resolve`)."""
+        return ort_name(self.provider.name)
 
     def providers(self) -> list[str]:
         """Providers in the order given to InferenceSession: the chosen one, with CPU as fallback."""
         name = self.provider_name()
-        if name == "CPUExecutionProvider" or self.session.disable_cpu_ep_fallback:
+        if name == CPU or self.session.disable_cpu_ep_fallback:
             return [name]  # ORT refuses an explicit CPU entry when CPU fallback is disabled
-        return [name, "CPUExecutionProvider"]
+        return [name, CPU]
 
     def provider_options(self) -> dict[str, str]:
         """Provider options as the strings ORT's provider-option maps take (bools as "1"/"0")."""

@@ -16,6 +16,7 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.errors import ProfileError, raise_if_any
 from ortop.config.keys import Report, line_of, suggest
+from ortop.config.providers import CPU, name_error, short_name
 from ortop.config.tree import Profile
 
 Rule = Callable[[Profile, Report, "int | None"], None]
@@ -150,18 +151,20 @@ def _config_shadowing(profile: Profile, err: Report, host_cpus: int | None) -> N
 
 
 def _provider(profile: Profile, err: Report, host_cpus: int | None) -> None:
-    """A provider to run on must remain: a name, and CPU fallback not disabled when CPU is the provider."""
-    p = profile.provider
-    if not p.name:
-        err("provider.name must not be empty", "provider.name")
-    if profile.session.disable_cpu_ep_fallback and profile.provider_name() == "CPUExecutionProvider":
+    """A provider to run on must remain: a name ortop can hand ORT, and CPU fallback not disabled when CPU is the
+    provider."""
+    message = name_error(profile.provider.name)
+    if message:
+        err(message, "provider.name")
+    if profile.session.disable_cpu_ep_fallback and profile.provider_name() == CPU:
         err("disable_cpu_ep_fallback with provider cpu leaves no provider to run on: ORT refuses the session",
             "session.disable_cpu_ep_fallback")
 
 
 def _provider_options(profile: Profile, err: Report, host_cpus: int | None) -> None:
-    """Providers with declared options (CUDA) take only those; others take their options verbatim."""
-    provider = profile.provider.name.lower()
+    """Providers with declared options (CUDA) take only those, whichever way the provider is named; others take their
+    options verbatim."""
+    provider = short_name(profile.provider.name)
     declared = {k.name: k for k in knobs.entries("provider.options", provider)}
     if not declared:
         return

@@ -52,6 +52,7 @@ from ortop.collectors.host import HostFacts
 from ortop.config import profile as profile_mod
 from ortop.config.diff import change_terms, diff
 from ortop.config.profile import Profile
+from ortop.config.providers import CUDA
 
 CPU_DIMENSIONS = ("threads", "spinning", "dynamic_block_base", "execution_mode", "affinity", "arena", "mem_pattern",
                   "optimization")
@@ -205,7 +206,7 @@ class Space:
         self.start = start
         self.host = host
         self.model = model
-        self.cuda = start.provider.name.lower() in ("cuda", "cudaexecutionprovider")
+        self.cuda = start.provider_name() == CUDA  # cuda, CUDAExecutionProvider, any case
         self.pruned: list[str] = []
         asked = list(dict.fromkeys(dimensions)) if dimensions is not None else None
         if asked is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ortop.config import knobs
 from ortop.config.profile import Profile
+from ortop.config.providers import CUDA, TENSORRT
 from ortop.config.replicas import replica_profile
 from ortop.errors import OrtopError
 
@@ -35,7 +36,7 @@ def model_path(profile: Profile, model: str | None) -> str:
 def device(profile: Profile) -> tuple[str, int]:
     """The device IO binding places tensors on, and its id."""
     name = profile.provider_name()
-    where = "cuda" if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider") else "cpu"
+    where = "cuda" if name in (CUDA, TENSORRT) else "cpu"
     try:
         device_id = int(profile.provider.options.get("device_id", 0))
     except (TypeError, ValueError):

@@ -18,6 +18,7 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
+from ortop.config.providers import CPU, CUDA, TENSORRT
 from ortop.export.common import (
     REPLICA_OPTIONS_TEXT,
     VERSION_NOTES,
@@ -189,8 +190,8 @@ def _provider(profile: Profile) -> list[str]:
     """Appending the provider: CUDA and TensorRT through their V2 option structs, others by registration name."""
     name = profile.provider_name()
     options = profile.provider_options()
-    if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
-        short, struct = ("CUDA", "OrtCUDAProviderOptionsV2") if name == "CUDAExecutionProvider" else (
+    if name in (CUDA, TENSORRT):
+        short, struct = ("CUDA", "OrtCUDAProviderOptionsV2") if name == CUDA else (
             "TensorRT", "OrtTensorRTProviderOptionsV2")
         var = "cuda_options" if short == "CUDA" else "trt_options"
         out = [
@@ -210,7 +211,7 @@ def _provider(profile: Profile) -> list[str]:
                 f"Ort::ThrowOnError(api.Update{short}ProviderOptions({var}, keys.data(), values.data(), keys.size()));",
             ]
         return out + [f"so.AppendExecutionProvider_{short}_V2(*{var});"]
-    if name == "CPUExecutionProvider":
+    if name == CPU:
         return ["// CPU provider options have no C++ setter; the CPU provider is always registered."] if options else []
     reg, known = generic_ep_name(name)
     out = [] if known else [f"// {cpp_str(name)}: check the registration name your onnxruntime build expects."]

@@ -18,6 +18,7 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
+from ortop.config.providers import CPU, CUDA, TENSORRT
 from ortop.export.common import (
     REPLICA_OPTIONS_TEXT,
     comment_header,
@@ -183,14 +184,14 @@ def _provider(profile: Profile) -> list[str]:
     name = profile.provider_name()
     options = profile.provider_options()
     dict_items = ", ".join(f"{{ {cs_str(k)}, {cs_str(v)} }}" for k, v in options.items())
-    if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
-        cls, append = (("OrtCUDAProviderOptions", "AppendExecutionProvider_CUDA") if name == "CUDAExecutionProvider"
+    if name in (CUDA, TENSORRT):
+        cls, append = (("OrtCUDAProviderOptions", "AppendExecutionProvider_CUDA") if name == CUDA
                        else ("OrtTensorRTProviderOptions", "AppendExecutionProvider_Tensorrt"))
         out = [f"using (var providerOptions = new {cls}())", "{"]
         if options:
             out.append(f"    providerOptions.UpdateOptions(new Dictionary<string, string> {{ {dict_items} }});")
         return out + [f"    so.{append}(providerOptions);", "}"]
-    if name == "CPUExecutionProvider":
+    if name == CPU:
         return ["// CPU provider options have no C# setter; the CPU provider is always registered."] if options else []
     reg, known = generic_ep_name(name)
     out = [] if known else [f"// {cs_str(name)}: check the registration name your onnxruntime build expects."]

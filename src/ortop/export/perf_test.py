@@ -15,6 +15,7 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import OPT_LEVEL_VALUES
 from ortop.config.profile import Profile
+from ortop.config.providers import short_name
 from ortop.config.values import affinity_string, truthy
 from ortop.export.common import ExportError, literal
 from ortop.export.literals import json_str
@@ -156,7 +157,7 @@ def _session(profile: Profile, args: list[str], notes: list[str]) -> None:
 def _provider(profile: Profile, ep: str, args: list[str], notes: list[str]) -> None:
     """Provider options: their own flags where perf_test has them, the rest through -i; IO binding via -g."""
     options = profile.provider_options()
-    for knob in knobs.entries("provider.options", ep):
+    for knob in knobs.entries("provider.options", short_name(profile.provider.name)):
         flag = KNOB_FLAGS.get(knob.key)
         if flag is None or knob.name not in options:
             continue

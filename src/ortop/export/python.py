@@ -17,6 +17,7 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import ENUM_NAMES, provider_list
 from ortop.config.profile import Profile
+from ortop.config.providers import CPU
 from ortop.export.common import (
     VERSION_NOTES,
     device,
@@ -321,7 +322,7 @@ def render(profile: Profile, model_path: str) -> str:
     # a pinned replica brings its own options (replica_options); None is session_options()
     own = ", sess_options=None" if pinned_pools(profile) else ""
     options = "session_options() if sess_options is None else sess_options" if own else "session_options()"
-    cpu = profile.provider_name() == "CPUExecutionProvider"
+    cpu = profile.provider_name() == CPU
     lines += ["    return so", "", ""]
     if cpu:
         lines += [

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ortop.config import knobs
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
+from ortop.config.providers import short_name
 
 TRI = (("default", "default"), ("on", "on"), ("off", "off"))
 BOOL = (("on", "on"), ("off", "off"))
@@ -282,7 +283,7 @@ def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
             cur = _tri_text(cur) == "on"
         if v != cur:
             out[f.key] = v
-    provider = str(out.get("provider.name", profile.provider.name)).lower()
+    provider = short_name(str(out.get("provider.name", profile.provider.name)))  # cuda or CUDAExecutionProvider
     for k, v in out.items():
         knob = knobs.find(k)
         if knob is not None and knob.provider and knob.provider != provider and v is not None:
