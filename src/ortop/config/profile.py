@@ -3,7 +3,8 @@ checked.
 
 Three modules stand behind it, importing one another one way: :mod:`ortop.config.io` (TOML/JSON in and out) over
 :mod:`ortop.config.validate` (the checks) over :mod:`ortop.config.tree` (the frozen dataclasses), with the
-dotted-key helpers of :mod:`ortop.config.keys` below them all. This face imports them and nothing imports it back.
+dotted-key helpers of :mod:`ortop.config.keys` and the provider names of :mod:`ortop.config.providers` below them
+all. This face imports them; none of them imports it (an import-linter contract in pyproject.toml holds the order).
 
 This module imports neither onnxruntime nor textual: profiles can be validated on any host.
 """
