@@ -82,6 +82,8 @@ def _rate(x: float | None) -> str:
 
 
 def format_result(result: Any, *, plot: bool = True) -> str:
+    from ortop.engine import text_curve
+
     slo = result.slo
     lines = [f"model    {result.model}",
              f"slo      {slo.text()} of response time, Poisson arrivals; {result.elapsed_s:.0f} s of "
@@ -117,44 +119,7 @@ def format_result(result: Any, *, plot: bool = True) -> str:
             lines.append(f"  {s.name:<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  {slo.metric} "
                          f"{v:>8.3g} ms  {p.decision}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
     if plot and any(s.points for s in result.searches):
-        lines += ["", curve(result)]
+        lines += ["", text_curve(result)]
     for w in result.warnings:
         lines.append(f"warning  {w}")
     return "\n".join(lines)
-
-
-MARKS = "●▲■◆"  # one per profile (a met point); an unmet point is drawn hollow: ○△□◇
-HOLLOW = "○△□◇"
-
-
-def curve(result: Any, width: int = 72, height: int = 16) -> str:
-    """The SLO metric against offered rate as text: one mark per measured point (filled: met), the SLO as a line.
-
-    Drawn with the project's own characters: a scatter of a few points needs no plotting library, and reads in
-    any terminal and in a pasted log."""
-    pts = [(s.index, r, p.value(result.slo), p.decision == "met") for s in result.searches
-           for r, p in s.points.items() if math.isfinite(p.value(result.slo))]
-    if not pts:
-        return ""
-    x_hi = max(r for _, r, _, _ in pts) * 1.05
-    y_hi = max(max(v for _, _, v, _ in pts), result.slo.ms) * 1.1
-    grid = [[" "] * width for _ in range(height)]
-
-    def row(v: float) -> int:
-        return min(height - 1, max(0, height - 1 - int(round(v / y_hi * (height - 1)))))
-
-    slo_row = row(result.slo.ms)
-    grid[slo_row] = ["┄"] * width
-    for i, r, v, met in pts:
-        col = min(width - 1, int(round(r / x_hi * (width - 1))))
-        grid[row(v)][col] = (MARKS if met else HOLLOW)[i % len(MARKS)]
-    label = f"{result.slo.metric} ms"
-    out = []
-    for k, cells in enumerate(grid):
-        y = y_hi * (height - 1 - k) / (height - 1)
-        tick = f"{y:>7.3g} ┤" if k % 4 == 0 or k == slo_row else "        │"
-        out.append(tick + "".join(cells) + (f" SLO {result.slo.ms:g}" if k == slo_row else ""))
-    out.append("        └" + "─" * width)
-    out.append(f"         0{'offered requests/s':^{width - 12}}{x_hi:>8.0f}")
-    legend = "  ".join(f"{MARKS[s.index % len(MARKS)]} {s.name}" for s in result.searches)
-    return "\n".join([f"{label} against offered rate (filled: meets the SLO)  {legend}", *out])

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ortop.lazy import face_getattr
 
 if TYPE_CHECKING:
-    from ortop.engine.capacity import CapacityResult, Slo, find_capacity, parse_slo
+    from ortop.engine.capacity import CapacityResult, CapacitySearch, Slo, find_capacity, parse_slo, text_curve
     from ortop.engine.headless import check_profile, compare, measure
     from ortop.engine.monitor import Monitor
     from ortop.engine.ops import profile_ops
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ortop.engine.view import MonitorView
 
 __all__ = [
-    "CapacityResult", "Slo", "find_capacity", "parse_slo",
+    "CapacityResult", "CapacitySearch", "Slo", "find_capacity", "parse_slo", "text_curve",
     "BETTER", "DIMENSIONS", "LEADERBOARD_COLUMNS", "NOT_DEFAULT", "OBJECTIVES", "OBJECTIVE_TEXT", "Figures", "Monitor",
     "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
     "figures_text", "leaderboard", "leaderboard_rows", "measure", "profile_key", "profile_ops", "summary",
@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
-    "CapacityResult": "capacity", "Slo": "capacity", "find_capacity": "capacity", "parse_slo": "capacity",
+    "CapacityResult": "capacity", "CapacitySearch": "capacity", "Slo": "capacity", "find_capacity": "capacity",
+    "parse_slo": "capacity", "text_curve": "capacity",
     "check_profile": "headless", "compare": "headless", "measure": "headless",
     "Monitor": "monitor",
     "profile_ops": "ops",

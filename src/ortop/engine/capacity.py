@@ -326,6 +326,11 @@ class CapacitySearch:
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self._t0)
 
+    def result(self) -> CapacityResult:
+        """What is known so far (a view may call it from another thread while the search runs)."""
+        return CapacityResult(self.model_path, self.slo, list(self.searches), time.monotonic() - self._t0,
+                              self.budget_s, self.stop.is_set())
+
     def run(self) -> CapacityResult:
         self._t0 = time.monotonic()
         warnings: list[str] = []
@@ -466,6 +471,43 @@ class CapacitySearch:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
             if self.on_point is not None:
                 self.on_point(s, p)
+
+
+MARKS = "●▲■◆"  # one per profile (a met point); an unmet point is drawn hollow: ○△□◇
+HOLLOW = "○△□◇"
+
+
+def text_curve(result: Any, width: int = 72, height: int = 16) -> str:
+    """The SLO metric against offered rate as text: one mark per measured point (filled: met), the SLO as a line.
+
+    Drawn with the project's own characters: a scatter of a few points needs no plotting library, and reads in
+    any terminal and in a pasted log."""
+    pts = [(s.index, r, p.value(result.slo), p.decision == "met") for s in result.searches
+           for r, p in s.points.items() if math.isfinite(p.value(result.slo))]
+    if not pts:
+        return ""
+    x_hi = max(r for _, r, _, _ in pts) * 1.05
+    y_hi = max(max(v for _, _, v, _ in pts), result.slo.ms) * 1.1
+    grid = [[" "] * width for _ in range(height)]
+
+    def row(v: float) -> int:
+        return min(height - 1, max(0, height - 1 - int(round(v / y_hi * (height - 1)))))
+
+    slo_row = row(result.slo.ms)
+    grid[slo_row] = ["┄"] * width
+    for i, r, v, met in pts:
+        col = min(width - 1, int(round(r / x_hi * (width - 1))))
+        grid[row(v)][col] = (MARKS if met else HOLLOW)[i % len(MARKS)]
+    label = f"{result.slo.metric} ms"
+    out = []
+    for k, cells in enumerate(grid):
+        y = y_hi * (height - 1 - k) / (height - 1)
+        tick = f"{y:>7.3g} ┤" if k % 4 == 0 or k == slo_row else "        │"
+        out.append(tick + "".join(cells) + (f" SLO {result.slo.ms:g}" if k == slo_row else ""))
+    out.append("        └" + "─" * width)
+    out.append(f"         0{'offered requests/s':^{width - 12}}{x_hi:>8.0f}")
+    legend = "  ".join(f"{MARKS[s.index % len(MARKS)]} {s.name}" for s in result.searches)
+    return "\n".join([f"{label} against offered rate (filled: meets the SLO)  {legend}", *out])
 
 
 def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
