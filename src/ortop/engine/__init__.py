@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from ortop.lazy import face_getattr
 
 if TYPE_CHECKING:
-    from ortop.engine.capacity import CapacityResult, CapacitySearch, Slo, find_capacity, parse_slo, text_curve
+    from ortop.engine.capacity import CapacityResult, Slo, parse_slo, text_curve
+    from ortop.engine.capacity_search import CapacitySearch, find_capacity
     from ortop.engine.headless import check_profile, compare, measure
     from ortop.engine.monitor import Monitor
     from ortop.engine.ops import profile_ops
@@ -49,8 +50,8 @@ __all__ = [
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
-    "CapacityResult": "capacity", "CapacitySearch": "capacity", "Slo": "capacity", "find_capacity": "capacity",
-    "parse_slo": "capacity", "text_curve": "capacity",
+    "CapacityResult": "capacity", "Slo": "capacity", "parse_slo": "capacity", "text_curve": "capacity",
+    "CapacitySearch": "capacity_search", "find_capacity": "capacity_search",
     "check_profile": "headless", "compare": "headless", "measure": "headless",
     "Monitor": "monitor",
     "profile_ops": "ops",
