@@ -101,15 +101,15 @@ def test_the_critical_value_matches_every_sign_vector_enumerated(confidence: flo
 
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 def test_the_critical_value_matches_scipys_null_distribution(confidence: float) -> None:
-    sizes = [*range(1, 41), 57, 99, 150, 233, 299, 300,      # exact
-             301, 350, 512, 1000, 2000]                     # the normal approximation
+    sizes = [*range(1, 31), 57, 150, 300,      # exact
+             301, 512, 2000]                  # the normal approximation
     for n in sizes:
         assert _signed_rank_k(n, confidence) == reference_k(n, confidence), n
 
 
 # ---- the estimate and the interval -----------------------------------------------------------------------------
 @pytest.mark.parametrize("ties", [False, True], ids=["continuous", "ties"])
-@pytest.mark.parametrize("n", [1, 3, 5, 6, 7, 9, 14, 25, 50, 120, 300, 301, 640])
+@pytest.mark.parametrize("n", [1, 3, 5, 6, 7, 9, 14, 25, 50, 120, 300, 301, 420])
 def test_estimate_and_interval_are_the_median_and_order_statistics_of_the_walsh_averages(n: int, ties: bool) -> None:
     for seed in range(3):
         d = data(n, seed, ties)
