@@ -105,3 +105,24 @@ def env(tmp_path):
     from tests.test_cli import env as cli_env
 
     return cli_env.__wrapped__(tmp_path)
+
+
+@pytest.mark.integration
+def test_tune_on_capacity_needs_a_p50_or_p99_slo(tmp_path, env):
+    model = make_matmul_model(tmp_path / "mm.onnx", n=8)
+    assert "needs --slo" in one_error_line(ortop("tune", model, "--objective", "capacity", env=env))
+    assert "races on p50 or p99" in one_error_line(ortop("tune", model, "--objective", "capacity", "--slo",
+                                                         "mean=5ms", env=env))
+
+
+@pytest.mark.integration
+def test_tune_on_capacity_races_at_the_baselines_knee(tmp_path, env):
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256)
+    r = ortop("tune", model, "--dim", "batch=256", "--objective", "capacity", "--slo", "p99=20ms", "--budget", "40",
+              "--space", "spinning", "--json", env=env, timeout=150)
+    assert r.returncode == 0, r.stderr
+    assert "racing on p99 under Poisson arrivals at" in r.stderr
+    d = json.loads(r.stdout)
+    assert d["objective"] == "p99"
+    w = d["baseline"]["profile"]["workload"]  # the baseline raced: the start profile at 90 % of its capacity
+    assert w["arrival"] == "poisson" and w["rate_hz"] > 0

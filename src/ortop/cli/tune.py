@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ortop.cli.flags import add_workload_args, apply_flags
-from ortop.errors import EXIT_OK, UsageError
+from ortop.errors import EXIT_OK, RuntimeFailure, UsageError
 
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
 
@@ -47,8 +47,11 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="the .onnx model")
     p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
                    help="wall time from start to result, session builds included (default 60)")
-    p.add_argument("--objective", choices=OBJECTIVES, default="p50",
-                   help="what to optimise: p50/p99 latency, throughput, or CPU per run (default p50)")
+    p.add_argument("--objective", choices=(*OBJECTIVES, "capacity"), default="p50",
+                   help="what to optimise: p50/p99 latency, throughput, CPU per run, or capacity within --slo "
+                        "(default p50)")
+    p.add_argument("--slo", metavar="METRIC=LIMIT",
+                   help="with --objective capacity: the SLO, p99=50ms or p50=10ms (see ortop capacity)")
     p.add_argument("--max-p99", type=float, metavar="MS", help="constraint: p99 latency at most MS milliseconds")
     p.add_argument("--space", metavar="DIM,…",
                    help=f"dimensions to search (default: all that apply but {', '.join(sorted(NOT_DEFAULT))}): "
@@ -85,13 +88,44 @@ def _check_args(args: argparse.Namespace) -> list[str] | None:
 
 def _check_feeds(info: Any, profile: Any) -> None:
     """Refuse (ProfileError / ModelError) a start profile that is invalid or cannot feed the model."""
-    from ortop import model as model_mod
-    from ortop.config import profile as profile_mod
+    from ortop.engine import check_profile
 
-    profile_mod.validate(profile, host_cpus=os.cpu_count())
-    w = profile.workload
-    model_mod.make_feeds(info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs, batch=w.batch,
-                         seed=w.seed)
+    check_profile(info, profile)
+
+
+KNEE_SHARE = 0.25   # of the budget, for finding the baseline's capacity
+KNEE_RATE = 0.9     # candidates race at this share of it
+
+
+def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tuple[Any, str]:
+    """``--objective capacity``: find the baseline's capacity within the SLO (a quarter of the budget), then race the
+    candidates on the SLO's percentile under Poisson arrivals at 90 % of it.
+
+    Why not race capacities themselves: each would need a search of its own (a dozen points), so a budget fits a
+    handful of candidates at most. Near the knee the percentile rises steeply with load, so a candidate that lowers
+    it there is one that moves the knee right: the ranking is the same, and the tuner's interleaved race decides it
+    in seconds per candidate.
+    """
+    from ortop.config import profile as P
+    from ortop.engine import find_capacity, parse_slo
+
+    if not args.slo:
+        raise UsageError("--objective capacity needs --slo, e.g. --slo p99=50ms")
+    slo = parse_slo(args.slo)
+    if slo.metric not in ("p50", "p99"):
+        raise UsageError(f"--objective capacity races on p50 or p99; --slo {args.slo} names {slo.metric}")
+    budget = max(15.0, KNEE_SHARE * args.budget)
+    found = find_capacity(model_path, [profile], slo, budget_s=budget, names=["baseline"])
+    base = found.searches[0]
+    if not base.met:
+        why = base.note or base.failed or "see ortop capacity"
+        raise RuntimeFailure(f"the baseline meets {slo.text()} at no rate here ({why}): nothing to race at its knee")
+    rate = KNEE_RATE * base.lo
+    print(f"ortop tune: the baseline serves {base.lo:.0f}/s within {slo.text()} (bracket {base.lo:.0f}…"
+          f"{base.hi:.0f}/s, {found.elapsed_s:.0f} s); racing on {slo.metric} under Poisson arrivals at "
+          f"{rate:.0f}/s", file=sys.stderr)
+    raced = P.merge(profile, **{"workload.arrival": "poisson", "workload.rate_hz": round(rate, 1)})
+    return raced, slo.metric
 
 
 # ---- the host line ------------------------------------------------------------------------------------------------
@@ -286,6 +320,8 @@ def run(args: argparse.Namespace) -> int:
     info = model_mod.load_model(model_path)
     profile, profile_model = start_profile(args, model_path)
     _check_feeds(info, profile)
+    if args.objective == "capacity":
+        profile, args.objective = _at_the_knee(args, model_path, profile)  # the budget still counts from t0
     if args.save:
         fsutil.check_writable(args.save, protect=[model_path], what="profile")
     host = read_host()

@@ -22,6 +22,7 @@ RESPONSE, CPU_IN, CPU_BETWEEN, T_S, REPLICA, SERVICE, QUEUE, SHAPE, IDLE = range
 WIDTH = 9
 
 KEEP_RATIO = 0.95   # served below this share of offered: the pace was not kept
+BLOCK_KEEP_RATIO = 0.9  # the same from short blocks' runs alone: each block ends with a few requests still queued
 IDLE_BUCKETS_MS = (1.0, 10.0, 100.0)  # idle gap buckets: < 1, 1–10, 10–100, ≥ 100 ms
 
 
@@ -145,10 +146,10 @@ def offered_rate(profile: Any) -> float:
     return float(w.rate_hz) * int(w.replicas) if mode_of(w) in (FIXED, POISSON) else math.nan
 
 
-def pace_text(profile: Any, served_per_s: float) -> str:
-    """"" when a profile's offered rate was served (≥ 95 %), else what was offered and served."""
+def pace_text(profile: Any, served_per_s: float, keep: float = KEEP_RATIO) -> str:
+    """"" when a profile's offered rate was served (at least ``keep`` of it), else what was offered and served."""
     offered = offered_rate(profile)
-    if not offered > 0 or not math.isfinite(served_per_s) or served_per_s >= KEEP_RATIO * offered:
+    if not offered > 0 or not math.isfinite(served_per_s) or served_per_s >= keep * offered:
         return ""
     return f"rate not kept: offered {rate(offered)}/s, served {rate(served_per_s)}/s"
 

@@ -146,9 +146,9 @@ class Trial:
 
     def pace(self) -> str:
         """"" when the candidate served its offered rate; else a word that its figures are not a paced answer."""
-        from ortop.engine.traffic import pace_text
+        from ortop.engine.traffic import BLOCK_KEEP_RATIO, pace_text
 
-        return pace_text(self.profile, self.figures.throughput_per_s) if self.figures.blocks else ""
+        return pace_text(self.profile, self.figures.throughput_per_s, BLOCK_KEEP_RATIO) if self.figures.blocks else ""
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
