@@ -186,13 +186,13 @@ class Loop:
         prev_end_cpu = cpu()
         shapes = A.shape_ids(self.n_shapes, self.weights,
                              int(self.session.profile.workload.seed) + 7919 * r + n + 104729 * self.stream)
-        ids = next(shapes)
-        k = 0
+        ids: list[int] = next(shapes).tolist()  # Python ints: indexing a list costs less than a numpy scalar
+        k, n_ids = 0, len(ids)
         try:
             while not stop.is_set():
-                if k == len(ids):
-                    ids, k = next(shapes), 0
-                s = int(ids[k])
+                if k == n_ids:
+                    ids, k = next(shapes).tolist(), 0
+                s = ids[k]
                 k += 1
                 run = runs[s]
                 if track_cpu:
