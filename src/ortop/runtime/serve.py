@@ -124,6 +124,7 @@ class Loop:
         self.queues: list[A.Dispatcher] = []
         self.locks: list[threading.Lock] = []
         self._said = (0, 0)  # (arrived, dropped) already reported by traffic()
+        self._last_end: dict[int, int] = {}  # per caller: the end of the last lean row taken
 
     def _dispatcher(self, r: int, start_ns: int) -> A.Dispatcher:
         w = self.session.profile.workload
@@ -188,6 +189,23 @@ class Loop:
                              int(self.session.profile.workload.seed) + 7919 * r + n + 104729 * self.stream)
         ids: list[int] = next(shapes).tolist()  # Python ints: indexing a list costs less than a numpy scalar
         k, n_ids = 0, len(ids)
+        if not track_cpu and self.n_shapes == 1:
+            # The leanest loop, for runs of a few µs where every Python operation per run shows in the duty cycle:
+            # (start, service) alone; take() fills in the other columns.
+            run = runs[0]
+            try:
+                while not stop.is_set():
+                    t0 = perf()
+                    run()
+                    append((t0, perf() - t0))
+            finally:
+                try:  # take() may empty the list meanwhile (the worker's flush runs on its own thread)
+                    last = self.rows[n][-1]
+                    end = last[0] + last[1]
+                except IndexError:
+                    end = self._last_end.get(n, prev_end)
+                server.last_end_ns = max(end, prev_end)
+            return
         try:
             while not stop.is_set():
                 if k == n_ids:
@@ -251,12 +269,29 @@ class Loop:
     def take(self) -> np.ndarray:
         """The rows appended since the last take, as int64 (n, COLUMNS), callers one after the other."""
         parts = []
-        for lst in self.rows:
+        for c, lst in enumerate(self.rows):
             n = len(lst)
             if n:
-                parts.append(np.array(lst[:n], dtype=np.int64))
+                part = np.array(lst[:n], dtype=np.int64)
                 del lst[:n]
+                if part.shape[1] == 2:  # the lean closed loop's (start, service): one shape, no per-run CPU
+                    part = self._widen(c, part)
+                parts.append(part)
         return np.concatenate(parts) if parts else np.zeros((0, COLUMNS), dtype=np.int64)
+
+    def _widen(self, caller: int, part: np.ndarray) -> np.ndarray:
+        """(start, service) rows as full rows: no per-run CPU, shape 0, no queue, the idle gap from the run before
+        (the first of a batch from the previous batch's last)."""
+        out = np.zeros((len(part), COLUMNS), dtype=np.int64)
+        out[:, :2] = part
+        out[:, 2:4] = -1
+        out[:, 4] = self.callers[caller][0]
+        ends = part[:, 0] + part[:, 1]
+        prev = self._last_end.get(caller, part[0, 0])
+        out[0, 7] = max(0, part[0, 0] - prev)
+        out[1:, 7] = part[1:, 0] - ends[:-1]
+        self._last_end[caller] = int(ends[-1])
+        return out
 
     def traffic(self) -> tuple[int, int, int, int] | None:
         """The open loop's queues since the last call: (arrived, dropped, queue length now, longest queue since
