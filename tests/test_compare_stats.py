@@ -414,3 +414,122 @@ def test_decided_after_is_when_the_verdict_settles() -> None:
     # it needs at least the pairs the rank interval needs before it can decide anything
     assert took >= 0.3 * 2 * 6 - 1e-9
     assert decided_after(blocks_with(0.0, 2), 0, 1, "p50") is None  # too few pairs: undecided, no time
+
+
+# -- stopping once decided (measure.sequential) ---------------------------------------------------------------
+
+
+def test_looks_are_fixed_and_spend_at_most_alpha() -> None:
+    from ortop.measure.sequential import Looks, look_alpha, look_pairs
+
+    assert [look_pairs(k) for k in range(8)] == [8, 12, 16, 24, 32, 48, 64, 96]
+    assert sum(look_alpha(k) for k in range(60)) < 0.4 * 0.05  # the looks before the last: under 2α/5
+    looks = Looks()
+    assert [looks.due(n) for n in range(1, 8)] == [None] * 7  # no look before 8 pairs
+    assert looks.due(8) == pytest.approx(0.99) and looks.due(8) is None  # each look once
+    assert looks.due(11) is None and looks.due(12) == pytest.approx(0.995)
+    assert looks.due(20) == pytest.approx(1 - 0.0025)
+    assert looks.due(40) == pytest.approx(1 - 0.000625)  # 24 and 32 at once: the newest taken, 24's α counted
+    assert looks.taken == 5 and looks.spent() == pytest.approx(sum(look_alpha(k) for k in range(5)))
+    assert looks.last() == pytest.approx(1 - (0.05 - looks.spent()))  # the last look: what is left
+    assert looks.spent() + (1 - looks.last()) == pytest.approx(0.05)
+    assert Looks().last() == pytest.approx(0.95)  # no look taken: the plain interval, as without the rule
+    plain = Looks(corrected=False)
+    assert plain.due(8) == plain.due(12) == plain.last() == 0.95
+
+
+def _null_ratios(rng: np.random.Generator, n: int, noise: float = 0.015) -> np.ndarray:
+    """Per-pair log ratios of an A/A comparison: each block carries its own noise and, one in twenty, a hiccup
+    (a slowdown of a few percent to tens of percent); a pair's ratio is the other block's against its partner's."""
+    noise_ab = rng.normal(0, noise, (2, n))
+    hiccup = np.where(rng.random((2, n)) < 0.05, np.abs(rng.normal(0, 0.08, (2, n))), 0.0)
+    log_block = noise_ab + hiccup
+    return log_block[1] - log_block[0]
+
+
+def test_sequential_aa_false_claims_stay_under_five_percent() -> None:
+    from ortop.measure.sequential import Looks, run_on_ratios
+
+    rng = np.random.default_rng(2024)
+    sims, n_pairs = 2000, 42  # a 30 s budget of 0.35 s blocks: looks at 8, 12, 16, 24, 32 pairs and the last
+    claims = {"rule": 0, "plain": 0, "rule, margin": 0}
+    early = 0
+    for _ in range(sims):
+        d = _null_ratios(rng, n_pairs)
+        rule = run_on_ratios(d, margin_pct=0.0)  # no margin: the purely statistical claim the margin sits on
+        plain = run_on_ratios(d, margin_pct=0.0, looks=Looks(corrected=False))
+        with_margin = run_on_ratios(d)
+        claims["rule"] += rule.judgement.significant
+        claims["plain"] += plain.judgement.significant
+        claims["rule, margin"] += with_margin.judgement.significant
+        early += with_margin.early and with_margin.judgement.verdict == "no difference"
+    rate = {k: v / sims for k, v in claims.items()}
+    assert rate["rule"] <= 0.05, rate
+    # the plain 95 % interval at the same looks: two to three times the false claims
+    assert rate["plain"] >= 0.09 and rate["plain"] > 2 * rate["rule"], rate
+    assert rate["rule, margin"] <= rate["rule"]
+    assert early > sims / 3  # and the rule still ends many A/A comparisons early, with "no difference"
+
+
+def test_a_large_effect_stops_at_the_first_look() -> None:
+    from ortop.measure.sequential import look_pairs, run_on_ratios
+
+    rng = np.random.default_rng(6)
+    d = np.log(0.57) + rng.normal(0, 0.01, 42)  # two threads instead of one: −43 %, pairs agreeing to a point
+    out = run_on_ratios(d)
+    assert out.early and out.pairs == look_pairs(0) == 8 and out.judgement.verdict == "faster"
+    assert out.level == pytest.approx(0.99)
+    # a small effect in noisy pairs is not decided at the first look: it runs on
+    small = run_on_ratios(0.04 + _null_ratios(rng, 42, noise=0.03))
+    assert small.pairs > 8
+
+
+def _walk_rounds(blocks: list[Block], n_configs: int, metric: str) -> tuple[int, list[Comparison] | None]:
+    """What the interleaving does: after each round of blocks, the look due (if any); (blocks used, comparisons)
+    when one settled every verdict, else (all blocks, None)."""
+    from ortop.measure.sequential import Looks, look, settled
+
+    looks = Looks()
+    for rounds in range(1, len(blocks) // n_configs + 1):
+        taken = look(blocks[: rounds * n_configs], n_configs, metric, looks)
+        if taken is not None and settled(taken[1]):
+            return rounds * n_configs, taken[1]
+    return len(blocks), None
+
+
+def test_the_interleavings_looks_on_blocks_match_the_rule_on_ratios() -> None:
+    from ortop.measure.sequential import run_on_ratios
+
+    rng = np.random.default_rng(11)
+    for effect, noise in ((0.57, 0.01), (1.06, 0.02), (1.0, 0.01), (1.03, 0.04)):
+        ratios = effect * np.exp(rng.normal(0, noise, 40))
+        blocks = _pairs_of(list(ratios))
+        used, comps = _walk_rounds(blocks, 2, "p50")
+        out = run_on_ratios(np.log(ratios))
+        if comps is None:
+            assert not out.early or out.pairs == 40
+        else:
+            assert comps[0].pairs == out.pairs == used // 2 and comps[0].verdict == out.judgement.verdict
+            assert comps[0].look_confidence == pytest.approx(out.level)
+            assert comps[0].confidence == 0.95 and "95 % CI" in comps[0].text()
+
+
+def test_a_stopped_comparison_reports_the_interval_of_its_look() -> None:
+    blocks = _blocks(schedule(2, 42), (1.0, 0.57), seed=4)  # three configurations' worth of budget, decided at 8
+    used, comps = _walk_rounds(blocks, 2, "p50")
+    assert used == 16 and comps is not None and comps[0].verdict == "faster"
+    c = comps[0]
+    plain = compare(blocks[:used], 0, 1, "p50")  # the 95 % interval on the same pairs would be narrower
+    assert c.ci_low_pct <= plain.ci_low_pct and plain.ci_high_pct <= c.ci_high_pct
+    assert c.ci_high_pct - c.ci_low_pct > plain.ci_high_pct - plain.ci_low_pct
+    assert c.ci_low_pct <= -43 <= c.ci_high_pct
+    assert c.as_dict()["look_confidence"] == pytest.approx(0.99) and plain.as_dict()["look_confidence"] is None
+    # three configurations stop together, when both comparisons are settled at the same look
+    rng = np.random.default_rng(9)  # a quiet host: ±0.5 % per block, nothing else
+    three = []
+    for i, cfg in enumerate(schedule(3, 40)):
+        v = BASE_MS * (1.0, 0.57, 1.0)[cfg] * math.exp(rng.normal(0, 0.005))
+        three.append(Block(cfg, i, i * BLOCK_S, (i + 1) * BLOCK_S, 150, v, 1.3 * v, 1000 / v, v))
+    used3, comps3 = _walk_rounds(three, 3, "p50")
+    assert comps3 is not None and [c.verdict for c in comps3] == ["faster", "no difference"]
+    assert used3 < len(three) and min(c.pairs for c in comps3) >= 8

@@ -63,6 +63,12 @@ How long until it decides (``seconds_more``)
     When the estimate sits on the margin no amount of time decides it, so the answer is capped at
     ``SECONDS_MORE_CAP``.
 
+Stopping once decided (:mod:`ortop.measure.sequential`)
+    ``ortop compare`` and the live view's verification stop as soon as every verdict on their metric is settled.
+    They may only stop at looks fixed in advance, each at a stricter level (``compare(level=…)``), so that the
+    interval they report keeps its 95 % coverage however early they stop; ``Comparison.look_confidence`` names
+    the look's own level.
+
 Over ~400 lines because of this docstring: the method's justification lives with the code it justifies.
 """
 
@@ -267,6 +273,8 @@ class Comparison:
     seconds_more: float | None  # when undecided: about how much more measuring would decide it; else None
     confidence: float = 0.95
     margin_pct: float = MARGIN_PCT
+    look_confidence: float | None = None  # a comparison that stops once decided: the level of the look its
+    #                                       interval was taken at (≥ confidence; see measure.sequential)
 
     def _ci_text(self) -> str:
         conf = f"{self.confidence * 100:.0f}"
@@ -309,6 +317,7 @@ class Comparison:
             "verdict": self.verdict,
             "pairs": self.pairs,
             "seconds_more": _num(self.seconds_more, 1) if self.seconds_more is not None else None,
+            "look_confidence": None if self.look_confidence is None else round(self.look_confidence, 6),
             "text": self.text(),
         }
 
@@ -357,42 +366,67 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs)) if xs else math.nan
 
 
+def usable_pairs(blocks: Sequence[Block], baseline: int, other: int, metric: str) -> list[tuple[Block, Block]]:
+    """The neighbour pairs a comparison on ``metric`` uses: both blocks with a positive, finite value for it."""
+    _check_metric(metric)
+    return [(a, b) for a, b in pairs(blocks, baseline, other)
+            if all(math.isfinite(v) and v > 0 for v in (a.value(metric), b.value(metric)))]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What per-pair log ratios say at one confidence: the estimate and interval (log ratios) and the verdict."""
+
+    estimate: float
+    low: float           # −inf / +inf when no interval exists (too few pairs for the level)
+    high: float
+    significant: bool
+    verdict: str
+
+
+def judge(d: np.ndarray, confidence: float, margin_pct: float = MARGIN_PCT,
+          higher_is_better: bool = False) -> Judgement:
+    """The verdict on per-pair log ratios ``d`` at one confidence: the rule :func:`compare` applies to blocks and
+    the simulations of :mod:`ortop.measure.sequential` apply to bare numbers."""
+    n = int(d.size)
+    est, lo, hi = _interval(d, confidence) if n else (math.nan, -math.inf, math.inf)
+    if n < MIN_PAIRS or not (math.isfinite(lo) and math.isfinite(hi)):
+        return Judgement(est, lo, hi, False, "undecided")
+    significant, verdict = _decide(_pct(lo), _pct(hi), margin_pct, higher_is_better)
+    return Judgement(est, lo, hi, significant, verdict)
+
+
 def compare(blocks: Sequence[Block], baseline: int, other: int, metric: str, *, confidence: float = 0.95,
-            margin_pct: float = MARGIN_PCT, seed: int = 0, elapsed_s: float | None = None) -> Comparison:
+            margin_pct: float = MARGIN_PCT, seed: int = 0, elapsed_s: float | None = None,
+            level: float | None = None) -> Comparison:
     """Compare ``other`` with ``baseline`` on ``metric`` over neighbouring block pairs (see the module docstring).
 
     Pairs where either block lacks a positive, finite value for the metric are left out. ``elapsed_s`` is the
     measuring time so far (all configurations together), for ``seconds_more``; by default the span of the blocks.
+    ``level``: the confidence the interval is taken at when it differs from ``confidence``, the coverage it
+    stands for — a look of a comparison that stops once decided (:mod:`ortop.measure.sequential`).
     ``seed`` is accepted for interface stability: the rank interval is exact, so nothing is random.
     """
     del seed
-    _check_metric(metric)
-    if not 0 < confidence < 1:
+    at = confidence if level is None else level
+    if not (0 < confidence < 1 and 0 < at < 1):
         raise ValueError("confidence must lie strictly between 0 and 1")
-    used = [(a, b) for a, b in pairs(blocks, baseline, other)
-            if all(math.isfinite(v) and v > 0 for v in (a.value(metric), b.value(metric)))]
+    used = usable_pairs(blocks, baseline, other, metric)
     base_vals = [a.value(metric) for a, _ in used]
     other_vals = [b.value(metric) for _, b in used]
     d = np.log(np.asarray(other_vals, dtype=np.float64) / np.asarray(base_vals, dtype=np.float64))
     n = int(d.size)
-    if n:
-        est, lo, hi = _interval(d, confidence)
-    else:
-        est, lo, hi = math.nan, -math.inf, math.inf
-    change, lo_pct, hi_pct = _pct(est), _pct(lo), _pct(hi)
-    if n < MIN_PAIRS or not (math.isfinite(lo) and math.isfinite(hi)):
-        significant, verdict = False, "undecided"
-        lo_pct = hi_pct = math.nan
-    else:
-        significant, verdict = _decide(lo_pct, hi_pct, margin_pct, metric in HIGHER_IS_BETTER)
+    j = judge(d, at, margin_pct, metric in HIGHER_IS_BETTER)
+    has_interval = n >= MIN_PAIRS and math.isfinite(j.low) and math.isfinite(j.high)
+    lo_pct, hi_pct = (_pct(j.low), _pct(j.high)) if has_interval else (math.nan, math.nan)
     seconds_more = None
-    if verdict == "undecided":
+    if j.verdict == "undecided":
         if elapsed_s is None and blocks:  # all configurations' time counts: they take turns
             elapsed_s = max(b.t_end for b in blocks) - min(b.t_start for b in blocks)
         per_pair = elapsed_s / n if elapsed_s is not None and n else None
-        seconds_more = _seconds_more(d, est, lo, hi, margin_pct, confidence, per_pair)
-    return Comparison(baseline, other, metric, _median(base_vals), _median(other_vals), change, lo_pct, hi_pct,
-                      significant, verdict, n, seconds_more, confidence, margin_pct)
+        seconds_more = _seconds_more(d, j.estimate, j.low, j.high, margin_pct, at, per_pair)
+    return Comparison(baseline, other, metric, _median(base_vals), _median(other_vals), _pct(j.estimate), lo_pct,
+                      hi_pct, j.significant, j.verdict, n, seconds_more, confidence, margin_pct, level)
 
 
 def compare_all(blocks: Sequence[Block], n_configs: int, metrics: Sequence[str] = METRICS,
