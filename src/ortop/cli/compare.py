@@ -1,9 +1,11 @@
 """``ortop compare MODEL A.toml B.toml [C.toml …]``: which profile is faster, measured so that drift cannot decide.
 
-The profiles' sessions are built side by side and run in alternating blocks of about 0.3 s (A B B A …) for the
-budget; neighbouring blocks are paired and each metric gets a confidence interval from the pairs. Each profile is
-compared with the first. The verdict is "faster" or "slower" only when the whole interval clears ±2 %; "no
-difference" when it lies inside; else "undecided" (with about how much longer would decide it).
+The profiles' sessions are built side by side and run in alternating blocks of about 0.3 s (A B B A …) for at
+most the budget; neighbouring blocks are paired and each metric gets a confidence interval from the pairs. Each
+profile is compared with the first. The verdict is "faster" or "slower" only when the whole interval clears ±2 %;
+"no difference" when it lies inside; else "undecided" (with about how much longer would decide it). The comparison
+stops as soon as every verdict on the objective is settled, at looks fixed in advance whose intervals keep 95 %
+coverage under that stopping (:mod:`ortop.measure.sequential`); the output says when it stopped early.
 
 Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when the model fails at run time.
 """
@@ -30,9 +32,11 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="two or more profiles: a TOML path, or a name from ./profiles or the shipped ones")
     p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
-                   help="measuring time, all profiles together, builds not counted (default 30)")
+                   help="the most measuring time, all profiles together, builds not counted (default 30): it stops "
+                        "sooner once every verdict on the objective is settled")
     p.add_argument("--objective", choices=METRICS, default="p50",
-                   help="the metric listed first in the verdicts (default p50)")
+                   help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
+                        "settled (default p50)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_workload_args(p)
 
@@ -54,7 +58,7 @@ def _ordered(comps, objective: str):
 
 def _with_decision(c: Any, blocks: Any) -> dict[str, Any]:
     d = c.as_dict()
-    took = decided_after(blocks, c.baseline, c.other, c.metric)
+    took = decided_after(blocks, c.baseline, c.other, c.metric, level=c.look_confidence)
     d["decided_after_s"] = None if took is None else round(took, 2)
     return d
 
@@ -67,6 +71,8 @@ def to_json(model_path: str, budget_s: float, objective: str, result) -> dict[st
         "configs": [c.as_dict() for c in result.configs],
         "comparisons": [_with_decision(c, result.blocks) for c in _ordered(result.comparisons, objective)],
         "elapsed_s": round(result.elapsed_s, 3),
+        "decided_s": None if result.decided_s is None else round(result.decided_s, 3),
+        "stopped_early": result.stopped_early,
         "block_s": round(result.block_s, 4),
         "settle_s": round(result.settle_s, 4),
         "blocks": len(result.blocks),
@@ -81,9 +87,10 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     names = [c.name for c in result.configs]
     width = max(8, *(len(n) for n in names))
     workers = f", {result.workers} workers taking turns" if result.workers > 1 else ""
+    took = "decided after" if result.stopped_early else "measured"
     lines = [
         f"model    {model_path}",
-        f"measured {result.elapsed_s:.1f} s of {budget_s:g} s in {len(result.blocks)} blocks of "
+        f"{took} {result.elapsed_s:.1f} s of {budget_s:g} s in {len(result.blocks)} blocks of "
         f"{result.block_s * 1e3:.0f} ms (+{result.settle_s * 1e3:.0f} ms settle each){workers}"
         + ("  (stopped early)" if result.stopped else ""),
         "",
@@ -138,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = compare(args.model, profiles, budget_s=args.budget, names=list(args.profiles), stop=stop)
+        result = compare(args.model, profiles, budget_s=args.budget, names=list(args.profiles), stop=stop,
+                         decide_on=args.objective)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

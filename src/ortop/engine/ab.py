@@ -36,7 +36,7 @@ from ortop.engine.placement import build_message
 from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
-from ortop.measure import stats
+from ortop.measure import sequential, stats
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
 from ortop.runtime import protocol as P
 
@@ -127,6 +127,8 @@ class AbResult:
     workers: int
     stopped: bool                # cut short by the stop flag
     warnings: tuple[str, ...] = ()
+    decided_s: float | None = None  # with ``decide_on``: the measuring time at which every verdict on it was settled
+    stopped_early: bool = False     # ... and that was before the budget was spent, so the comparison ended there
 
     def comparison(self, other: int, metric: str) -> Comparison | None:
         return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
@@ -156,13 +158,17 @@ class Interleaving:
     every worker message to :meth:`deliver` (with its channel index) and calls :meth:`abort` if a worker dies.
     ``finish(channel)`` ends an alternation on a worker (default: ``Pause``). ``run()`` blocks until the budget is
     spent (or ``stop`` is set) and returns the result; it raises AbError / NotEnoughMemory.
+
+    ``decide_on`` (a metric) makes the budget the most it may take: after each round of blocks the look due by
+    :mod:`ortop.measure.sequential` is taken, and once every verdict on that metric is settled the alternation
+    ends and the result holds the blocks and the intervals of that look. Without it the budget is always spent.
     """
 
     def __init__(self, profiles: Sequence[Profile], config_ids: Sequence[int], channels: Sequence[Callable[[Any], Any]],
                  channel_of: Sequence[int], *, budget_s: float, names: Sequence[str] | None = None,
                  stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
-                 metrics: Sequence[str] = METRICS):
+                 metrics: Sequence[str] = METRICS, decide_on: str | None = None):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -176,6 +182,12 @@ class Interleaving:
         self.per_session_hint = per_session_hint
         self.block_s, self.settle_s = block_s, settle_s
         self.metrics = tuple(metrics)
+        if decide_on is not None and decide_on not in self.metrics:
+            raise ValueError(f"decide_on {decide_on!r} is not one of the metrics compared")
+        self.decide_on = decide_on
+        self._looks = sequential.Looks() if decide_on is not None else None
+        self._rounds_seen = 0
+        self._decision: tuple[int, float, float] | None = None  # (blocks used, level, elapsed s) once decided
         self._index = {cid: i for i, cid in enumerate(self.ids)}
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
@@ -183,7 +195,7 @@ class Interleaving:
         self._error: str | None = None
         self._pending_rows: dict[int, tuple[int, np.ndarray]] = {}
         self._blocks: list[Block] = []
-        self._lat: list[list[np.ndarray]] = [[] for _ in self.profiles]
+        self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
         self._alt_done = [0] * len(self.channels)
         self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
@@ -206,8 +218,8 @@ class Interleaving:
     # ---- messages ------------------------------------------------------------------------------------------------
     def deliver(self, msg: Any, channel: int = 0) -> None:
         with self._cv:
-            if self._closed:
-                return
+            if self._closed or (self._decision is not None and isinstance(msg, (P.Samples, P.BlockDone))):
+                return  # decided: what runs until the alternation ends is not part of the comparison
             if isinstance(msg, P.Built) and msg.config_id in self._index:
                 self._built[msg.config_id] = msg.info
             elif isinstance(msg, P.BuildFailed) and msg.config_id in self._index:
@@ -229,7 +241,7 @@ class Interleaving:
                 self._blocks.append(block_from_runs(i, gseq, lat, t_start=msg.t_start_ns / 1e9,
                                                     t_end=msg.t_end_ns / 1e9, cpu_ms=msg.cpu_ns / 1e6,
                                                     cpu_between_ms=between))
-                self._lat[i].append(lat)
+                self._lat.append(lat)
             elif isinstance(msg, P.AlternationDone):
                 self._alt_done[channel] += 1
             elif isinstance(msg, P.RunError) and msg.config_id in self._index:
@@ -354,6 +366,24 @@ class Interleaving:
     def _over_budget(self, ahead_s: float = 0.0) -> bool:
         return self.stop.is_set() or self.elapsed() + ahead_s >= self.budget_s
 
+    def _decided(self) -> bool:
+        """Under the lock, whenever blocks may have come in: take the look due after the rounds complete so far, if
+        one is; True when it settled every verdict on ``decide_on`` (the decision is then kept for the result)."""
+        if self._looks is None or self.decide_on is None or self._decision is not None:
+            return self._decision is not None
+        n = len(self.profiles)
+        rounds = len(self._blocks) // n
+        if rounds <= self._rounds_seen:
+            return False
+        self._rounds_seen = rounds
+        used = [b for b in self._blocks if b.seq < rounds * n]
+        taken = sequential.look(used, n, self.decide_on, self._looks)
+        if taken is None or not sequential.settled(taken[1]):
+            return False
+        level = taken[0]
+        self._decision = (rounds * n, level, self.elapsed())
+        return True
+
     def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
         self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None))
         with self._cv:
@@ -362,6 +392,8 @@ class Interleaving:
                     raise AbError(self._error)
                 if self._alt_done[0]:
                     raise AbError("the worker stopped alternating")
+                if self._decided():
+                    return  # run() ends the alternation (finish / Pause), as at the end of the budget
                 self._cv.wait(0.05)
 
     def _alternate_across(self, block_s: float, settle_s: float) -> None:
@@ -385,16 +417,21 @@ class Interleaving:
                     return
                 raise AbError(f"{self.names[i]}: the worker did not finish a block")
             pos += 1
+            with self._cv:
+                if self._decided():
+                    return
 
     def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
         with self._cv:
-            blocks = list(self._blocks)
-            lats = [list(x) for x in self._lat]
-            elapsed = self.elapsed()
+            decision = self._decision
+            keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision[0]]
+            blocks = [self._blocks[k] for k in keep]
+            lats = [self._lat[k] for k in keep]
+            elapsed = self.elapsed() if decision is None else decision[2]
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]
-            lat = np.concatenate(lats[i]) if lats[i] else np.zeros(0)
+            lat = np.concatenate([x for b, x in zip(blocks, lats) if b.config == i] or [np.zeros(0)])
             st = stats.latency_stats(lat)
             wall = sum(b.t_end - b.t_start for b in mine)
             cpu_known = [b for b in mine if math.isfinite(b.cpu_ms_per_run) and b.runs]
@@ -409,11 +446,17 @@ class Interleaving:
             figures.append(fig)
             if not fig.kept():
                 self._log(f"{fig.name}: {fig.pace_text()}")
-        comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None)) \
+        # with decide_on, every interval is the one of the look the rule ended at: the deciding one, or the last
+        level = decision[1] if decision is not None else self._looks.last() if self._looks is not None else None
+        comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None, level=level)) \
             if blocks else ()
+        decided_s = decision[2] if decision is not None else None
+        if decision is None and self._looks is not None and sequential.settled(
+                [c for c in comps if c.metric == self.decide_on]):
+            decided_s = elapsed  # settled at the last look, when the budget was spent
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
-                        stopped, tuple(self.warnings))
+                        stopped, tuple(self.warnings), decided_s, decision is not None)
 
 
 def restart_groups(profiles: Sequence[Profile]) -> list[int]:

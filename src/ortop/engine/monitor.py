@@ -326,12 +326,12 @@ class Monitor:
         try:
             same_worker = (before.restart_key() == after.restart_key() == self._worker_key)
             names = [f"#{v.against_id}", f"#{v.config_id}"]
+            metric = primary_metric(before, after)  # the one whose settled verdict ends the interleaving
             if same_worker:
-                res = self._verify_in_worker(v, before, after, names)
+                res = self._verify_in_worker(v, before, after, names, metric)
             else:
-                res = self._verify_in_fresh_workers(v, before, after, names)
+                res = self._verify_in_fresh_workers(v, before, after, names, metric)
             if res is not None and not v.cancel.is_set():
-                metric = primary_metric(before, after)
                 result = verdict_from(res.comparisons, metric, v.against_id)
         except ab.NotEnoughMemory as exc:
             error = f"verification refused: {exc}"
@@ -355,7 +355,7 @@ class Monitor:
             self._changed.notify_all()
         v.future.set_result(result)
 
-    def _verify_in_worker(self, v: _Verify, before: Profile, after: Profile, names: list[str]):
+    def _verify_in_worker(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
         with self._lock:
             ids = (self._new_id(), self._new_id())
             v.temp_ids = ids
@@ -373,7 +373,7 @@ class Monitor:
                     self._in_worker.discard(cid)
 
         il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
-                             stop=v.cancel, finish=finish, per_session_hint=hint)
+                             stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric)
         with self._lock:
             v.interleaving = il
             self._in_worker.update(ids)
@@ -385,7 +385,7 @@ class Monitor:
                     self._stores.pop(cid, None)
                     self._record_cache.pop(cid, None)
 
-    def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str]):
+    def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
         self._send(P.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
 
         def on_start(il: ab.Interleaving) -> None:
@@ -394,7 +394,7 @@ class Monitor:
 
         try:
             return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
-                                       stop=v.cancel, on_start=on_start)
+                                       stop=v.cancel, on_start=on_start, decide_on=metric)
         finally:
             if not v.paused and not self._stopping:
                 self._send(P.Resume())
