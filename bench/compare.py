@@ -7,8 +7,12 @@
 2. Real effects, ``--tries`` times each: intra-op threads 1 vs 2 (judged on p50), and spinning on vs off at a paced
    100 Hz (judged on CPU per run). Target: the right sign, decided, every time.
 
+Each comparison stops once its objective's verdict is settled (``--budget`` is the most it takes): each run's line
+ends with the time it took to a decision ("decided 6.2 s of 20", or "undecided" after the whole budget).
+
 Prints each run's verdicts and, at the end, the false-positive count, the detection counts, the median interval
-widths and the median time to a decision. Runs are sequential (one comparison at a time: each is a measurement).
+widths and, for the A/A runs and each real effect, the median time to a decision and how many stopped early. Runs
+are sequential (one comparison at a time: each is a measurement).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ def _profile(directory: Path, name: str, body: str) -> str:
     return str(path)
 
 
-def _compare(model: str, a: str, b: str, budget: float, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "ortop.cli", "compare", model, a, b, "--budget", str(budget), "--json", *extra]
+def _compare(model: str, a: str, b: str, budget: float, extra: list[str], objective: str = "p50") -> dict:
+    cmd = [sys.executable, "-m", "ortop.cli", "compare", model, a, b, "--budget", str(budget), "--json",
+           "--objective", objective, *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=budget * 4 + 120)
     if out.returncode != 0:
         raise SystemExit(f"ortop compare failed ({out.returncode}): {out.stderr.strip()}")
@@ -49,6 +54,38 @@ def _fmt(c: dict) -> str:
     return f"{c['metric']:<10} {_pct(c['change_pct'])} % {interval}  {c['verdict']}"
 
 
+def _took(result: dict) -> str:
+    """When the comparison was decided: "decided 6.2 s of 20 (early)", or "undecided" after its whole budget."""
+    if result["decided_s"] is None:
+        return f"undecided after {result['elapsed_s']:.1f} s"
+    return f"decided {result['decided_s']:.1f} s of {result['budget_s']:g}" + (" (early)" if result["stopped_early"]
+                                                                             else "")
+
+
+class Decisions:
+    """Time to a decision per group of runs: the decided runs' times, how many stopped early, how many ran."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+        self.early: dict[str, int] = {}
+        self.runs: dict[str, int] = {}
+
+    def add(self, label: str, result: dict) -> None:
+        self.runs[label] = self.runs.get(label, 0) + 1
+        self.early[label] = self.early.get(label, 0) + bool(result["stopped_early"])
+        if result["decided_s"] is not None:
+            self.times.setdefault(label, []).append(result["decided_s"])
+
+    def lines(self, budget: float) -> list[str]:
+        out = []
+        for label, runs in self.runs.items():
+            times = self.times.get(label, [])
+            median = f"median {statistics.median(times):.1f} s of {budget:g}" if times else "none decided"
+            out.append(f"time to a decision, {label}: {median} ({len(times)} of {runs} decided, "
+                       f"{self.early[label]} stopped early)")
+        return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", nargs="?", help="the model (default: ortop's demo model)")
@@ -63,7 +100,7 @@ def main() -> int:
         model = str(ensure_demo())
 
     widths: dict[str, list[float]] = {}
-    decided_after: list[float] = []
+    decisions = Decisions()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         one = _profile(d, "one", "[session]\nintra_op_num_threads = 1\n")
@@ -75,13 +112,15 @@ def main() -> int:
         false_pos = 0
         print(f"A/A: 1 thread against itself, {args.aa} × {args.budget:g} s")
         for i in range(args.aa):
-            cmp = _by_metric(_compare(model, one, one_again, args.budget, []))
+            result = _compare(model, one, one_again, args.budget, [])
+            decisions.add("A/A (p50)", result)
+            cmp = _by_metric(result)
             claimed = [m for m in ("p50", "throughput") if cmp[m]["significant"]]
             false_pos += bool(claimed)
             for m in ("p50", "throughput"):
                 if cmp[m]["ci_low_pct"] is not None:
                     widths.setdefault(f"A/A {m}", []).append(cmp[m]["ci_high_pct"] - cmp[m]["ci_low_pct"])
-            print(f"  {i + 1:>2}  {_fmt(cmp['p50'])}   {_fmt(cmp['throughput'])}"
+            print(f"  {i + 1:>2}  {_fmt(cmp['p50'])}   {_fmt(cmp['throughput'])}   {_took(result)}"
                   + ("   <- false positive" if claimed else ""))
 
         effects = [
@@ -93,14 +132,14 @@ def main() -> int:
             print(f"{label}: {args.tries} × {args.budget:g} s")
             found[label] = 0
             for i in range(args.tries):
-                c = _by_metric(_compare(model, a, b, args.budget, extra))[metric]
+                result = _compare(model, a, b, args.budget, extra, objective=metric)
+                decisions.add(label, result)
+                c = _by_metric(result)[metric]
                 ok = c["verdict"] == want and c["significant"]
                 found[label] += ok
                 if c["ci_low_pct"] is not None:
                     widths.setdefault(label, []).append(c["ci_high_pct"] - c["ci_low_pct"])
-                if c.get("decided_after_s") is not None:
-                    decided_after.append(c["decided_after_s"])
-                print(f"  {i + 1:>2}  {_fmt(c)}" + ("" if ok else "   <- missed"))
+                print(f"  {i + 1:>2}  {_fmt(c)}   {_took(result)}" + ("" if ok else "   <- missed"))
 
     print()
     print(f"A/A false positives (p50 or throughput significant): {false_pos} of {args.aa}")
@@ -108,8 +147,8 @@ def main() -> int:
         print(f"{label}: detected with the right sign {n} of {args.tries}")
     for label, ws in widths.items():
         print(f"median 95 % CI width, {label}: {statistics.median(ws):.1f} points")
-    if decided_after:
-        print(f"median time to a decision (real effects): {statistics.median(decided_after):.1f} s")
+    for line in decisions.lines(args.budget):
+        print(line)
     return 0
 
 
