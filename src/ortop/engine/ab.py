@@ -478,7 +478,7 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
 
     Profiles are compared as given (their workloads included); ``kw`` goes to :class:`Interleaving`.
     """
-    from ortop.engine.workerproc import WorkerProc
+    from ortop.engine.workerproc import WorkerProc, worker_env
 
     profiles = [replace(p, model=model_path) for p in profiles]
     groups = restart_groups(profiles)
@@ -497,12 +497,16 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
         why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         holder["il"].abort(f"the worker process died ({why})")
 
+    said: list[str] = []
     for g in range(n_workers):
-        env = next(p.env for p, gg in zip(profiles, groups) if gg == g)
+        env, warned = worker_env(next(p.env for p, gg in zip(profiles, groups) if gg == g))
+        said.extend(x for x in warned if x not in said)
         workers.append(WorkerProc(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}"))
     il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in workers], groups,
                       budget_s=budget_s, names=names, stop=stop, **kw)
     holder["il"] = il
+    for text in said:  # the profile's allocator, left out: said with the comparison's warnings
+        il.deliver(P.Log(text))
     try:
         for w in workers:
             w.start()

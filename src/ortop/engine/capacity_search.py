@@ -20,7 +20,7 @@ class _Channel:
     """One worker (one restart group) and what it said."""
 
     def __init__(self, model_path: str, env: dict[str, str]):
-        from ortop.engine.workerproc import WorkerProc
+        from ortop.engine.workerproc import launch
 
         self.cv = threading.Condition()
         self.built: dict[int, dict] = {}
@@ -30,8 +30,9 @@ class _Channel:
         self.alt_done = 0
         self.error: str | None = None
         self.log: list[str] = []
-        self.wp = WorkerProc(model_path, env, self._on_message, self._on_exit, name="ortop-capacity-worker")
-        self.wp.start()
+        self.said: list[str] = []   # about the worker's environment (an allocator left out)
+        self.wp = launch(model_path, env, self._on_message, self._on_exit, name="ortop-capacity-worker",
+                         warn=self.said.append)
 
     def _on_message(self, msg: Any) -> None:
         from ortop.runtime import protocol as P
@@ -130,7 +131,8 @@ class CapacitySearch:
                         break
                     self._point(rate, group)
             for ch in self._channels:
-                warnings.extend(x for x in ch.log if "warn" in x.lower() and x not in warnings)
+                warnings.extend(x for x in [*ch.said, *ch.log] if (x in ch.said or "warn" in x.lower())
+                                and x not in warnings)
         finally:
             for ch in self._channels:
                 ch.close()

@@ -422,15 +422,11 @@ class Monitor:
         return cid
 
     def _spawn(self, profile: Profile) -> int:
-        from ortop.collectors.memory import resolve_allocator
-        from ortop.engine.workerproc import WorkerProc
+        from ortop.engine.workerproc import launch
 
-        env, said = resolve_allocator(profile.env)  # LD_PRELOAD = "mimalloc": the library's path on this host
         with self._lock:
-            for text in said:
-                self._event("warning", text)
-            w = WorkerProc(self.model_path, env, self._on_message, self._on_exit)
-            w.start()
+            w = launch(self.model_path, profile.env, self._on_message, self._on_exit,
+                       warn=lambda text: self._event("warning", text))
             self._worker = w
             self._worker_key = profile.restart_key()
             self._worker_offset = None

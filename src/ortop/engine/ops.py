@@ -41,7 +41,7 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
     Raises:
         ProbeError: the child died, timed out, or was stopped.
     """
-    from ortop.engine.workerproc import spawn_with_env
+    from ortop.engine.workerproc import spawn_with_env, worker_env
     from ortop.runtime import opprof
 
     profile = replace(profile, model=model_path)
@@ -50,7 +50,8 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
                              trace=trace, placement=placement)
         ctx = mp.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
-        proc = spawn_with_env(ctx, opprof.child_main, (send, req), profile.env, "ortop-ops")
+        env, _ = worker_env(profile.env)  # what the environment leaves out is said by the run that uses it
+        proc = spawn_with_env(ctx, opprof.child_main, (send, req), env, "ortop-ops")
         send.close()
         try:
             result, why = _wait(proc, recv, timeout_s, stop)

@@ -47,14 +47,14 @@ class _Group:
         self.wp: Any = None
 
     def start(self) -> None:
-        from ortop.engine.workerproc import WorkerProc
+        from ortop.engine.workerproc import launch
 
         self.dead = None
         self.built.clear()
         self.failed.clear()
         self.run_errors.clear()
-        self.wp = WorkerProc(self.racer.model_path, self.env, self.on_message, self.on_exit, name="ortop-tune-worker")
-        self.wp.start()
+        self.wp = launch(self.racer.model_path, self.env, self.on_message, self.on_exit, name="ortop-tune-worker",
+                         warn=self.racer.warn)
 
     def on_message(self, msg: Any) -> None:
         from ortop.runtime import protocol as P
@@ -131,6 +131,11 @@ class WorkerRacer:
         self._token = WorkerRacer.TOKEN_BASE
         self._seq = 0
         self.warnings: list[str] = []
+
+    def warn(self, text: str) -> None:
+        """A warning of the race (an allocator left out of a worker's environment), said once."""
+        if text not in self.warnings and len(self.warnings) < 50:
+            self.warnings.append(text)
 
     # ---- sessions ----
     def _group(self, p: Profile) -> _Group:

@@ -1,5 +1,10 @@
 """One worker process seen from the parent: spawn it with its environment, send it commands, hand its messages
-to a callback on a receiver thread, and notice when it exits."""
+to a callback on a receiver thread, and notice when it exits.
+
+:func:`worker_env` is the one place a profile's environment becomes a child's (``LD_PRELOAD = "mimalloc"`` found or
+left out with a warning, a preload that is not a shared library left out); :func:`launch` starts a worker with it.
+The monitor, compare, the tuner's racer, the capacity search and the per-operator probe all start children
+through them, so each runs with the allocator its profile asks for."""
 
 from __future__ import annotations
 
@@ -31,6 +36,28 @@ def spawn_with_env(ctx: Any, target: Any, args: tuple, env: Mapping[str, str], n
                 else:
                     os.environ[k] = v
     return proc
+
+
+def worker_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """A profile's ``[env]`` as the child's: ``LD_PRELOAD``'s ``mimalloc`` replaced by the library's path on this
+    host, entries ld.so could not load left out; with the warnings to say for what was left out."""
+    from ortop.collectors.memory import resolve_allocator
+
+    return resolve_allocator(env)
+
+
+def launch(model_path: str, env: Mapping[str, str], on_message: Callable[[Any], None],
+           on_exit: Callable[[WorkerProc], None] | None = None, *, name: str = "ortop-worker",
+           warn: Callable[[str], None] | None = None) -> WorkerProc:
+    """Start an inference worker for a profile's environment ``env`` (see :func:`worker_env`); each warning about
+    the environment goes to ``warn``."""
+    child_env, said = worker_env(env)
+    for text in said:
+        if warn is not None:
+            warn(text)
+    w = WorkerProc(model_path, child_env, on_message, on_exit, name=name)
+    w.start()
+    return w
 
 
 class WorkerProc:

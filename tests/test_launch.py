@@ -1,0 +1,67 @@
+"""One worker launcher: every run that starts a worker gives it the allocator its profile asks for."""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+import pytest
+
+from ortop.collectors.memory import find_mimalloc
+from ortop.config import profile as P
+from ortop.engine import ab
+from ortop.engine.workerproc import worker_env
+from tests.models import make_matmul_model
+
+needs_mimalloc = pytest.mark.skipif(find_mimalloc() is None, reason="libmimalloc is not installed (Debian: "
+                                    "libmimalloc2.0)")
+
+
+def workers_maps() -> list[str]:
+    """The memory maps of this process's worker children (spawned multiprocessing children running a worker)."""
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            with open(f"/proc/{child.pid}/maps", encoding="utf-8", errors="replace") as fh:
+                out.append(fh.read())
+        except OSError:
+            continue
+    return out
+
+
+@needs_mimalloc
+def test_worker_env_turns_mimalloc_into_the_librarys_path():
+    env, said = worker_env({"LD_PRELOAD": "mimalloc", "OMP_NUM_THREADS": "1"})
+    assert env["LD_PRELOAD"] == find_mimalloc() and env["OMP_NUM_THREADS"] == "1" and said == []
+
+
+def test_worker_env_leaves_out_what_ld_so_could_not_load(tmp_path):
+    text = tmp_path / "not-a-library.so"
+    text.write_text("hello")
+    env, said = worker_env({"LD_PRELOAD": f"{tmp_path}/missing.so {text}"})
+    assert "LD_PRELOAD" not in env
+    assert len(said) == 2 and all("the allocator is not in effect" in s for s in said)
+
+
+@pytest.mark.integration
+@needs_mimalloc
+def test_a_running_compare_whose_profile_preloads_mimalloc_has_it_in_the_workers_memory_map(tmp_path):
+    model = make_matmul_model(tmp_path / "m.onnx", n=64)
+    base = P.merge(P.Profile(model=model), **{"session.intra_op_num_threads": 1, "env": {"LD_PRELOAD": "mimalloc"}})
+    other = P.merge(base, **{"session.allow_spinning": False})
+    seen: list[bool] = []
+    measuring = threading.Event()
+
+    def on_start(il: ab.Interleaving) -> None:
+        def look() -> None:
+            while il.phase != "measuring" and not il.stop.is_set():
+                il.stop.wait(0.05)
+            maps = workers_maps()
+            seen.append(bool(maps) and all("libmimalloc" in m for m in maps))
+            measuring.set()
+
+        threading.Thread(target=look, daemon=True).start()
+
+    res = ab.compare_profiles(model, [base, other], budget_s=3.0, on_start=on_start)
+    assert measuring.wait(5) and seen == [True], seen
+    assert res.configs[0].runs > 0
