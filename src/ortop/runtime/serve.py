@@ -55,6 +55,7 @@ class Server:
             if job is None:
                 return
             job()
+            job = None  # the loop it served holds the session: let a dropped session be freed
 
     def submit(self, fn: Callable[[], None]) -> threading.Event:
         """Run ``fn`` on this thread; the event is set when it returns (or raises: ``fn`` reports its own errors)."""
@@ -84,8 +85,12 @@ class Server:
             raise box["error"]
         return box.get("value")
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """End the thread and wait for it (a run in flight finishes first), so that nothing of the session it
+        served is still referenced when the caller frees the session's memory."""
         self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
 
 class Loop:
