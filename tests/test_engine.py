@@ -641,31 +641,6 @@ def test_worker_holds_two_sessions_and_switches_on_command(worker):
             assert m.rows.dtype == np.int64 and m.rows.shape[1] == 8 and m.wall_ns > 0 and m.block == PR.LIVE
 
 
-def test_monitor_stores_fill_for_every_session_the_worker_runs(monitors, matmul_model):
-    """No "current only" filter: runs of a configuration that is not the live one land in its own store."""
-    from ortop.engine.schedule import Alternate, Live, Trial, Trials
-
-    mon = monitors(matmul_model)
-    runs_grow(mon)
-    live = mon.snapshot().config_id
-    other = mon.build(prof(mon.snapshot().profile, session__intra_op_num_threads=2))
-    wait_for(lambda: mon.is_built(other), 15, "the second session")
-    mon.set_schedule(Alternate((live, other), block_s=0.05, settle_s=0.01))
-    wait_for(lambda: len(mon.config_runs(other)) > 50, 10, "runs of the second session")
-    before = len(mon.config_runs(live))
-    wait_for(lambda: len(mon.config_runs(live)) > before + 50, 10, "runs of the live one while alternating")
-    # Trials: the kept session alone for a moment, then back to the live one by itself.
-    mon.set_schedule(Trials((Trial(other, 0.4),)))
-    n_other = len(mon.config_runs(other))
-    wait_for(lambda: len(mon.config_runs(other)) > n_other + 50, 5, "the trial's runs")
-    wait_for(lambda: mon.snapshot().state == "measuring", 5, "live again after the trial")
-    mon.set_schedule(Live(live))
-    mon.drop(other)
-    assert not mon.is_built(other)
-    runs_grow(mon, what="the live session alone again")
-    assert [h.config_id for h in mon.snapshot().history] == [live]  # a kept session is not a history row
-
-
 def test_drop_frees_a_session(worker, tmp_path):
     from tests.models import make_matmul_model
 

@@ -5,11 +5,12 @@ from an immutable :class:`Snapshot`, built on demand, so a UI thread never races
 
 A live change is measured sequentially (the new session runs after the old one), which on a drifting host cannot
 tell drift from effect: such a history row is "unverified". :meth:`Monitor.verify` settles it by rebuilding both
-configurations as sessions in the running worker and interleaving them for a few seconds (see ``engine.ab``).
+configurations as sessions in the running worker and interleaving them for a few seconds (see
+:mod:`ortop.engine.verify`, a part of this class kept in its own module, and ``engine.ab``).
 
-Longer than the project's ~400 lines on purpose: the worker's lifecycle, its messages, live verification and
-the figures share one lock and one state machine (:class:`State`); split apart they would reach into each other's
-private state. The pieces without that state live beside it (store, snapshot, schedule, verdicts, ab).
+Over ~400 lines: the worker's lifecycle, its messages and the figures share one lock and one state machine
+(:class:`State`); split apart they would reach into each other's private state. The pieces without that state live
+beside it (store, snapshot, schedule, verdicts, verify, ab).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -28,10 +28,8 @@ import numpy as np
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
-from ortop.engine import ab
 from ortop.engine.memory import MemoryInfo, host_memory, leak_check
 from ortop.engine.placement import build_message
-from ortop.engine.schedule import Live, Schedule, Trials, period_ms, verify_seconds
 from ortop.engine.snapshot import (
     Change,
     ConfigRecord,
@@ -46,7 +44,8 @@ from ortop.engine.snapshot import (
     summary,
 )
 from ortop.engine.store import CONFIG_RING, ConfigStore
-from ortop.engine.verdicts import MIN_VERDICT_RUNS, not_comparable, primary_metric, sequential_verdict, verdict_from
+from ortop.engine.verdicts import MIN_VERDICT_RUNS, primary_metric, sequential_verdict
+from ortop.engine.verify import Verification
 from ortop.measure import stats
 from ortop.measure.series import Series
 from ortop.model.feeds import note_level
@@ -65,23 +64,7 @@ ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
 LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
 
 
-class _Verify:
-    """A verification under way: its ids, its interleaving (once started), a cancel flag and the caller's future."""
-
-    def __init__(self, config_id: int, against_id: int, seconds: float, future: Future):
-        self.config_id = config_id
-        self.against_id = against_id
-        self.seconds = seconds
-        self.future = future
-        self.cancel = threading.Event()
-        self.interleaving: ab.Interleaving | None = None
-        self.temp_ids: tuple[int, ...] = ()
-        self.thread: threading.Thread | None = None
-        self.why = ""
-        self.paused = False          # cancelled by a pause: the worker stays paused afterwards
-
-
-class Monitor:
+class Monitor(Verification):
     """Runs the worker and measures it. Thread-safe; callbacks-free: views poll :meth:`snapshot`.
 
     ``clock`` (seconds, monotonic) is injectable so tests and snapshot apps can fake time.
@@ -120,8 +103,7 @@ class Monitor:
         self._stopping = False
         self._fatal: str | None = None
         self._worker_has_session = False
-        self._verify: _Verify | None = None
-        self._schedule: Schedule | None = None
+        self._verify = None  # a verification under way (engine.verify)
         self._ready = threading.Event()
         self.schedule_ended = threading.Event()  # the live configuration's finite schedule (a trace) was served
         self._changed = threading.Condition(self._lock)
@@ -210,205 +192,6 @@ class Monitor:
         with self._lock:
             c = self._stores.get(config_id)
             return c.latency_ms() if c is not None else np.zeros(0)
-
-    def build(self, profile: Profile) -> int:
-        """Build a session for ``profile`` in the running worker and keep it, without running it or making it a
-        history row: for :meth:`set_schedule` (alternating it with the live one, a tuner's trials). Returns its id;
-        :meth:`is_built` says when it is ready. Raises ProfileError / ModelError for bad input, ValueError when it
-        needs another process (environment or global thread pool differ from the worker's)."""
-        profile = replace(profile, model=self.model_path)
-        self._check(profile)
-        with self._lock:
-            if profile.restart_key() != self._worker_key:
-                raise ValueError("this profile needs a worker process of its own (environment or global thread "
-                                 "pool differ from the running worker's)")
-            cid = self._new_id()
-            changes = changes_between(self.start_profile, profile)
-            self._stores[cid] = ConfigStore(cid, profile, label=label_of(changes), changes=changes,
-                                            started=self.now(), row=False)
-            self._generation += 1
-        self._send(build_message(cid, profile))
-        return cid
-
-    def is_built(self, config_id: int) -> bool:
-        """Whether the worker holds a session for ``config_id``."""
-        with self._lock:
-            return config_id in self._in_worker
-
-    def drop(self, config_id: int) -> None:
-        """Free a session kept by :meth:`build` (history rows keep their figures; the live one cannot go)."""
-        with self._lock:
-            if self._current is not None and config_id == self._current.config_id:
-                raise ValueError("the live configuration cannot be dropped")
-            self._in_worker.discard(config_id)
-            c = self._stores.get(config_id)
-            if c is not None and not c.row:
-                del self._stores[config_id]
-                self._record_cache.pop(config_id, None)
-        self._send(P.Drop(config_id))
-
-    def set_schedule(self, schedule: Schedule) -> None:
-        """Tell the worker what to run: one configuration live, several alternating, or trials in turn.
-
-        The configurations must have sessions in the worker (built by :meth:`apply`, or kept for a comparison).
-        """
-        with self._lock:
-            self._schedule = schedule
-            if isinstance(schedule, Trials):
-                threading.Thread(target=self._run_trials, args=(schedule,), daemon=True,
-                                 name="ortop-trials").start()
-                return
-            for msg in schedule.messages():
-                self._send(msg)
-
-    # ---- verification --------------------------------------------------------------------------------------
-    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
-        """Compare history row ``config_id`` with ``against_id`` (default: the row before it) by interleaving.
-
-        Both configurations are rebuilt as sessions in the running worker and alternate in short blocks for
-        ``seconds`` (builds not counted); ``Snapshot.verifying`` shows the progress; the row's verdict becomes
-        the comparison's (its kind from the metric the change is about, every metric in ``comparisons``), and
-        the worker goes back to the configuration that was live. Rows whose workloads differ get "not
-        comparable" at once. Configurations that cannot share one process (environment, global thread pool) are
-        compared in fresh workers of their own while the live one is paused.
-
-        Returns a Future of the RowVerdict (None when cancelled by an apply, a pause or stop). Raises ValueError
-        for an unknown row, a first row with nothing before it, or while another verification runs.
-        """
-        with self._lock:
-            rows = [c for c in self._stores.values() if c.row]
-            row = self._stores.get(config_id)
-            if row is None or not row.row:
-                raise ValueError(f"no configuration #{config_id} in the history")
-            if against_id is None:
-                ids = [c.config_id for c in rows]
-                k = ids.index(config_id)
-                if k == 0:
-                    raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
-                against_id = ids[k - 1]
-            base = self._stores.get(against_id)
-            if base is None or not base.row:
-                raise ValueError(f"no configuration #{against_id} in the history")
-            if against_id == config_id:
-                raise ValueError("a configuration cannot be verified against itself")
-            if self._verify is not None:
-                raise ValueError("a verification is already running")
-            if self._current is None or self._fatal is not None or self._worker is None:
-                raise ValueError("nothing is running to verify with")
-            if self._state == State.PAUSED:
-                raise ValueError("paused: resume before verifying")
-            fut: Future = Future()
-            rv = not_comparable(base.profile, row.profile, against_id)
-            if rv is not None:
-                row.verdict = rv
-                row.verdict_gen += 1
-                self._generation += 1
-                fut.set_result(rv)
-                return fut
-            if seconds is None:  # 6 s, or longer where blocks are long (a paced or slow model): ~8 pairs
-                lat = [float(np.median(c.ring.view()[:, 0])) for c in (base, row) if len(c.ring)]
-                seconds = verify_seconds(max(lat) if lat else math.nan, period_ms([base.profile, row.profile]))
-            v = _Verify(config_id, against_id, seconds, fut)
-            self._verify = v
-            row.verdict_gen += 1
-            self._generation += 1
-            self._set_state(State.VERIFYING)
-            self._event("info", f"verifying #{config_id} against #{against_id}: interleaving them for "
-                                f"{seconds:g} s")
-            v.thread = threading.Thread(target=self._verify_run, args=(v, base.profile, row.profile), daemon=True,
-                                        name="ortop-verify")
-            v.thread.start()
-            return fut
-
-    def _verify_run(self, v: _Verify, before: Profile, after: Profile) -> None:
-        result: RowVerdict | None = None
-        error: str | None = None
-        try:
-            same_worker = (before.restart_key() == after.restart_key() == self._worker_key)
-            names = [f"#{v.against_id}", f"#{v.config_id}"]
-            metric = primary_metric(before, after)  # the one whose settled verdict ends the interleaving
-            if same_worker:
-                res = self._verify_in_worker(v, before, after, names, metric)
-            else:
-                res = self._verify_in_fresh_workers(v, before, after, names, metric)
-            if res is not None and not v.cancel.is_set():
-                result = verdict_from(res.comparisons, metric, v.against_id)
-        except ab.NotEnoughMemory as exc:
-            error = f"verification refused: {exc}"
-        except Exception as exc:  # a build or run failure of a temporary session: the live one is untouched
-            error = f"verification failed: {exc}"
-        with self._lock:
-            row = self._stores.get(v.config_id)
-            if result is not None and row is not None:
-                row.verdict = result
-                self._event("info", f"verified #{v.config_id} against #{v.against_id}: {result.text}")
-            elif error:
-                self._event("error", error)
-            elif v.cancel.is_set():
-                self._event("info", f"verification of #{v.config_id} cancelled ({v.why})")
-            if row is not None:
-                row.verdict_gen += 1
-            self._verify = None
-            self._generation += 1
-            if self._state == State.VERIFYING:
-                self._set_state(State.PAUSED if v.paused else State.MEASURING)
-            self._changed.notify_all()
-        v.future.set_result(result)
-
-    def _verify_in_worker(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
-        with self._lock:
-            ids = (self._new_id(), self._new_id())
-            v.temp_ids = ids
-            for cid, prof, name in zip(ids, (before, after), names):
-                self._stores[cid] = ConfigStore(cid, prof, label=f"verifying {name}", row=False, started=self.now())
-            hint = max((c.session_bytes() or 0 for c in self._stores.values() if c.info), default=0) or None
-
-        def finish(ch: int) -> None:
-            with self._lock:
-                live = self._current.config_id if self._current is not None else None
-                if live is not None:
-                    self._send(P.RunLive(live))
-                for cid in ids:
-                    self._send(P.Drop(cid))
-                    self._in_worker.discard(cid)
-
-        il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
-                             stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric)
-        with self._lock:
-            v.interleaving = il
-            self._in_worker.update(ids)
-        try:
-            return il.run()
-        finally:
-            with self._lock:
-                for cid in ids:
-                    self._stores.pop(cid, None)
-                    self._record_cache.pop(cid, None)
-
-    def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
-        self._send(P.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
-
-        def on_start(il: ab.Interleaving) -> None:
-            with self._lock:
-                v.interleaving = il
-
-        try:
-            return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
-                                       stop=v.cancel, on_start=on_start, decide_on=metric)
-        finally:
-            if not v.paused and not self._stopping:
-                self._send(P.Resume())
-
-    def _cancel_verify(self, why: str, wait: bool = True) -> None:
-        v = self._verify
-        if v is None:
-            return
-        v.why = why
-        if why == "paused":
-            v.paused = True
-        v.cancel.set()
-        if wait and v.thread is not None and v.thread is not threading.current_thread():
-            v.thread.join(10)
 
     # ---- internals: worker lifecycle -----------------------------------------------------------------------
     def _check(self, profile: Profile) -> None:
@@ -662,20 +445,6 @@ class Monitor:
         if len(self._events) > 500:
             del self._events[:100]
 
-    def _run_trials(self, trials: Trials) -> None:
-        with self._lock:
-            back = self._current.config_id if self._current is not None else None
-        for trial in trials.trials:
-            with self._lock:
-                if self._schedule is not trials or self._stopping:
-                    return
-                self._send(P.RunLive(trial.config_id))
-            time.sleep(trial.seconds)
-        with self._lock:
-            if self._schedule is trials and back is not None:
-                self._send(P.RunLive(back))
-                self._schedule = Live(back)
-
     # ---- figures ------------------------------------------------------------------------------------------
     def _row_verdict(self, c: ConfigStore, prev: ConfigStore | None, rows: np.ndarray) -> RowVerdict | str:
         v = self._verify
@@ -718,15 +487,6 @@ class Monitor:
         rec = self._record(c, prev)
         self._record_cache[c.config_id] = (key, now, rec)
         return rec
-
-    def _progress(self) -> VerifyProgress | None:
-        v = self._verify
-        if v is None:
-            return None
-        il = v.interleaving
-        return VerifyProgress(v.config_id, v.against_id, il.phase if il is not None else "building",
-                              il.elapsed() if il is not None else 0.0, v.seconds,
-                              il.blocks_so_far() if il is not None else 0)
 
     def _memory(self, cur: ConfigStore | None, host: tuple[int | None, int | None]) -> MemoryInfo:
         if cur is None:

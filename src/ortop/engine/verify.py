@@ -1,0 +1,227 @@
+"""Live verification, a part of the :class:`~ortop.engine.monitor.Monitor` kept in a module of its own: a history
+row's change measured again by interleaving both configurations for a few seconds, in the running worker (or in
+fresh workers when they cannot share one process), and the row's verdict set from that comparison.
+
+:class:`Verification` is a mixin: it runs under the monitor's lock and uses its stores, its worker and its events,
+which are declared here for the type checker and set by the monitor.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from ortop.config.profile import Profile
+from ortop.engine import ab
+from ortop.engine.schedule import period_ms, verify_seconds
+from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
+from ortop.engine.store import ConfigStore
+from ortop.engine.verdicts import not_comparable, primary_metric, verdict_from
+from ortop.runtime import protocol as P
+
+
+class _Verify:
+    """A verification under way: its ids, its interleaving (once started), a cancel flag and the caller's future."""
+
+    def __init__(self, config_id: int, against_id: int, seconds: float, future: Future):
+        self.config_id = config_id
+        self.against_id = against_id
+        self.seconds = seconds
+        self.future = future
+        self.cancel = threading.Event()
+        self.interleaving: ab.Interleaving | None = None
+        self.temp_ids: tuple[int, ...] = ()
+        self.thread: threading.Thread | None = None
+        self.why = ""
+        self.paused = False          # cancelled by a pause: the worker stays paused afterwards
+
+
+class Verification:
+    """The monitor's verification (see the module docstring)."""
+
+    # The monitor's state this part reads and writes (set in Monitor.__init__).
+    model_path: str
+    _lock: threading.RLock
+    _changed: threading.Condition
+    _stores: OrderedDict[int, ConfigStore]
+    _current: ConfigStore | None
+    _fatal: str | None
+    _worker: Any
+    _worker_key: tuple | None
+    _in_worker: set[int]
+    _record_cache: dict[int, Any]
+    _state: State
+    _stopping: bool
+    _generation: int
+    _verify: _Verify | None
+
+    # The monitor's methods this part calls.
+    now: Callable[[], float]
+    _send: Callable[[Any], None]
+    _event: Callable[[str, str], None]
+    _new_id: Callable[[], int]
+    _set_state: Callable[[State], None]
+
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
+        """Compare history row ``config_id`` with ``against_id`` (default: the row before it) by interleaving.
+
+        Both configurations are rebuilt as sessions in the running worker and alternate in short blocks for
+        ``seconds`` (builds not counted); ``Snapshot.verifying`` shows the progress; the row's verdict becomes
+        the comparison's (its kind from the metric the change is about, every metric in ``comparisons``), and
+        the worker goes back to the configuration that was live. Rows whose workloads differ get "not
+        comparable" at once. Configurations that cannot share one process (environment, global thread pool) are
+        compared in fresh workers of their own while the live one is paused.
+
+        Returns a Future of the RowVerdict (None when cancelled by an apply, a pause or stop). Raises ValueError
+        for an unknown row, a first row with nothing before it, or while another verification runs.
+        """
+        with self._lock:
+            rows = [c for c in self._stores.values() if c.row]
+            row = self._stores.get(config_id)
+            if row is None or not row.row:
+                raise ValueError(f"no configuration #{config_id} in the history")
+            if against_id is None:
+                ids = [c.config_id for c in rows]
+                k = ids.index(config_id)
+                if k == 0:
+                    raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
+                against_id = ids[k - 1]
+            base = self._stores.get(against_id)
+            if base is None or not base.row:
+                raise ValueError(f"no configuration #{against_id} in the history")
+            if against_id == config_id:
+                raise ValueError("a configuration cannot be verified against itself")
+            if self._verify is not None:
+                raise ValueError("a verification is already running")
+            if self._current is None or self._fatal is not None or self._worker is None:
+                raise ValueError("nothing is running to verify with")
+            if self._state == State.PAUSED:
+                raise ValueError("paused: resume before verifying")
+            fut: Future = Future()
+            rv = not_comparable(base.profile, row.profile, against_id)
+            if rv is not None:
+                row.verdict = rv
+                row.verdict_gen += 1
+                self._generation += 1
+                fut.set_result(rv)
+                return fut
+            if seconds is None:  # 6 s, or longer where blocks are long (a paced or slow model): ~8 pairs
+                lat = [float(np.median(c.ring.view()[:, 0])) for c in (base, row) if len(c.ring)]
+                seconds = verify_seconds(max(lat) if lat else math.nan, period_ms([base.profile, row.profile]))
+            v = _Verify(config_id, against_id, seconds, fut)
+            self._verify = v
+            row.verdict_gen += 1
+            self._generation += 1
+            self._set_state(State.VERIFYING)
+            self._event("info", f"verifying #{config_id} against #{against_id}: interleaving them for "
+                                f"{seconds:g} s")
+            v.thread = threading.Thread(target=self._verify_run, args=(v, base.profile, row.profile), daemon=True,
+                                        name="ortop-verify")
+            v.thread.start()
+            return fut
+
+    def _verify_run(self, v: _Verify, before: Profile, after: Profile) -> None:
+        result: RowVerdict | None = None
+        error: str | None = None
+        try:
+            same_worker = (before.restart_key() == after.restart_key() == self._worker_key)
+            names = [f"#{v.against_id}", f"#{v.config_id}"]
+            metric = primary_metric(before, after)  # the one whose settled verdict ends the interleaving
+            if same_worker:
+                res = self._verify_in_worker(v, before, after, names, metric)
+            else:
+                res = self._verify_in_fresh_workers(v, before, after, names, metric)
+            if res is not None and not v.cancel.is_set():
+                result = verdict_from(res.comparisons, metric, v.against_id)
+        except ab.NotEnoughMemory as exc:
+            error = f"verification refused: {exc}"
+        except Exception as exc:  # a build or run failure of a temporary session: the live one is untouched
+            error = f"verification failed: {exc}"
+        with self._lock:
+            row = self._stores.get(v.config_id)
+            if result is not None and row is not None:
+                row.verdict = result
+                self._event("info", f"verified #{v.config_id} against #{v.against_id}: {result.text}")
+            elif error:
+                self._event("error", error)
+            elif v.cancel.is_set():
+                self._event("info", f"verification of #{v.config_id} cancelled ({v.why})")
+            if row is not None:
+                row.verdict_gen += 1
+            self._verify = None
+            self._generation += 1
+            if self._state == State.VERIFYING:
+                self._set_state(State.PAUSED if v.paused else State.MEASURING)
+            self._changed.notify_all()
+        v.future.set_result(result)
+
+    def _verify_in_worker(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
+        with self._lock:
+            ids = (self._new_id(), self._new_id())
+            v.temp_ids = ids
+            for cid, prof, name in zip(ids, (before, after), names):
+                self._stores[cid] = ConfigStore(cid, prof, label=f"verifying {name}", row=False, started=self.now())
+            hint = max((c.session_bytes() or 0 for c in self._stores.values() if c.info), default=0) or None
+
+        def finish(ch: int) -> None:
+            with self._lock:
+                live = self._current.config_id if self._current is not None else None
+                if live is not None:
+                    self._send(P.RunLive(live))
+                for cid in ids:
+                    self._send(P.Drop(cid))
+                    self._in_worker.discard(cid)
+
+        il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
+                             stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric)
+        with self._lock:
+            v.interleaving = il
+            self._in_worker.update(ids)
+        try:
+            return il.run()
+        finally:
+            with self._lock:
+                for cid in ids:
+                    self._stores.pop(cid, None)
+                    self._record_cache.pop(cid, None)
+
+    def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
+        self._send(P.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
+
+        def on_start(il: ab.Interleaving) -> None:
+            with self._lock:
+                v.interleaving = il
+
+        try:
+            return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
+                                       stop=v.cancel, on_start=on_start, decide_on=metric)
+        finally:
+            if not v.paused and not self._stopping:
+                self._send(P.Resume())
+
+    def _cancel_verify(self, why: str, wait: bool = True) -> None:
+        v = self._verify
+        if v is None:
+            return
+        v.why = why
+        if why == "paused":
+            v.paused = True
+        v.cancel.set()
+        if wait and v.thread is not None and v.thread is not threading.current_thread():
+            v.thread.join(10)
+
+
+    def _progress(self) -> VerifyProgress | None:
+        v = self._verify
+        if v is None:
+            return None
+        il = v.interleaving
+        return VerifyProgress(v.config_id, v.against_id, il.phase if il is not None else "building",
+                              il.elapsed() if il is not None else 0.0, v.seconds,
+                              il.blocks_so_far() if il is not None else 0)
