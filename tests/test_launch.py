@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import psutil
 import pytest
 
+from ortop.cli.ops import ops_main
 from ortop.collectors.memory import find_mimalloc
 from ortop.config import profile as P
 from ortop.engine import ab
@@ -65,3 +67,20 @@ def test_a_running_compare_whose_profile_preloads_mimalloc_has_it_in_the_workers
     res = ab.compare_profiles(model, [base, other], budget_s=3.0, on_start=on_start)
     assert measuring.wait(5) and seen == [True], seen
     assert res.configs[0].runs > 0
+
+
+@pytest.mark.integration
+def test_ortop_ops_says_what_the_profiles_preload_left_out_and_ld_so_stays_quiet(tmp_path, capfd):
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    text = tmp_path / "not-a-library.so"
+    text.write_text("hello")
+    prof = tmp_path / "p.toml"
+    prof.write_text(f'[env]\nLD_PRELOAD = "{text}"\n')
+    assert ops_main([model, "--profile", str(prof), "--runs", "2"]) == 0
+    out, err = capfd.readouterr()
+    said = [line for line in out.splitlines() if line.startswith("warning")]
+    assert said == [f"warning   LD_PRELOAD {text} is not a shared library (not an ELF file): the allocator is not "
+                    "in effect"], out
+    assert "ld.so" not in err and "cannot be preloaded" not in err, err
+    assert ops_main([model, "--profile", str(prof), "--runs", "2", "--json"]) == 0
+    assert json.loads(capfd.readouterr().out)["warnings"] == [said[0].removeprefix("warning   ")]

@@ -67,6 +67,7 @@ def format_ops(model_path: str, report: dict[str, Any], top: int) -> str:
         f"time      {ops['kernel_ms_per_run']:.3f} ms of kernels per run"
         + (f" ({wall:.3f} ms per Run() with the profiler on)" if wall else ""),
     ]
+    lines += [f"warning   {text}" for text in report.get("env_warnings", ())]
     active = report.get("providers_active", [])
     missing = [p for p in report.get("providers_requested", []) if p not in active]
     if missing:
@@ -112,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
                "providers_active": report.get("providers_active", []),
                "wall_ms_per_run": report.get("wall_ms_per_run"),
                "kernel_ms_per_run": report["ops"]["kernel_ms_per_run"],
+               "warnings": list(report.get("env_warnings", ())),
                "op_types": report["ops"]["op_types"], "nodes": report["ops"]["nodes"]}
         print(json.dumps(out))
     else:

@@ -478,7 +478,7 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
 
     Profiles are compared as given (their workloads included); ``kw`` goes to :class:`Interleaving`.
     """
-    from ortop.engine.workerproc import WorkerProc, worker_env
+    from ortop.engine.workerproc import WorkerProc, launch
 
     profiles = [replace(p, model=model_path) for p in profiles]
     groups = restart_groups(profiles)
@@ -499,9 +499,9 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
 
     said: list[str] = []
     for g in range(n_workers):
-        env, warned = worker_env(next(p.env for p, gg in zip(profiles, groups) if gg == g))
-        said.extend(x for x in warned if x not in said)
-        workers.append(WorkerProc(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}"))
+        env = next(p.env for p, gg in zip(profiles, groups) if gg == g)
+        workers.append(launch(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}",
+                              warn=lambda text: said.append(text) if text not in said else None, start=False))
     il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in workers], groups,
                       budget_s=budget_s, names=names, stop=stop, **kw)
     holder["il"] = il

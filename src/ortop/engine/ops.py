@@ -36,7 +36,8 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
 
     The dict has ``providers_requested`` / ``_active`` / ``_available``, ``create_ms``, ``placement`` (node dicts
     with their ``ep``, or None), with ``trace`` an ``ops`` table (see ``runtime.opprof.op_table``), ``log`` (ORT's
-    lines) and, when the session failed to build or run, ``error`` and the ``stage`` it failed at.
+    lines), ``env_warnings`` (what the profile's environment asked for and did not get, as the live view says it:
+    a mimalloc not installed) and, when the session failed to build or run, ``error`` and the ``stage`` it failed at.
 
     Raises:
         ProbeError: the child died, timed out, or was stopped.
@@ -50,7 +51,7 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
                              trace=trace, placement=placement)
         ctx = mp.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
-        env, _ = worker_env(profile.env)  # what the environment leaves out is said by the run that uses it
+        env, said = worker_env(profile.env)
         proc = spawn_with_env(ctx, opprof.child_main, (send, req), env, "ortop-ops")
         send.close()
         try:
@@ -63,7 +64,8 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
         if result is None:
             log = opprof.read_log(os.path.join(workdir, opprof.LOG_NAME))
             tail = f"; its last log line: {log[-1]}" if log else ""
-            raise ProbeError(f"the profiling process {why}{tail}", {"log": log})
+            raise ProbeError(f"the profiling process {why}{tail}", {"log": log, "env_warnings": said})
+    result["env_warnings"] = said
     return result
 
 

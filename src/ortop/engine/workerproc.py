@@ -48,15 +48,18 @@ def worker_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 
 def launch(model_path: str, env: Mapping[str, str], on_message: Callable[[Any], None],
            on_exit: Callable[[WorkerProc], None] | None = None, *, name: str = "ortop-worker",
-           warn: Callable[[str], None] | None = None) -> WorkerProc:
+           warn: Callable[[str], None] | None = None, start: bool = True) -> WorkerProc:
     """Start an inference worker for a profile's environment ``env`` (see :func:`worker_env`); each warning about
-    the environment goes to ``warn``."""
+    the environment goes to ``warn``. With ``start=False`` the worker is made but not started: a caller whose
+    message handler is not ready yet calls ``start()`` itself, so no early message (a preload the worker could not
+    load, ORT's import log) arrives before it can be taken."""
     child_env, said = worker_env(env)
     for text in said:
         if warn is not None:
             warn(text)
     w = WorkerProc(model_path, child_env, on_message, on_exit, name=name)
-    w.start()
+    if start:
+        w.start()
     return w
 
 
