@@ -242,6 +242,7 @@ def fake_app(tmp_path: Path) -> OrtopApp:
                     profile_dir=tmp_path / "profiles", clock=StepClock())
 
 
+@pytest.mark.slow
 async def test_settings_dismiss_with_the_profile_and_a_refusal_reopens_with_the_error(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -264,6 +265,7 @@ async def test_settings_dismiss_with_the_profile_and_a_refusal_reopens_with_the_
         assert app.monitor.applied[-1].session.intra_op_num_threads == 3
 
 
+@pytest.mark.slow
 async def test_save_screen_answers_with_a_path_and_the_app_writes_it(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     results: list = []
@@ -286,6 +288,7 @@ async def test_save_screen_answers_with_a_path_and_the_app_writes_it(tmp_path: P
         await pilot.press("escape")
 
 
+@pytest.mark.slow
 async def test_history_rows_are_applied_saved_and_exported_by_the_app(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -586,6 +589,7 @@ async def test_cores_show_the_workers_share_threads_their_role_and_one_unit(tmp_
         assert "0.29 cores avg" in spin_text and "% of a core" in spin_text
 
 
+@pytest.mark.slow
 async def test_settings_errors_follow_the_typing_and_blank_is_the_default(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -611,6 +615,7 @@ async def test_settings_errors_follow_the_typing_and_blank_is_the_default(tmp_pa
         assert app.monitor.applied[-1].session.intra_op_num_threads == 0
 
 
+@pytest.mark.slow
 async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -655,6 +660,7 @@ async def test_f1_is_help_and_f10_quits_like_htop(tmp_path: Path) -> None:
     assert app.finished and app.return_code == 0
 
 
+@pytest.mark.slow
 async def test_saved_profiles_are_described_by_what_they_set_and_exports_are_named(tmp_path: Path) -> None:
     import os
     import stat

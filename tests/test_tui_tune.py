@@ -118,6 +118,7 @@ def spy_pause_resume(monitor: FakeMonitor) -> list[str]:
 
 
 # ---- before the start ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_t_opens_the_screen_with_the_objective_for_the_running_profile_and_o_b_cycle(tmp_path: Path) -> None:
     paced = FakeMonitor()  # the running configuration is paced at 100 Hz
     assert paced.snapshot().profile.workload.rate_hz > 0
@@ -242,6 +243,7 @@ async def test_q_while_searching_quits_at_once_and_the_search_ends(tmp_path: Pat
 
 
 # ---- the result: apply, refuse, save ------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_finished_search_applies_a_row_and_refuses_a_failed_one(tmp_path: Path) -> None:
     factory = Factory(threads_effect({2: 0.6}), fail_build=lambda p: "out of memory (fake)"
                       if p.session.intra_op_num_threads == 4 else "")
