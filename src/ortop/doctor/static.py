@@ -22,7 +22,7 @@ from ortop.collectors.host import HostFacts, format_cpulist
 from ortop.config.profile import Profile
 from ortop.doctor.findings import Finding
 from ortop.doctor.graph import GraphFacts
-from ortop.engine.monitor import ORT_LOG
+from ortop.engine.events import ORT_LOG
 from ortop.model import ModelInfo
 from ortop.model.inspect import _human_bytes as human_bytes
 

@@ -1,22 +1,22 @@
 """The Monitor: owns the worker process, turns its samples into figures, and applies new profiles live.
 
 The TUI and the headless runner both drive this one class; it never imports textual. Everything it shows is read
-from an immutable :class:`Snapshot`, built on demand, so a UI thread never races the receiver thread.
+from an immutable :class:`Snapshot`, built on demand (:mod:`ortop.engine.readout`), so a UI thread never races the
+receiver thread.
 
 A live change is measured sequentially (the new session runs after the old one), which on a drifting host cannot
 tell drift from effect: such a history row is "unverified". :meth:`Monitor.verify` settles it by rebuilding both
 configurations as sessions in the running worker and interleaving them for a few seconds (see
 :mod:`ortop.engine.verify`, a part of this class kept in its own module, and ``engine.ab``).
 
-Over ~400 lines: the worker's lifecycle, its messages and the figures share one lock and one state machine
-(:class:`State`); split apart they would reach into each other's private state. The pieces without that state live
-beside it (store, snapshot, schedule, verdicts, verify, ab).
+A little over ~400 lines: the worker's lifecycle and its messages share one lock and one state machine
+(:class:`State`), and are kept together. The parts that only read that state (readout) or borrow the worker
+(verify) are mixins in modules of their own, each declaring what it uses; the pieces with no share in it live
+beside it (store, snapshot, schedule, verdicts, events, ab).
 """
 
 from __future__ import annotations
 
-import math
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -28,8 +28,10 @@ import numpy as np
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
-from ortop.engine.memory import MemoryInfo, host_memory, leak_check
+from ortop.engine.events import EventLog, worker_line
+from ortop.engine.memory import leak_check
 from ortop.engine.placement import build_message
+from ortop.engine.readout import Readout
 from ortop.engine.snapshot import (
     Change,
     ConfigRecord,
@@ -44,9 +46,8 @@ from ortop.engine.snapshot import (
     summary,
 )
 from ortop.engine.store import CONFIG_RING, ConfigStore
-from ortop.engine.verdicts import MIN_VERDICT_RUNS, primary_metric, sequential_verdict
+from ortop.engine.verdicts import primary_metric
 from ortop.engine.verify import Verification
-from ortop.measure import stats
 from ortop.measure.series import Series
 from ortop.model.feeds import note_level
 from ortop.runtime import protocol as P
@@ -58,13 +59,9 @@ RESTART_LIMIT = 3            # worker deaths within RESTART_WINDOW_S before givi
 RESTART_WINDOW_S = 60.0
 SERIES_LEN = 600             # buckets kept for the live series
 LEAK_CHECK_S = 5.0           # the running configuration's RSS series is checked for a slow leak this often
-RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
-                             # recomputed at most this often; finished configurations are computed once
-ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
-LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
 
 
-class Monitor(Verification):
+class Monitor(Verification, Readout):
     """Runs the worker and measures it. Thread-safe; callbacks-free: views poll :meth:`snapshot`.
 
     ``clock`` (seconds, monotonic) is injectable so tests and snapshot apps can fake time.
@@ -94,7 +91,7 @@ class Monitor(Verification):
         self._good: Profile | None = None
         self._state: State = State.STARTING
         self._state_since = 0.0
-        self._events: list[Event] = []
+        self._events = EventLog()
         self._noted: set[str] = set()             # feed notes already logged (each once per session, not per build)
         self._series = Series(bucket_s, SERIES_LEN)
         self._record_cache: dict[int, tuple[tuple, float, ConfigRecord]] = {}  # config id -> (key, when, record)
@@ -309,7 +306,7 @@ class Monitor(Verification):
                 if level:
                     self._event(level, msg.line)
                 else:
-                    self._log(msg.line)
+                    self._event(*worker_line(msg.line))
             self._changed.notify_all()
 
     def _worker_state(self, msg: P.State) -> None:
@@ -426,112 +423,6 @@ class Monitor(Verification):
             self._state_since = self.now()
             self._generation += 1
 
-    def _log(self, line: str) -> None:
-        m = ORT_LOG.match(line)
-        if m:
-            self._event(LEVELS.get(m.group(1), "info"), "ORT: " + m.group(2))
-        else:
-            self._event("warning" if "warn" in line.lower() else "info", "worker: " + line)
-
     def _event(self, level: str, text: str) -> None:
-        # Group repeats (ORT logs one warning per initializer listed as input, say) into one counted event.
         self._generation += 1
-        for i in range(len(self._events) - 1, max(-1, len(self._events) - 50), -1):
-            e = self._events[i]
-            if e.text == text and e.level == level:
-                self._events[i] = replace(e, count=e.count + 1, t=self.now())
-                return
-        self._events.append(Event(self.now(), level, text))
-        if len(self._events) > 500:
-            del self._events[:100]
-
-    # ---- figures ------------------------------------------------------------------------------------------
-    def _row_verdict(self, c: ConfigStore, prev: ConfigStore | None, rows: np.ndarray) -> RowVerdict | str:
-        v = self._verify
-        if v is not None and v.config_id == c.config_id:
-            il = v.interleaving
-            done = f" {il.elapsed():.0f}/{v.seconds:g} s" if il is not None and il.phase == "measuring" else ""
-            return RowVerdict("verifying", f"verifying…{done}",
-                              f"interleaving #{c.config_id} with #{v.against_id}{done}", (), "", v.against_id)
-        if c.verdict is not None:
-            return c.verdict
-        if prev is None:
-            return ""
-        return sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, 0])
-
-    def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
-        rows = c.ring.view()
-        lat = stats.latency_stats(rows[:, 0])
-        delta = None
-        if prev is not None and c.rss_peak is not None and prev.rss_peak is not None:
-            delta = c.rss_peak - prev.rss_peak
-        return ConfigRecord(c.config_id, c.label, c.profile, c.started, c.info.get("create_ms", math.nan),
-                            c.info.get("first_run_ms", math.nan), tuple(c.info.get("providers_active", ())), lat,
-                            c.throughput(), c.cost(rows), self._row_verdict(c, prev, rows), False, c.changes,
-                            c.rss_peak, delta)
-
-    def _record_cached(self, c: ConfigStore, prev: ConfigStore | None, now: float) -> ConfigRecord:
-        """A configuration's record, recomputed only when its runs (or its predecessor's) changed, and for the
-        running configuration at most every RECORD_REFRESH_S once it has most of its runs: percentiles and the
-        verdict over CONFIG_RING runs cost milliseconds each, and the UI asks for a snapshot several times a
-        second."""
-        v = self._verify
-        il = v.interleaving if v is not None and v.config_id == c.config_id else None
-        key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None, c.verdict_gen,
-               int(il.elapsed()) if il is not None else None)
-        hit = self._record_cache.get(c.config_id)
-        if hit is not None and (hit[0] == key or (
-                c is self._current and now - hit[1] < RECORD_REFRESH_S and hit[0][4:] == key[4:]
-                and hit[2].latency.runs >= 0.9 * len(c.ring))):  # stale by < 1 s and < 10 % of the runs
-            return hit[2]
-        rec = self._record(c, prev)
-        self._record_cache[c.config_id] = (key, now, rec)
-        return rec
-
-    def _memory(self, cur: ConfigStore | None, host: tuple[int | None, int | None]) -> MemoryInfo:
-        if cur is None:
-            return MemoryInfo(host_total=host[0], host_available=host[1])
-        built = cur.info.get("rss_after", -1)
-        return MemoryInfo(rss=cur.rss_last, rss_peak=cur.rss_peak, rss_built=built if built >= 0 else None,
-                          host_total=host[0], host_available=host[1], series=tuple(cur.rss[-120:]), leak=cur.leak)
-
-    def snapshot(self) -> Snapshot:
-        host = host_memory()  # /proc/meminfo: read outside the lock
-        with self._lock:
-            now = self.now()
-            history = []
-            prev = None
-            for c in self._stores.values():
-                if not c.row:
-                    continue
-                history.append(self._record_cached(c, prev, now))
-                prev = c
-            measured = [h for h in history if h.latency.runs >= MIN_VERDICT_RUNS]
-            if measured:
-                best = min(measured, key=lambda h: h.latency.p50)
-                history = [replace(h, best=h is best) for h in history]
-            cur = self._current
-            rec = next((h for h in history if cur is not None and h.config_id == cur.config_id), None)
-            window = stats.LatencyStats()
-            if cur is not None:
-                rows = cur.ring.view()
-                recent = rows[rows[:, 3] >= now - self.window_s, 0] if len(rows) else rows[:, 0]
-                window = stats.latency_stats(recent)
-            info = cur.info if cur is not None else {}
-            requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
-            active = tuple(info.get("providers_active", ()))
-            return Snapshot(
-                t=now, state=self._state, state_elapsed=now - self._state_since, model_path=self.model_path,
-                model=self.info, profile=self._good or self.start_profile,
-                pending=self._pending.profile if self._pending else None,
-                config_id=cur.config_id if cur else -1, runs=cur.runs if cur else 0, feeds=tuple(info.get("feeds", ())),
-                notes=tuple(info.get("notes", ())), providers_requested=requested, providers_active=active,
-                fallback=bool(active) and any(p not in active for p in requested),
-                create_ms=info.get("create_ms", math.nan), first_run_ms=info.get("first_run_ms", math.nan),
-                latency=rec.latency if rec else stats.LatencyStats(), window=window,
-                throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
-                series=self._series.buckets(now), events=tuple(self._events), history=tuple(history),
-                worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
-                memory=self._memory(cur, host), replicas=cur.replicas() if cur is not None else (),
-                traffic=cur.traffic() if cur is not None else None,
-            )
+        self._events.add(self.now(), level, text)

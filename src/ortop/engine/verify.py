@@ -216,7 +216,6 @@ class Verification:
         if wait and v.thread is not None and v.thread is not threading.current_thread():
             v.thread.join(10)
 
-
     def _progress(self) -> VerifyProgress | None:
         v = self._verify
         if v is None:

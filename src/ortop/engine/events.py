@@ -1,0 +1,48 @@
+"""The monitor's event log: what it, the worker and ORT said, with repeats grouped into one counted event.
+
+ORT logs one warning per initializer listed as a graph input, say: a few hundred identical lines that would push
+everything else out of a view. :func:`worker_line` reads one line of the worker's stderr (ORT's own format, or
+anything else a library printed) as a level and a text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ortop.engine.snapshot import Event
+
+ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
+LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
+GROUP_WINDOW = 50   # a repeat of one of the last this many events is counted on it, not appended
+KEEP = 500          # past this many events the oldest hundred go
+
+
+def worker_line(line: str) -> tuple[str, str]:
+    """(level, text) of a line the worker's stderr carried: ORT's level and message, or a plain line."""
+    m = ORT_LOG.match(line)
+    if m:
+        return LEVELS.get(m.group(1), "info"), "ORT: " + m.group(2)
+    return ("warning" if "warn" in line.lower() else "info"), "worker: " + line
+
+
+class EventLog:
+    """Events in order; not thread-safe (the monitor adds under its lock)."""
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+
+    def add(self, t: float, level: str, text: str) -> None:
+        """Add an event at ``t``, or count it on a recent one with the same level and text (moved to ``t``)."""
+        events = self._events
+        for i in range(len(events) - 1, max(-1, len(events) - GROUP_WINDOW), -1):
+            e = events[i]
+            if e.text == text and e.level == level:
+                events[i] = replace(e, count=e.count + 1, t=t)
+                return
+        events.append(Event(t, level, text))
+        if len(events) > KEEP:
+            del events[:100]
+
+    def items(self) -> tuple[Event, ...]:
+        return tuple(self._events)

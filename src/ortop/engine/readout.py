@@ -1,0 +1,148 @@
+"""What the :class:`~ortop.engine.monitor.Monitor` shows, a part of it kept in a module of its own: each history
+row's record (percentiles, throughput, CPU cost, memory and the verdict against the row before), cached while its
+runs have not changed, and the frozen :class:`Snapshot` a view reads.
+
+:class:`Readout` is a mixin: it reads the monitor's stores, state and events under the monitor's lock; they are
+declared here for the type checker and set by the monitor. It writes nothing but its own record cache.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ortop.config.profile import Profile
+from ortop.engine.events import EventLog
+from ortop.engine.memory import MemoryInfo, host_memory
+from ortop.engine.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
+from ortop.engine.store import ConfigStore
+from ortop.engine.verdicts import MIN_VERDICT_RUNS, sequential_verdict
+from ortop.measure import stats
+from ortop.measure.series import Series
+from ortop.model.inspect import ModelInfo
+
+RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
+                             # recomputed at most this often; finished configurations are computed once
+
+
+class Readout:
+    """The monitor's figures (see the module docstring)."""
+
+    # The monitor's state this part reads (set in Monitor.__init__); it writes only the record cache.
+    model_path: str
+    info: ModelInfo
+    start_profile: Profile
+    window_s: float
+    _lock: threading.RLock
+    _stores: OrderedDict[int, ConfigStore]
+    _current: ConfigStore | None
+    _pending: ConfigStore | None
+    _good: Profile | None
+    _state: State
+    _state_since: float
+    _events: EventLog
+    _series: Series
+    _restarts: int
+    _verify: Any
+    _record_cache: dict[int, tuple[tuple, float, ConfigRecord]]   # config id -> (key, when, record)
+
+    # The monitor's methods this part calls.
+    now: Callable[[], float]
+    worker_pid: Callable[[], int | None]
+    _progress: Callable[[], VerifyProgress | None]
+
+    def _row_verdict(self, c: ConfigStore, prev: ConfigStore | None, rows: np.ndarray) -> RowVerdict | str:
+        v = self._verify
+        if v is not None and v.config_id == c.config_id:
+            il = v.interleaving
+            done = f" {il.elapsed():.0f}/{v.seconds:g} s" if il is not None and il.phase == "measuring" else ""
+            return RowVerdict("verifying", f"verifying…{done}",
+                              f"interleaving #{c.config_id} with #{v.against_id}{done}", (), "", v.against_id)
+        if c.verdict is not None:
+            return c.verdict
+        if prev is None:
+            return ""
+        return sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, 0])
+
+    def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
+        rows = c.ring.view()
+        lat = stats.latency_stats(rows[:, 0])
+        delta = None
+        if prev is not None and c.rss_peak is not None and prev.rss_peak is not None:
+            delta = c.rss_peak - prev.rss_peak
+        return ConfigRecord(c.config_id, c.label, c.profile, c.started, c.info.get("create_ms", math.nan),
+                            c.info.get("first_run_ms", math.nan), tuple(c.info.get("providers_active", ())), lat,
+                            c.throughput(), c.cost(rows), self._row_verdict(c, prev, rows), False, c.changes,
+                            c.rss_peak, delta)
+
+    def _record_cached(self, c: ConfigStore, prev: ConfigStore | None, now: float) -> ConfigRecord:
+        """A configuration's record, recomputed only when its runs (or its predecessor's) changed, and for the
+        running configuration at most every RECORD_REFRESH_S once it has most of its runs: percentiles and the
+        verdict over CONFIG_RING runs cost milliseconds each, and the UI asks for a snapshot several times a
+        second."""
+        v = self._verify
+        il = v.interleaving if v is not None and v.config_id == c.config_id else None
+        key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None, c.verdict_gen,
+               int(il.elapsed()) if il is not None else None)
+        hit = self._record_cache.get(c.config_id)
+        if hit is not None and (hit[0] == key or (
+                c is self._current and now - hit[1] < RECORD_REFRESH_S and hit[0][4:] == key[4:]
+                and hit[2].latency.runs >= 0.9 * len(c.ring))):  # stale by < 1 s and < 10 % of the runs
+            return hit[2]
+        rec = self._record(c, prev)
+        self._record_cache[c.config_id] = (key, now, rec)
+        return rec
+
+    def _memory(self, cur: ConfigStore | None, host: tuple[int | None, int | None]) -> MemoryInfo:
+        if cur is None:
+            return MemoryInfo(host_total=host[0], host_available=host[1])
+        built = cur.info.get("rss_after", -1)
+        return MemoryInfo(rss=cur.rss_last, rss_peak=cur.rss_peak, rss_built=built if built >= 0 else None,
+                          host_total=host[0], host_available=host[1], series=tuple(cur.rss[-120:]), leak=cur.leak)
+
+    def snapshot(self) -> Snapshot:
+        host = host_memory()  # /proc/meminfo: read outside the lock
+        with self._lock:
+            now = self.now()
+            history = []
+            prev = None
+            for c in self._stores.values():
+                if not c.row:
+                    continue
+                history.append(self._record_cached(c, prev, now))
+                prev = c
+            measured = [h for h in history if h.latency.runs >= MIN_VERDICT_RUNS]
+            if measured:
+                best = min(measured, key=lambda h: h.latency.p50)
+                history = [replace(h, best=h is best) for h in history]
+            cur = self._current
+            rec = next((h for h in history if cur is not None and h.config_id == cur.config_id), None)
+            window = stats.LatencyStats()
+            if cur is not None:
+                rows = cur.ring.view()
+                recent = rows[rows[:, 3] >= now - self.window_s, 0] if len(rows) else rows[:, 0]
+                window = stats.latency_stats(recent)
+            info = cur.info if cur is not None else {}
+            requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
+            active = tuple(info.get("providers_active", ()))
+            return Snapshot(
+                t=now, state=self._state, state_elapsed=now - self._state_since, model_path=self.model_path,
+                model=self.info, profile=self._good or self.start_profile,
+                pending=self._pending.profile if self._pending else None,
+                config_id=cur.config_id if cur else -1, runs=cur.runs if cur else 0, feeds=tuple(info.get("feeds", ())),
+                notes=tuple(info.get("notes", ())), providers_requested=requested, providers_active=active,
+                fallback=bool(active) and any(p not in active for p in requested),
+                create_ms=info.get("create_ms", math.nan), first_run_ms=info.get("first_run_ms", math.nan),
+                latency=rec.latency if rec else stats.LatencyStats(), window=window,
+                throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
+                series=self._series.buckets(now), events=self._events.items(), history=tuple(history),
+                worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
+                memory=self._memory(cur, host), replicas=cur.replicas() if cur is not None else (),
+                traffic=cur.traffic() if cur is not None else None,
+            )
