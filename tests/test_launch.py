@@ -19,16 +19,25 @@ needs_mimalloc = pytest.mark.skipif(find_mimalloc() is None, reason="libmimalloc
                                     "libmimalloc2.0)")
 
 
-def workers_maps() -> list[str]:
-    """The memory maps of this process's worker children (spawned multiprocessing children running a worker)."""
+def workers_maps(before: set[int]) -> list[str]:
+    """The memory maps of this process's children started since ``before`` (their pids) that run onnxruntime: the
+    workers. Children of earlier tests (multiprocessing's resource tracker, started once per session) are not."""
     out = []
     for child in psutil.Process().children(recursive=True):
+        if child.pid in before:
+            continue
         try:
             with open(f"/proc/{child.pid}/maps", encoding="utf-8", errors="replace") as fh:
-                out.append(fh.read())
+                maps = fh.read()
         except OSError:
             continue
+        if "onnxruntime" in maps:
+            out.append(maps)
     return out
+
+
+def child_pids() -> set[int]:
+    return {c.pid for c in psutil.Process().children(recursive=True)}
 
 
 @needs_mimalloc
@@ -53,13 +62,15 @@ def test_a_running_compare_whose_profile_preloads_mimalloc_has_it_in_the_workers
     other = P.merge(base, **{"session.allow_spinning": False})
     seen: list[bool] = []
     measuring = threading.Event()
+    before = child_pids()
+    n_workers = max(ab.restart_groups([base, other])) + 1   # one: the two differ in a session option alone
 
     def on_start(il: ab.Interleaving) -> None:
         def look() -> None:
             while il.phase != "measuring" and not il.stop.is_set():
                 il.stop.wait(0.05)
-            maps = workers_maps()
-            seen.append(bool(maps) and all("libmimalloc" in m for m in maps))
+            maps = workers_maps(before)
+            seen.append(len(maps) == n_workers and all("libmimalloc" in m for m in maps))
             measuring.set()
 
         threading.Thread(target=look, daemon=True).start()
