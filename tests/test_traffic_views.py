@@ -115,3 +115,21 @@ def test_the_spin_panel_gives_p99_by_idle_gap():
     line = spin.gaps_line(t.idle_gaps, 80)
     assert line is not None and line.plain == "p99 after idle < 1: 1.00  10–100: 3.00  ms"
     assert spin.gaps_line((), 80) is None
+
+
+def test_a_verified_spinning_change_reports_the_long_gap_p99_beside_cpu_per_run():
+    from types import SimpleNamespace
+
+    from ortop.engine.ab import _gap_figures
+    from ortop.engine.snapshot import RowVerdict
+    from ortop.engine.verify import with_long_gaps
+
+    assert _gap_figures([np.full(10, 1.0)])[1] == 10 and np.isnan(_gap_figures([np.full(10, 1.0)])[0])
+    p99, n = _gap_figures([np.linspace(1.0, 2.0, 50), np.full(50, 3.0)])
+    assert n == 100 and p99 == pytest.approx(3.0)
+    v = RowVerdict("faster", "CPU/run −80 %", "CPU/run 10 → 2 ms, −80 %", (), "cpu", 0)
+    res = SimpleNamespace(configs=[SimpleNamespace(gap_p99_ms=1.5, gap_runs=40),
+                                   SimpleNamespace(gap_p99_ms=2.5, gap_runs=42)])
+    said = with_long_gaps(v, res, "cpu").text
+    assert said == "CPU/run 10 → 2 ms, −80 %; service p99 after ≥ 10 ms idle 1.5 → 2.5 ms (40 and 42 runs)"
+    assert with_long_gaps(v, res, "p50") is v  # only a change judged on CPU per run

@@ -72,6 +72,8 @@ class ConfigFigures:
     providers_active: tuple[str, ...] = ()
     offered_per_s: float = math.nan  # open arrivals: what was offered over its blocks (nan: a closed loop)
     dropped: int = 0                 # requests shed on a full queue
+    gap_p99_ms: float = math.nan     # service p99 of the runs that followed an idle gap ≥ LONG_GAP_NS
+    gap_runs: int = 0                # ... and how many there were
 
     def kept(self) -> bool:
         """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
@@ -197,6 +199,7 @@ class Interleaving:
         self._blocks: list[Block] = []
         self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
+        self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
         self._alt_done = [0] * len(self.channels)
         self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
         self._closed = False
@@ -229,6 +232,8 @@ class Interleaving:
                 rows = msg.rows
                 resp = rows[:, 1] + rows[:, 5] if rows.shape[1] > 5 else rows[:, 1]
                 self._pending_rows[msg.config_id] = (msg.block, resp / 1e6)
+                if rows.shape[1] > 7:  # service times of runs after a long idle gap: a sleeping pool's wake-up
+                    self._long_gap[self._index[msg.config_id]].append(rows[rows[:, 7] >= LONG_GAP_NS, 1] / 1e6)
                 traffic = getattr(msg, "traffic", None)
                 if traffic is not None:
                     arrived, dropped = self._offered[self._index[msg.config_id]]
@@ -442,7 +447,8 @@ class Interleaving:
             fig = ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
                                 lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
-                                arrived / wall if arrived and wall > 0 else math.nan, dropped)
+                                arrived / wall if arrived and wall > 0 else math.nan, dropped,
+                                *_gap_figures(self._long_gap[i]))
             figures.append(fig)
             if not fig.kept():
                 self._log(f"{fig.name}: {fig.pace_text()}")
@@ -457,6 +463,16 @@ class Interleaving:
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
                         stopped, tuple(self.warnings), decided_s, decision is not None)
+
+
+LONG_GAP_NS = 10_000_000  # an idle gap this long lets a spinning pool go to sleep (ORT spins for ~ms at most)
+GAP_MIN_RUNS = 20         # fewer runs after long gaps give no p99 worth showing
+
+
+def _gap_figures(parts: list[np.ndarray]) -> tuple[float, int]:
+    """Service p99 (ms) of the runs after long idle gaps, and their count (nan under GAP_MIN_RUNS runs)."""
+    a = np.concatenate(parts) if parts else np.zeros(0)
+    return (float(np.percentile(a, 99)) if a.size >= GAP_MIN_RUNS else math.nan), int(a.size)
 
 
 def restart_groups(profiles: Sequence[Profile]) -> list[int]:

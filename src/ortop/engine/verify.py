@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -138,7 +139,7 @@ class Verification:
             else:
                 res = self._verify_in_fresh_workers(v, before, after, names, metric)
             if res is not None and not v.cancel.is_set():
-                result = verdict_from(res.comparisons, metric, v.against_id)
+                result = with_long_gaps(verdict_from(res.comparisons, metric, v.against_id), res, metric)
         except ab.NotEnoughMemory as exc:
             error = f"verification refused: {exc}"
         except Exception as exc:  # a build or run failure of a temporary session: the live one is untouched
@@ -224,3 +225,17 @@ class Verification:
         return VerifyProgress(v.config_id, v.against_id, il.phase if il is not None else "building",
                               il.elapsed() if il is not None else 0.0, v.seconds,
                               il.blocks_so_far() if il is not None else 0)
+
+
+def with_long_gaps(verdict: RowVerdict, res: Any, metric: str) -> RowVerdict:
+    """A change judged on CPU per run (spinning at a paced rate) also says what it did to latency after a long idle
+    gap: the service p99 of the runs that followed one, before and after (spinning's whole point is a pool that has
+    not gone to sleep)."""
+    if metric != "cpu" or len(res.configs) < 2:
+        return verdict
+    a, b = res.configs[0], res.configs[1]
+    if not (math.isfinite(a.gap_p99_ms) and math.isfinite(b.gap_p99_ms)):
+        return verdict
+    said = (f"; service p99 after ≥ {ab.LONG_GAP_NS // 1_000_000} ms idle {a.gap_p99_ms:.3g} → {b.gap_p99_ms:.3g} ms "
+            f"({a.gap_runs} and {b.gap_runs} runs)")
+    return replace(verdict, text=verdict.text + said)
