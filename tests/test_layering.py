@@ -43,7 +43,8 @@ def _has(loaded: set[str], top: str) -> set[str]:
     return {m for m in loaded if m == top or m.startswith(top + ".")}
 
 
-ROOMS = {"config", "model", "runtime", "measure", "engine", "doctor", "collectors", "export", "metrics", "cli", "tui"}
+ROOMS = {"config", "model", "runtime", "measure", "engine", "doctor", "collectors", "export", "report", "metrics",
+         "cli", "tui"}
 
 
 def test_the_rooms_are_all_seen():

@@ -1,0 +1,220 @@
+"""The pages of ``ortop compare --report``, ``ortop tune --report`` and capacity, each from its command's JSON dict.
+
+Each page reads only the dict its command prints with ``--json`` (plus the host and, for compare, the profiles'
+TOML, which that JSON does not carry), so a report can be made again later from a saved ``--json`` output, and the
+page never depends on the engine's objects.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ortop.report.figures import capacity_curves, forest
+from ortop.report.html import esc, figure, host_section, notes_section, num, page, pct, profiles_section, table
+
+METRIC_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
+STATUS_ORDER = {"racing": 0, "ok": 1, "dropped": 2, "failed": 3}
+
+
+def _toml(d: Mapping[str, Any]) -> str:
+    """A profile dict (TOML-ready: no None) as TOML text."""
+    import tomli_w
+
+    return tomli_w.dumps(dict(d))
+
+
+# ---- compare ------------------------------------------------------------------------------------------------------
+def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = None,
+                 profiles: Sequence[tuple[str, str]] = ()) -> str:
+    """The page for ``ortop compare --json``'s dict: the configurations' figures, a forest plot of every
+    comparison's change with its 95 % interval, the host and the profiles (``(name, TOML)`` pairs)."""
+    configs = list(data.get("configs") or [])
+    names = [str(c.get("profile", i)) for i, c in enumerate(configs)]
+    objective = str(data.get("objective", "p50"))
+    model = str(data.get("model", ""))
+
+    short = [os.path.basename(n) or n for n in names]  # profile paths as typed: their file names, where unique
+    labels = short if len(set(short)) == len(short) else names
+
+    def name(i: Any) -> str:
+        return labels[i] if isinstance(i, int) and 0 <= i < len(labels) else str(i)
+
+    took = "decided after" if data.get("stopped_early") else "measured"
+    subtitle = (f"{model}: {took} {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s in "
+                f"{data.get('blocks', '?')} alternating blocks of {(data.get('block_s') or 0) * 1e3:.0f} ms; "
+                f"objective {METRIC_LABEL.get(objective, objective)}")
+    rows = []
+    for i, c in enumerate(configs):
+        kept = "yes" if c.get("rate_kept", True) else f"no: offered {num(c.get('offered_per_s'), 0)}/s"
+        rows.append((i, names[i], c.get("runs", "—"), num(c.get("p50_ms")), num(c.get("p99_ms")),
+                     num(c.get("throughput_per_s"), 1), num(c.get("cpu_ms_per_run")), kept))
+    comps = list(data.get("comparisons") or [])
+    forest_rows = [{"label": f"{name(c.get('other'))} vs {name(c.get('baseline'))} · "
+                             f"{METRIC_LABEL.get(str(c.get('metric')), c.get('metric'))}",
+                    "change_pct": c.get("change_pct"), "ci_low_pct": c.get("ci_low_pct"),
+                    "ci_high_pct": c.get("ci_high_pct"), "verdict": c.get("verdict"),
+                    "bold": c.get("metric") == objective} for c in comps]
+    verdicts = [(f"{name(c.get('other'))} vs {name(c.get('baseline'))}",
+                 METRIC_LABEL.get(str(c.get("metric")), c.get("metric")), num(c.get("before")), num(c.get("after")),
+                 pct(c.get("change_pct")), f"{pct(c.get('ci_low_pct'))} … {pct(c.get('ci_high_pct'))}",
+                 c.get("pairs", "—"), c.get("verdict", "")) for c in comps]
+    body = [
+        "<h2>Configurations</h2>",
+        table(("#", "profile", "runs", "p50 ms", "p99 ms", "runs/s", "CPU/run ms", "rate kept"), rows,
+              numeric=(0, 2, 3, 4, 5, 6)),
+        "<h2>Changes against the first profile</h2>",
+        figure(forest(forest_rows, prefix="cmp"),
+               f"Each change with its 95 % interval from paired neighbouring blocks; bold: the objective "
+               f"({METRIC_LABEL.get(objective, objective)}). Inside the shaded ±2 % band is no difference; for runs/s "
+               "higher is better, for the others lower.") if comps else "<p>no comparison measured</p>",
+        table(("comparison", "metric", "before", "after", "change %", "95 % interval", "pairs", "verdict"), verdicts,
+              numeric=(2, 3, 4, 5, 6)) if comps else "",
+        host_section(host),
+        profiles_section(profiles),
+        _memory(data.get("memory")),
+        notes_section(data.get("warnings") or ()),
+    ]
+    return page(f"ortop compare — {os.path.basename(model) or 'model'}", subtitle, body)
+
+
+def _memory(mem: Mapping[str, Any] | None) -> str:
+    if not mem:
+        return ""
+    cells = [f"{num(mem.get(key), 0)} MiB" for key in ("rss_one_mib", "rss_all_mib", "per_session_mib",
+                                                       "available_mib")]
+    return "<h2>Memory</h2>" + table(("with one session", "with every session", "a session", "available"), [cells],
+                                     numeric=(0, 1, 2, 3))
+
+
+# ---- tune ---------------------------------------------------------------------------------------------------------
+def _improvement(t: Mapping[str, Any], objective: str) -> float:
+    c = t.get("change_pct")
+    if not isinstance(c, (int, float)):
+        return -1e9
+    return float(c) if objective == "throughput" else -float(c)
+
+
+def tune_page(data: Mapping[str, Any]) -> str:
+    """The page for ``ortop tune --json``'s dict: the verdict, the leaderboard, a forest plot of each candidate's
+    change on the objective against the profile it raced, the baseline and the best profile, and the host."""
+    objective = str(data.get("objective", "p50"))
+    model = str(data.get("model", ""))
+    best = data.get("best") or {}
+    base = data.get("baseline") or {}
+    trials = sorted(data.get("trials") or [], key=lambda t: (STATUS_ORDER.get(str(t.get("status")), 9),
+                                                             -_improvement(t, objective)))
+    limit = data.get("max_p99_ms")
+    subtitle = (f"{model}: objective {METRIC_LABEL.get(objective, objective)}"
+                + (f" with p99 ≤ {limit:g} ms" if isinstance(limit, (int, float)) else "")
+                + f"; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
+                + ("; stopped by the user, these are the figures so far" if data.get("stopped") else ""))
+    rows, classes = [], []
+    for t in trials:
+        status = "winner" if t.get("winner") else str(t.get("status", ""))
+        what = t.get("reason") if status in ("dropped", "failed") else t.get("verdict") or ""
+        if not t.get("rate_kept", True):
+            what = f"{what}; rate not kept" if what else "rate not kept"
+        ci = f"{pct(t.get('ci_low_pct'))} … {pct(t.get('ci_high_pct'))}" if t.get("ci_low_pct") is not None else ""
+        rows.append((t.get("label", ""), t.get("stage", ""), status, pct(t.get("change_pct")), ci,
+                     t.get("pairs", 0), num(t.get("p50_ms")), num(t.get("p99_ms")),
+                     num(t.get("throughput_per_s"), 1), num(t.get("cpu_ms_per_run")), what))
+        classes.append("best" if t.get("winner") else "dim" if status in ("dropped", "failed") else "")
+    raced = [t for t in trials if t.get("status") != "failed"]
+    forest_rows = []
+    if best.get("comparison") is not None:
+        which = "best" if best.get("verdict") == "better" else best.get("candidate_label") or "candidate"
+        forest_rows.append({"label": f"verified: {which} vs baseline"[:70], "change_pct": best.get("change_pct"),
+                            "ci_low_pct": best.get("ci_low_pct"), "ci_high_pct": best.get("ci_high_pct"),
+                            "verdict": (best.get("comparison") or {}).get("verdict"), "bold": True})
+    forest_rows += [{"label": f"{t.get('label', '')} (vs {t.get('against', '?')})"[:70],
+                     "change_pct": t.get("change_pct"), "ci_low_pct": t.get("ci_low_pct"),
+                     "ci_high_pct": t.get("ci_high_pct"), "verdict": t.get("verdict"), "bold": bool(t.get("winner"))}
+                    for t in raced]
+    figures = table(("", "p50 ms", "p99 ms", "runs/s", "CPU/run ms"),
+                    [(label, num(d.get("p50_ms")), num(d.get("p99_ms")), num(d.get("throughput_per_s"), 1),
+                      num(d.get("cpu_ms_per_run"))) for label, d in (("baseline", base), ("best", best))],
+                    numeric=(1, 2, 3, 4))
+    changes = best.get("changes") or []
+    profiles = [("baseline (the start profile)", _toml(base.get("profile") or {}))]
+    if best.get("profile") is not None:
+        head = "".join(f"# {c}\n" for c in changes)
+        profiles.append(("best" + (": " + ", ".join(changes) if changes else ": the baseline"),
+                         head + _toml(best.get("profile") or {})))
+    not_tried = [(n.get("label", ""), n.get("stage", ""), n.get("reason", "")) for n in data.get("not_tried") or []]
+    body = [
+        f'<p class="verdict">{esc(best.get("text") or best.get("verdict") or "no verdict")}</p>',
+        figures,
+        "<h2>Leaderboard</h2>",
+        table(("candidate", "dimension", "status", "change %", "95 % interval", "pairs", "p50 ms", "p99 ms", "runs/s",
+               "CPU/run ms", "verdict / reason"), rows, numeric=(3, 4, 5, 6, 7, 8, 9), classes=classes)
+        if rows else "<p>no candidate was tried</p>",
+        figure(forest(forest_rows, prefix="tune", xlabel=f"change in {METRIC_LABEL.get(objective, objective)}, % "
+                                                           "(95 % interval)"),
+               "Each candidate's change on the objective against the profile it raced (the incumbent then), and the "
+               "winner's verification against the start profile; bold: the winner. Inside the shaded ±2 % band is "
+               "no difference.") if forest_rows else "",
+        table(("not tried", "dimension", "why"), not_tried) if not_tried else "",
+        notes_section(data.get("pruned") or (), title="Pruned"),
+        host_section(data.get("host")),
+        profiles_section(profiles),
+        f"<p>saved as {esc(data.get('saved'))}</p>" if data.get("saved") else "",
+    ]
+    return page(f"ortop tune — {os.path.basename(model) or 'model'}", subtitle, body)
+
+
+# ---- capacity -----------------------------------------------------------------------------------------------------
+def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = None,
+                  profiles: Sequence[tuple[str, str]] = ()) -> str:
+    """The page for ``ortop capacity --json``'s dict: each profile's capacity within the SLO with its bracket, the
+    curves (response time and served rate against offered rate), every point's figures, the host and profiles."""
+    slo = data.get("slo") or {}
+    metric, limit = str(slo.get("metric", "?")), slo.get("ms")
+    slo_text = f"{metric} ≤ {limit:g} ms" if isinstance(limit, (int, float)) else metric
+    model = str(data.get("model", ""))
+    results = list(data.get("profiles") or [])
+    best = data.get("best")
+    if not (isinstance(best, int) and 0 <= best < len(results)):
+        best = None
+    subtitle = (f"{model}: the most {data.get('arrival', 'poisson')} traffic each profile serves within {slo_text} "
+                f"of response time; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
+                + ("; stopped early" if data.get("stopped") else ""))
+    rows, classes = [], []
+    for i, p in enumerate(results):
+        lo, hi = (list(p.get("bracket") or []) + [None, None])[:2]
+        cap = f"{num(p.get('capacity_per_s'), 1)}/s" if p.get("met") else "0 (met at no rate)"
+        rows.append((i, p.get("profile", i), cap, f"{num(lo, 1)} … {num(hi, 1)}/s",
+                     f"{num(p.get('ceiling_per_s'), 1)}/s", p.get("note") or ""))
+        classes.append("best" if i == best and len(results) > 1 else "")
+    if best is None:
+        verdict = f"No profile meets {slo_text} at any rate measured here."
+    else:
+        b = results[best]
+        verdict = f"Best within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} requests/s."
+    points = []
+    for p in results:
+        for q in p.get("points") or []:
+            own = () if metric in ("p50", "p99") else (num(q.get("slo_ms")),)
+            points.append((p.get("profile", ""), num(q.get("rate_per_s"), 1), num(q.get("served_per_s"), 1),
+                           q.get("dropped", 0), num(q.get("p50_ms")), num(q.get("p99_ms")), *own,
+                           q.get("decision", "")))
+    heads = ("profile", "offered /s", "served /s", "shed", "p50 ms", "p99 ms",
+             *(() if metric in ("p50", "p99") else (f"{metric} ms",)), "decision")
+    body = [
+        f'<p class="verdict">{esc(verdict)}</p>',
+        table(("#", "profile", "capacity", "bracket", "closed-loop ceiling", "note"), rows, numeric=(0,),
+              classes=classes),
+        "<h2>Response time against load</h2>",
+        figure(capacity_curves(data, prefix="cap"),
+               f"Left: each profile's {metric} (solid, markers: each point's decision) and p50 (dashed) against the "
+               "offered rate; the dash-dotted line is the SLO, a dotted vertical line a profile's capacity (its "
+               "knee). Right: served against offered rate; points under the dashed line y = x were not kept up "
+               "with.") if any(p.get("points") for p in results) else "<p>no point measured</p>",
+        "<h2>Points</h2>",
+        table(heads, points, numeric=range(1, len(heads) - 1)) if points else "<p>none</p>",
+        host_section(host),
+        profiles_section(profiles),
+        notes_section(data.get("warnings") or ()),
+    ]
+    return page(f"ortop capacity — {os.path.basename(model) or 'model'}", subtitle, body)
