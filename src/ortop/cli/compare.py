@@ -38,6 +38,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
                         "settled (default p50)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--report", metavar="FILE.html",
+                   help="also write a self-contained HTML page: the figures, a forest plot of the changes, the host "
+                        "and the profiles")
     add_workload_args(p)
 
 
@@ -131,7 +134,12 @@ def run(args: argparse.Namespace) -> int:
     from ortop.model import load_model
 
     load_model(args.model)  # a missing or broken model is bad input: say so before anything starts
-    profiles = [apply_flags(P.load(resolve_profile(name)), args, args.model) for name in args.profiles]
+    paths = [resolve_profile(name) for name in args.profiles]
+    profiles = [apply_flags(P.load(path), args, args.model) for path in paths]
+    if args.report:  # an unwritable report is found now, not after the measuring
+        from ortop.report import check_report
+
+        check_report(args.report, protect=(args.model, *paths))
     warnings = []
     for name, prof in zip(args.profiles[1:], profiles[1:]):
         diff = workload_difference(profiles[0], prof)
@@ -153,10 +161,21 @@ def run(args: argparse.Namespace) -> int:
     if warnings:
         result = replace(result, warnings=tuple(warnings) + result.warnings)
     if args.json:
-        print(json.dumps(to_json(args.model, args.budget, args.objective, result)))
+        print(json.dumps(to_json(args.model, args.budget, args.objective, result)), flush=True)
     else:
-        print(format_result(args.model, args.budget, args.objective, result))
+        print(format_result(args.model, args.budget, args.objective, result), flush=True)
+    if args.report:  # after the result is printed: a report that fails to write loses nothing
+        _write_report(args, to_json(args.model, args.budget, args.objective, result), profiles, paths)
     return 0
+
+
+def _write_report(args: argparse.Namespace, data: dict[str, Any], profiles: list[Any], paths: list[Any]) -> None:
+    from ortop.collectors.host import read_host
+    from ortop.report import compare_page, write_report
+
+    page = compare_page(data, host=read_host().as_dict(),
+                        profiles=[(name, prof.to_toml()) for name, prof in zip(args.profiles, profiles)])
+    write_report(args.report, page, protect=(args.model, *paths))
 
 
 def compare_main(argv: list[str]) -> int:

@@ -58,6 +58,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         f"{', '.join(DIMENSIONS)}")
     p.add_argument("--save", metavar="BEST.toml", help="write the best profile here, with what was measured")
     p.add_argument("--json", action="store_true", help="print only the result as JSON on stdout")
+    p.add_argument("--report", metavar="FILE.html",
+                   help="also write a self-contained HTML page: the leaderboard, a forest plot of the candidates' "
+                        "changes, the host and the profiles")
     p.add_argument("--profile", metavar="START.toml", help="start from this profile (a path or a profile name)")
     add_workload_args(p)
 
@@ -84,6 +87,13 @@ def _check_args(args: argparse.Namespace) -> list[str] | None:
     if not dims:
         raise UsageError("--space is empty: name one or more dimensions, e.g. --space threads,spinning")
     return dims
+
+
+def _kept(args: argparse.Namespace, model_path: str) -> tuple[str, ...]:
+    """The files a report must never be written over: the model and the start profile."""
+    from ortop.config.store import resolve_profile
+
+    return (model_path, *([str(resolve_profile(args.profile))] if args.profile else []))
 
 
 def _check_feeds(info: Any, profile: Any) -> None:
@@ -320,6 +330,12 @@ def run(args: argparse.Namespace) -> int:
     info = model_mod.load_model(model_path)
     profile, profile_model = start_profile(args, model_path)
     _check_feeds(info, profile)
+    if args.report:  # an unwritable report is found now, before anything is measured
+        from ortop.report import check_report
+
+        if args.save and os.path.realpath(args.save) == os.path.realpath(args.report):
+            raise UsageError(f"--report and --save name the same file ({args.report}): give each its own")
+        check_report(args.report, protect=_kept(args, model_path))
     if args.objective == "capacity":
         profile, args.objective = _at_the_knee(args, model_path, profile)  # the budget still counts from t0
     if args.save:
@@ -352,15 +368,19 @@ def run(args: argparse.Namespace) -> int:
         header = save_header(result, model_path, host, gpus, when)
         fsutil.write_text(args.save, best.to_toml(header=header), protect=[model_path], what="profile")
         saved = args.save
+    out = result.as_dict()
+    out["model"] = model_path
+    out["saved"] = saved
     if args.json:
-        out = result.as_dict()
-        out["model"] = model_path
-        out["saved"] = saved
         import json
 
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(json.dumps(out, indent=2, ensure_ascii=False), flush=True)
     else:
-        print(format_result(result, model_path, saved))
+        print(format_result(result, model_path, saved), flush=True)
+    if args.report:  # after the result is printed: a report that fails to write loses nothing
+        from ortop.report import tune_page, write_report
+
+        write_report(args.report, tune_page(out), protect=_kept(args, model_path))
     return EXIT_INTERRUPTED if result.stopped else EXIT_OK
 
 
