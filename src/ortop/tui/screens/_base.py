@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable
 
+from ortop.config.profile import Profile
 from ortop.tui._compat import apply_breakpoints
 
 
@@ -19,6 +21,7 @@ class Responsive:
 
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def under_cursor(table: DataTable, rows: Sequence[T]) -> T | None:
@@ -26,3 +29,29 @@ def under_cursor(table: DataTable, rows: Sequence[T]) -> T | None:
     if not rows or not 0 <= table.cursor_row < len(rows):
         return None
     return rows[table.cursor_row]
+
+
+def post_from_thread(target: Any, message: Message) -> None:
+    """Post from a search's own thread: safe there, and it never waits. Dropped once the target is closed, or when
+    the app and its event loop are gone (a quit while the search ran)."""
+    try:
+        target.post_message(message)
+    except RuntimeError:
+        pass
+
+
+class FromScreen(Message, Generic[S]):
+    """A screen's request to the app, naming the screen, which the app answers (a search's screens: start, finished)."""
+
+    def __init__(self, screen: S) -> None:
+        super().__init__()
+        self.screen = screen
+
+
+class Offered(FromScreen[S]):
+    """A profile a screen offers the app to apply or save, and what the screen calls it."""
+
+    def __init__(self, screen: S, profile: Profile, label: str) -> None:
+        super().__init__(screen)
+        self.profile = profile
+        self.label = label

@@ -48,7 +48,8 @@ from ortop.engine import (
 )
 from ortop.errors import OrtopError
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
-from ortop.tui.screens._base import Responsive, under_cursor
+from ortop.tui.screens._base import FromScreen, Offered, Responsive, under_cursor
+from ortop.tui.screens._base import post_from_thread as _post
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
@@ -104,37 +105,17 @@ class TuneScreen(Responsive, Screen[None]):
         Binding("q,f10", "quit", "quit", show=False),
     ]
 
-    class Start(Message):
+    class Start(FromScreen["TuneScreen"]):
         """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
 
-        def __init__(self, screen: TuneScreen) -> None:
-            super().__init__()
-            self.screen = screen
-
-    class Finished(Message):
+    class Finished(FromScreen["TuneScreen"]):
         """The search is over and its workers are gone: the live session may run again."""
 
-        def __init__(self, screen: TuneScreen) -> None:
-            super().__init__()
-            self.screen = screen
-
-    class ApplyRow(Message):
+    class ApplyRow(Offered["TuneScreen"]):
         """Apply a row's profile to the live session; the app answers with :meth:`show_message`."""
 
-        def __init__(self, screen: TuneScreen, profile: Profile, label: str) -> None:
-            super().__init__()
-            self.screen = screen
-            self.profile = profile
-            self.label = label
-
-    class SaveRow(Message):
+    class SaveRow(Offered["TuneScreen"]):
         """Save a row's profile (the app opens the save modal)."""
-
-        def __init__(self, screen: TuneScreen, profile: Profile, label: str) -> None:
-            super().__init__()
-            self.screen = screen
-            self.profile = profile
-            self.label = label
 
     class _Stepped(Message):
         """The tuner took a step (posted from the tuning thread)."""
@@ -434,12 +415,3 @@ class TuneScreen(Responsive, Screen[None]):
     async def action_quit(self) -> None:
         self._stop.set()
         await self.app.run_action("quit")
-
-
-def _post(target: Any, message: Message) -> None:
-    """Post from the tuning thread: safe there, and it never waits. Dropped once the target is closed, or when the
-    app and its event loop are gone (a quit while the search ran)."""
-    try:
-        target.post_message(message)
-    except RuntimeError:
-        pass
