@@ -92,3 +92,14 @@ def stop_input_thread(driver: Any) -> None:
     event = getattr(driver, "exit_event", None)
     if event is not None:
         event.set()
+
+
+def relabel_binding(node: Any, key: str, description: str) -> None:
+    """Give ``node``'s binding of ``key`` another footer label (the capacity screen's ``a`` names the profile it
+    sizes). Textual declares bindings per class and offers no public way to relabel one; each node holds its own
+    copy of them, and this rewrites that copy."""
+    from dataclasses import replace
+
+    table = node._bindings.key_to_bindings
+    table[key] = [replace(b, description=description) for b in table.get(key, [])]
+    node.refresh_bindings()

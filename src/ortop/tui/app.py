@@ -11,7 +11,7 @@ changed lines. The UI shares the machine with the model it measures, so its own 
 Screens hand back what the user chose (a modal's ``dismiss(result)`` to the callback given here, or a message from
 :mod:`ortop.tui.messages`); the app acts on it: the monitor for profiles, :mod:`ortop.tui.actions` for files.
 
-About 500 lines: composition, the key actions (a quick key that changes nothing says so, one that drops a setting
+About 590 lines: composition, the key actions (a quick key that changes nothing says so, one that drops a setting
 asks first), what the screens hand back (each answer a small callback: the save, open and export-name modals) and
 the snapshot loop; every panel, screen and file action is in a module of its own.
 """
@@ -40,6 +40,7 @@ from ortop.tui._compat import install_hangup_handlers, release_job_control_signa
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
+from ortop.tui.screens.capacity import CapacityScreen, SearchFactory
 from ortop.tui.screens.confirm import ConfirmScreen
 from ortop.tui.screens.doctor import DoctorScreen
 from ortop.tui.screens.export import ExportScreen
@@ -89,9 +90,10 @@ class OrtopApp(App[int]):
         self.finish_errors: list[str] = []
         self._main: MainScreen | None = None
         self._settings: SettingsScreen | None = None  # built on first use, then reopened (see SettingsScreen.load)
-        self._live_held_by: set[str] = set()  # screens whose own workers run now (doctor, tune): the live one waits
+        self._live_held_by: set[str] = set()  # screens running workers (doctor, tune, capacity): the live one waits
         self._held_paused = False  # the live session was running when the first of them took hold, and is paused
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
+        self.capacity_factory: SearchFactory | None = None  # the capacity screen's search (None: the real one)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -294,6 +296,10 @@ class OrtopApp(App[int]):
         if not isinstance(self.screen, TuneScreen):
             self.push_screen(TuneScreen(self.current_profile(), tuner_factory=self.tuner_factory))
 
+    def action_capacity(self) -> None:
+        if not isinstance(self.screen, CapacityScreen):
+            self.push_screen(CapacityScreen(self.current_profile(), search_factory=self.capacity_factory))
+
     def action_settings(self) -> None:
         if isinstance(self.screen, SettingsScreen):
             return
@@ -465,25 +471,49 @@ class OrtopApp(App[int]):
 
     @on(TuneScreen.ApplyRow)
     def _tune_apply(self, message: TuneScreen.ApplyRow) -> None:
+        self._apply_offered(message.screen, message.profile, message.label, "tune")
+
+    def _apply_offered(self, screen: TuneScreen | CapacityScreen, profile: Profile, label: str, who: str) -> None:
+        """Apply a profile a screen offers (a leaderboard row, a sized profile), and tell that screen what
+        happened; the one the live session already runs is not rebuilt."""
         from ortop.engine import profile_key
 
-        screen, label = message.screen, message.label
-        if profile_key(message.profile) == profile_key(self.current_profile()):
+        if profile_key(profile) == profile_key(self.current_profile()):
             screen.show_message(Text(f"{label}: the live session already runs this profile, nothing rebuilt",
                                      style="yellow"))
             return
         try:
-            self.apply_profile(message.profile)
+            self.apply_profile(profile)
         except (ProfileError, ModelError) as exc:
             screen.show_message(Text(f"✗ {exc}", style="bold red"))
             return
-        self.monitor.add_event("info", f"tune: applied {label}")
+        self.monitor.add_event("info", f"{who}: applied {label}")
         screen.show_message(Text(f"applied {label}: the live session rebuilds with it", style="green"))
 
     @on(TuneScreen.SaveRow)
     def _tune_save(self, message: TuneScreen.SaveRow) -> None:
         stem, label = Path(self.monitor.model_path).stem, message.label.replace("µ", "u")  # "spin µs 100"
         self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-tune-{label}"))
+
+    @on(CapacityScreen.Start)
+    def _capacity_start(self, message: CapacityScreen.Start) -> None:
+        """The search measures in worker processes of its own: the live one waits, paused, until they are gone."""
+        self.hold_live("capacity")
+        message.screen.run_search(self.monitor.model_path, self.current_profile())
+
+    @on(CapacityScreen.Finished)
+    def _capacity_finished(self) -> None:
+        self.release_live("capacity")
+
+    @on(CapacityScreen.ApplyRow)
+    def _capacity_apply(self, message: CapacityScreen.ApplyRow) -> None:
+        self._apply_offered(message.screen, message.profile, message.label, "capacity")
+
+    @on(CapacityScreen.SaveRow)
+    def _capacity_save(self, message: CapacityScreen.SaveRow) -> None:
+        stem = Path(self.monitor.model_path).stem
+        label = message.label.replace("×", "x").replace("÷", "div")  # "threads ×2 (4)"
+        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-capacity-{label}"))
 
     @on(messages.WriteExport)
     def _write_export(self, message: messages.WriteExport) -> None:

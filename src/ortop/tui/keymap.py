@@ -36,6 +36,9 @@ MAIN_KEYS: tuple[Key, ...] = (
         "it (Enter applies it)", footer=False),
     Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
         "leaderboard (stop, apply or save any row)", footer=False),
+    Key("c", "capacity", "capacity", "capacity: the most traffic the running profile and one alternative serve "
+        "within a latency SLO, the latency–load curve drawn as points are measured (apply or save either)",
+        footer=False),
     Key("plus,equals_sign", "threads_up", quick.label(quick.THREADS), "intra-op threads up by one (from ORT's "
         "default: its count, the physical cores, plus one)", "+", short="thr", bar="+/-"),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
@@ -72,6 +75,17 @@ TUNE_KEYS: tuple[tuple[str, str], ...] = (
     ("enter / a", "apply the selected row's profile to the live session (once the search has ended)"),
     ("ctrl+s", "save the selected row's profile"),
     ("t / esc", "back to the live view (a search under way stops first)"),
+)
+
+CAPACITY_KEYS: tuple[tuple[str, str], ...] = (
+    ("l / b", "cycle the SLO (p99 ≤ 5, 10, 20, 50, 100 ms) / the budget (30, 60, 120 s)"),
+    ("a", "cycle the profile sized beside the running one: two pinned replicas, spinning off (or on), twice or "
+     "half the intra-op threads"),
+    ("g", "start the search (the live session pauses while it runs, and resumes after)"),
+    ("s", "stop the search: what it has measured stays"),
+    ("enter", "apply the highlighted profile to the live session (once the search has ended)"),
+    ("ctrl+s", "save the highlighted profile"),
+    ("c / esc / q", "back to the live view (a search under way stops first)"),
 )
 
 SETTINGS_KEYS: tuple[tuple[str, str], ...] = (

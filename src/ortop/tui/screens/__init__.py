@@ -1,9 +1,10 @@
-"""The screens, one per module: the live view, settings, history, tune, help, and the save / open / export /
+"""The screens, one per module: the live view, settings, history, tune, capacity, help, and the save / open / export /
 confirm modals. Modal screens return what the user chose through ``dismiss(result)`` to the callback the app passed to
 ``push_screen``; the history and export screens post :mod:`ortop.tui.messages`. None of them holds the monitor or
 writes a file: the app acts, through :mod:`ortop.tui.actions` for files.
 """
 
+from ortop.tui.screens.capacity import CapacityScreen
 from ortop.tui.screens.confirm import ConfirmScreen
 from ortop.tui.screens.export import ExportScreen
 from ortop.tui.screens.help import HelpScreen
@@ -14,5 +15,5 @@ from ortop.tui.screens.save import SaveAs, SaveScreen
 from ortop.tui.screens.settings import SettingsScreen
 from ortop.tui.screens.tune import TuneScreen
 
-__all__ = ["ConfirmScreen", "ExportScreen", "HelpScreen", "HistoryScreen", "MainScreen", "OpenScreen",
+__all__ = ["CapacityScreen", "ConfirmScreen", "ExportScreen", "HelpScreen", "HistoryScreen", "MainScreen", "OpenScreen",
            "SaveAs", "SaveScreen", "SettingsScreen", "TuneScreen"]

@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ortop.tui.keymap import HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS, TUNE_KEYS, key_display
+from ortop.tui.keymap import CAPACITY_KEYS, HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS, TUNE_KEYS, key_display
 from ortop.tui.screens._base import Responsive
 
 UNITS: tuple[tuple[str, str], ...] = (
@@ -47,6 +47,8 @@ class HelpScreen(Responsive, ModalScreen[None]):
             key_table(HISTORY_KEYS),
             Text("\nTune", style="bold underline"),
             key_table(TUNE_KEYS),
+            Text("\nCapacity", style="bold underline"),
+            key_table(CAPACITY_KEYS),
             Text("\nSettings", style="bold underline"),
             key_table(SETTINGS_KEYS),
             Text("\nHow the figures read", style="bold underline"),

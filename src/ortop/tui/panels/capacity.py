@@ -1,0 +1,288 @@
+"""The capacity screen's drawing: the latency–load curve with each profile's knee marked, the table of capacities,
+the verdict and a profile's detail, from a :class:`~ortop.engine.CapacityResult`; and the alternatives the screen
+offers to size beside the running profile.
+
+The curve is the engine's own (:func:`ortop.engine.text_curve`, the one ``ortop capacity`` prints), coloured here
+one colour per profile, with a dotted column and an arrow under the axis at each profile's capacity: the knee, the
+highest rate found to meet the SLO. The search moves on in its own thread while the screen draws, so the screen
+holds a copy of what it knew at each point (:func:`copy_result`). Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile, ProfileError
+from ortop.engine import CapacityResult, text_curve
+from ortop.tui.panels._format import DASH, compact_changes, compact_text, fmt_ms, fmt_rate
+
+STYLES = ("cyan", "magenta", "yellow", "green")     # one per profile, in the order of the search
+FILLED, HOLLOW = "●▲■◆", "○△□◇"                    # text_curve's marks per profile: a met point, another
+PREFIX = 9                                          # text_curve's y labels before the plot ("   12.1 ┤")
+RIGHT = 8                                           # room after the plot for " SLO 100"
+COLUMNS = ("profile", "capacity", "bracket", "ceiling", "points", "state")
+
+
+# ---- what to size beside the running profile ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Alternative:
+    """A profile to size beside the running one, and what the screen calls it."""
+
+    label: str
+    profile: Profile
+
+
+def alternatives(running: Profile, *, logical: int, physical: int) -> tuple[Alternative, ...]:
+    """What the ``a`` key cycles through: two pinned replicas (with two cores at least; or one, from several),
+    spinning the other way, twice and half the intra-op threads; each only where it changes the running profile and
+    is valid on this host.
+
+    The thread count counts ORT's default (0) as the physical cores, as the quick keys do; a changed count drops a
+    thread affinity (it lists one core group per pool thread)."""
+    w, s = running.workload, running.session
+    n = s.intra_op_num_threads or physical
+    offers: list[tuple[str, dict[str, Any]]] = []
+    if w.replicas > 1:
+        offers.append(("1 replica", {"workload.replicas": 1, "workload.pin_replicas": False}))
+    elif logical >= 2:  # on one core pinned replicas would share it: nothing to learn
+        offers.append(("2 replicas pinned", {"workload.replicas": 2, "workload.pin_replicas": True}))
+    offers.append(("spinning on", {"session.allow_spinning": None}) if s.allow_spinning is False
+                  else ("spinning off", {"session.allow_spinning": False}))
+    for label, threads in (("threads ×2", min(logical, 2 * n)), ("threads ÷2", max(1, n // 2))):
+        if threads != n:
+            offers.append((f"{label} ({threads})", {"session.intra_op_num_threads": threads,
+                                                    "session.intra_op_thread_affinities": None}))
+    out = []
+    for label, changes in offers:
+        try:
+            p = profile_mod.merge(running, **changes)
+            profile_mod.validate(p, host_cpus=logical)
+        except ProfileError:
+            continue  # not on this host (two pinned replicas on one core): not offered
+        if p != running:
+            out.append(Alternative(label, p))
+    return tuple(out)
+
+
+# ---- a copy the screen can hold ----------------------------------------------------------------------------------
+def copy_result(result: CapacityResult) -> CapacityResult:
+    """What the search knows now, in objects it will not touch again: each search and point copied, their lists and
+    dicts too (the arrays in them are only ever appended, never changed). Cheap: a few dozen points at most."""
+    searches = []
+    for s in result.searches:
+        c = copy.copy(s)
+        points = {}
+        for rate, p in dict(s.points).items():
+            q = copy.copy(p)
+            q.blocks, q.response = list(p.blocks), list(p.response)
+            points[rate] = q
+        c.points = points
+        searches.append(c)
+    out = copy.copy(result)
+    out.searches = searches
+    out.warnings = list(result.warnings)
+    return out
+
+
+# ---- the curve ---------------------------------------------------------------------------------------------------
+def _x_top(result: CapacityResult) -> float:
+    """The right end of text_curve's rate axis (its highest measured rate, plus 5 %)."""
+    rates = [r for s in result.searches for r, p in s.points.items() if math.isfinite(p.value(result.slo))]
+    return max(rates) * 1.05 if rates else math.nan
+
+
+def knee_columns(result: CapacityResult, width: int) -> dict[int, int]:
+    """Profile index → the plot column of its capacity, on text_curve's rate axis; profiles that met the SLO at no
+    rate have no knee."""
+    top = _x_top(result)
+    if not math.isfinite(top):
+        return {}
+    return {s.index: min(width - 1, int(round(s.lo / top * (width - 1)))) for s in result.searches
+            if s.lo > 0 and not s.failed}
+
+
+def curve(result: CapacityResult | None, width: int, height: int) -> Text:
+    """The curve in ``width`` × ``height`` cells: text_curve's plot, each profile's marks in its colour, the SLO
+    line in yellow, and each knee marked (a dotted column under the SLO line, an arrow and the rate below the
+    axis). A short note until the first point is measured."""
+    plot_w, plot_h = max(8, width - PREFIX - RIGHT), max(4, height - 4)
+    plain = text_curve(result, plot_w, plot_h) if result is not None else ""
+    if result is None or not plain:
+        return Text("the curve is drawn here as each point is measured", style="dim")
+    lines = plain.split("\n")
+    slo_line = next(i for i, line in enumerate(lines[1:], 1) if "┄" in line)
+    knees = knee_columns(result, plot_w)
+    grid = [list(line) for line in lines]
+    for col in knees.values():
+        x = PREFIX + col
+        for row in grid[slo_line + 1: plot_h + 1]:
+            if x < len(row) and row[x] == " ":
+                row[x] = "┊"
+        axis = grid[plot_h + 1]
+        if x < len(axis):
+            axis[x] = "┴"
+    out = Text(no_wrap=True, overflow="crop", end="")  # wrapped, a line would lose its leading spaces: the y labels'
+    for k, row in enumerate(grid):
+        line = Text("".join(row))
+        if k == 0:
+            line.stylize("bold")
+        elif k == slo_line:
+            line.stylize("yellow", PREFIX)
+        for x, ch in enumerate(row):
+            for marks in (FILLED, HOLLOW):
+                if ch in marks:
+                    line.stylize(STYLES[marks.index(ch) % len(STYLES)], x, x + 1)
+            if ch == "┊":
+                idx = next((i for i, c in knees.items() if PREFIX + c == x), 0)
+                line.stylize(f"dim {STYLES[idx % len(STYLES)]}", x, x + 1)
+        out.append_text(line)
+        out.append("\n")
+    out.append_text(_knee_line(result, knees))
+    return out
+
+
+def _knee_line(result: CapacityResult, knees: dict[int, int]) -> Text:
+    """``   knee  ↑294/s      ↑530/s`` under each knee's column, in the profile's colour (shifted right where two
+    would overlap)."""
+    t = Text(f"{'knee':>7}  ", style="dim")
+    at = 0
+    for i, col in sorted(knees.items(), key=lambda kv: kv[1]):
+        label = f"↑{fmt_rate(result.searches[i].lo)} "
+        if col > at:
+            t.append(" " * (col - at))
+            at = col
+        t.append(label, style=f"bold {STYLES[i % len(STYLES)]}")
+        at += len(label)
+    if not knees:
+        t.append("none yet: no point has met the SLO", style="dim")
+    return t
+
+
+# ---- the table, the verdict, the detail --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One profile's row in the table."""
+
+    index: int
+    name: str
+    cells: tuple[str, ...]
+    style: str
+    profile: Profile
+
+
+def measured(s: Any) -> list[tuple[float, Any]]:
+    """A search's points that have blocks, by rate (the search adds a point as it starts measuring it)."""
+    return [(r, p) for r, p in sorted(s.points.items()) if p.blocks]
+
+
+def _bracket(s: Any) -> str:
+    if not math.isfinite(s.hi):
+        return DASH
+    return f"{fmt_rate(s.lo).removesuffix('/s') if s.lo > 0 else '0'}…{fmt_rate(s.hi)}"
+
+
+def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResult | None,
+         done: bool = False) -> tuple[Row, ...]:
+    """A row per profile (its mark on the curve, its name): its capacity (the highest rate found to meet the SLO),
+    the bracket the true one lies in, the closed-loop ceiling, the points measured and where its search stands."""
+    best = result.best() if result is not None and done else None
+    out = []
+    for i, (name, profile) in enumerate(zip(names, profiles)):
+        label = f"{FILLED[i % len(FILLED)]} {name}"
+        if result is None or i >= len(result.searches):
+            out.append(Row(i, name, (label, "", "", "", "", "not started" if not done else ""),
+                           STYLES[i % len(STYLES)], profile))
+            continue
+        s = result.searches[i]
+        if s.failed:
+            state, style = "failed", "red"
+        elif s.note:
+            state, style = "capacity 0", "yellow"
+        elif i == best and len(result.searches) > 1:
+            state, style = ("serves more", "bold green") if separated(result, i) else ("ahead", "bold yellow")
+        elif s.done():
+            state, style = "done", ""
+        elif done:
+            state, style = "stopped" if result.stopped else "out of time", "yellow"
+        else:
+            state, style = "searching", ""
+        cap = fmt_rate(s.lo) if s.lo > 0 else ("0" if s.note else DASH)  # no rate found to meet it: unknown
+        out.append(Row(i, name, (label, cap, _bracket(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))), state),
+                       style, profile))
+    return tuple(out)
+
+
+def separated(result: CapacityResult, best: int) -> bool:
+    """Whether ``best`` is shown to serve more than every other profile: each other's bracket ends (its lowest rate
+    found not to meet the SLO) at or below the best's capacity. A failed profile, or one whose service time alone
+    misses the SLO, serves nothing."""
+    b = result.searches[best]
+    return all(s.index == best or s.failed or s.note or (math.isfinite(s.hi) and s.hi <= b.lo)
+               for s in result.searches)
+
+
+def verdict(result: CapacityResult | None, done: bool) -> Text:
+    """Which profile serves more within the SLO, by how much, and within what the brackets allow; while the brackets
+    overlap, the one ahead is not called the one that serves more."""
+    t = Text(no_wrap=False)
+    if result is None:
+        return t
+    slo = result.slo.text()
+    best = result.best()
+    if best is None:
+        if done:
+            t.append(f"neither profile met {slo} at any rate measured", style="yellow")
+        return t
+    b = result.searches[best]
+    sure = separated(result, best)
+    if not done:
+        t.append("so far  ", style="bold")
+    elif sure or len(result.searches) == 1:
+        t.append("serves more  " if len(result.searches) > 1 else "capacity  ", style="bold")
+    else:
+        t.append("ahead  ", style="bold yellow")
+    t.append(f"{b.name}: {fmt_rate(b.lo)} within {slo}", style="bold green" if done and sure else "")
+    for s in result.searches:
+        if s.index == best:
+            continue
+        if s.lo > 0:
+            est, lo, hi = result.ratio(best, s.index)
+            t.append(f" · ×{est:.2f} {s.name} (×{lo:.2f}…×{hi:.2f} by the brackets)")
+        elif done:
+            t.append(f" · {s.name} met it at no rate measured")
+    if done and not sure:
+        t.append("\nthe brackets overlap, so neither is shown to serve more: a longer budget (b) narrows them",
+                 style="yellow")
+    return t
+
+
+def detail(row: Row | None, result: CapacityResult | None, running: Profile) -> Text:
+    """The highlighted profile in full: what it changes from the running one, why its search ended as it did, and
+    every point measured (offered → served, the SLO metric, the decision)."""
+    t = Text(no_wrap=False)
+    if row is None:
+        return t
+    t.append(f"{row.name}  ", style=f"bold {STYLES[row.index % len(STYLES)]}")
+    t.append("the profile the live session runs" if row.index == 0 else
+             "changes " + compact_text(compact_changes(running, row.profile)), style="dim")
+    if result is None or row.index >= len(result.searches):
+        return t
+    s = result.searches[row.index]
+    if math.isfinite(s.ceiling_per_s):
+        t.append(f"\nceiling {fmt_rate(s.ceiling_per_s)} back to back · {result.slo.metric} "
+                 f"{fmt_ms(s.floor_ms)} ms at no load", style="dim")
+    if s.failed or s.note:
+        t.append(f"\n{s.failed or s.note}", style="red" if s.failed else "yellow")
+    for rate, p in measured(s):
+        shed = f"  ({p.dropped} shed)" if p.dropped else ""
+        t.append(f"\n  {fmt_rate(rate):>8} → {fmt_rate(p.served_per_s()):>8}  {result.slo.metric} "
+                 f"{fmt_ms(p.value(result.slo)):>6} ms  ")
+        t.append(p.decision + shed, style={"met": "green", "not met": "red"}.get(p.decision, "yellow"))
+    return t

@@ -1,0 +1,452 @@
+"""The capacity screen: how much traffic the running profile and one alternative serve within a latency SLO,
+``ortop capacity``'s search run from the live view, its latency–load curve drawn as each point is measured.
+
+Before the start, l cycles the SLO (p99 ≤ 5 … 100 ms), b the budget and a the alternative sized beside the running
+profile (two pinned replicas, spinning the other way, twice or half the threads); g starts. The search runs worker
+processes of its own, so the screen asks the app to pause the live session first (:class:`CapacityScreen.Start`,
+answered with :meth:`CapacityScreen.run_search`) and to resume it once those workers are gone
+(:class:`CapacityScreen.Finished`), whatever ended the search: its budget, s, esc, q, or an error. Once it has
+ended, enter applies the highlighted profile to the live session and ctrl+s saves it, through the app
+(:class:`CapacityScreen.ApplyRow`, :class:`CapacityScreen.SaveRow`); the screen holds no monitor.
+
+The search calls back on its own thread after each point. The screen copies what the search knows there (the
+search is between two points, so the copy is whole) and posts it, never waiting for the UI; a timer between points
+moves the clock and shows the ceilings once measured. Drawing is in :mod:`ortop.tui.panels.capacity`.
+
+About 470 lines: one screen, its six states, its ten keys and the four messages it trades with the app, like the
+tune screen it is modelled on; split further, the states would be read and set from two modules.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult, RenderResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, ProgressBar, Static
+
+from ortop.config.profile import Profile
+from ortop.engine import CapacityResult, Slo, parse_slo
+from ortop.errors import OrtopError
+from ortop.tui._compat import relabel_binding
+from ortop.tui.panels import capacity as panel
+from ortop.tui.screens._base import FromScreen, Offered, Responsive, post_from_thread, under_cursor
+
+SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through
+BUDGETS_S = (30.0, 60.0, 120.0)
+DEFAULT_SLO_MS = 20.0
+DEFAULT_BUDGET_S = 60.0
+REFRESH_S = 0.5   # the clock, the bar and the ceilings between two points
+RUNNING_NAME = "running"
+
+
+class Search(Protocol):
+    """What the screen uses of a search (:class:`ortop.engine.CapacitySearch`)."""
+
+    def run(self) -> CapacityResult: ...
+
+    def result(self) -> CapacityResult: ...
+
+
+class SearchFactory(Protocol):
+    """Builds the search (the real one: :func:`real_search`; the tests give a fake one)."""
+
+    def __call__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
+                 names: Sequence[str], stop: threading.Event,
+                 on_point: Callable[[Any, Any], None]) -> Search: ...
+
+
+def real_search(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
+                names: Sequence[str], stop: threading.Event, on_point: Callable[[Any, Any], None]) -> Search:
+    """``ortop capacity``'s search, after the checks it makes (a profile the model cannot take: one line)."""
+    from ortop.engine import CapacitySearch, check_profile
+    from ortop.model import load_model
+
+    info = load_model(model_path)
+    for p in profiles:
+        check_profile(info, p)
+    return CapacitySearch(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop, on_point=on_point)
+
+
+def _host() -> tuple[int, int]:
+    from ortop.collectors.cpu import physical_cores
+
+    return os.cpu_count() or 1, physical_cores()
+
+
+class Curve(Widget):
+    """The latency–load curve, drawn to the widget's size from the result it holds."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.result: CapacityResult | None = None
+
+    def show(self, result: CapacityResult | None) -> None:
+        self.result = result
+        self.refresh()
+
+    def render(self) -> RenderResult:
+        return panel.curve(self.result, self.content_size.width, self.content_size.height)
+
+
+class CapacityScreen(Responsive, Screen[None]):
+    """Size the running profile and one alternative under a latency SLO; apply or save the one that serves more."""
+
+    DEFAULT_CSS = """
+    CapacityScreen #cap-title { height: auto; padding: 0 1; }
+    CapacityScreen #cap-progress { height: 1; padding: 0 1; }
+    CapacityScreen #cap-curve { height: 1fr; min-height: 8; padding: 0 1; text-wrap: nowrap; text-overflow: clip; }
+    CapacityScreen #cap-table { height: auto; max-height: 5; }
+    CapacityScreen #cap-verdict { height: auto; padding: 0 1; }
+    CapacityScreen #cap-detail-box { height: auto; max-height: 30%; border-top: solid $primary 60%; }
+    CapacityScreen #cap-detail { height: auto; padding: 0 1; }
+    """
+
+    BINDINGS = [
+        Binding("c,escape,q", "close", "back"),
+        Binding("l", "slo", "SLO"),
+        Binding("b", "budget", "budget"),
+        Binding("a", "alternative", "alternative"),
+        Binding("g", "start", "start"),
+        Binding("s", "stop", "stop"),
+        Binding("enter", "apply", "apply", show=False),
+        Binding("ctrl+s", "save", "save", key_display="^s"),
+        Binding("f10", "quit", "quit", show=False),
+    ]
+
+    class Start(FromScreen["CapacityScreen"]):
+        """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
+
+    class Finished(FromScreen["CapacityScreen"]):
+        """The search is over and its workers are gone: the live session may run again."""
+
+    class ApplyRow(Offered["CapacityScreen"]):
+        """Apply a profile to the live session; the app answers with :meth:`show_message`."""
+
+    class SaveRow(Offered["CapacityScreen"]):
+        """Save a profile (the app opens the save modal)."""
+
+    class _Measured(Message):
+        """A point was measured (posted from the search's thread, with a copy of what the search knows)."""
+
+        def __init__(self, result: CapacityResult) -> None:
+            super().__init__()
+            self.result = result
+
+    class _Ended(Message):
+        """The search returned its result or failed (posted from the search's thread)."""
+
+        def __init__(self, result: CapacityResult | None, error: str) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+
+    def __init__(self, profile: Profile, *, search_factory: SearchFactory | None = None,
+                 host: tuple[int, int] | None = None) -> None:
+        super().__init__()
+        self.running_profile = profile
+        self.slo_ms = DEFAULT_SLO_MS
+        self.budget_s = DEFAULT_BUDGET_S
+        self.host = host or _host()   # (logical, physical) cores: what the alternatives may ask for
+        self.offers = panel.alternatives(profile, logical=self.host[0], physical=self.host[1])
+        self.choice = 0
+        self.state = "ready"          # ready → starting → running → stopping → done / failed
+        self.result: CapacityResult | None = None
+        self.error = ""
+        self._factory: SearchFactory = search_factory or real_search
+        self._stop = threading.Event()
+        self._search: Search | None = None
+        self._t0 = 0.0
+        self._timer: Timer | None = None
+        self._rows: tuple[panel.Row, ...] = ()
+        self._note: Text | None = None
+
+    # ---- what is sized -----------------------------------------------------------------------------------------
+    @property
+    def slo(self) -> Slo:
+        return parse_slo(f"p99={self.slo_ms:g}ms")
+
+    @property
+    def alternative(self) -> panel.Alternative | None:
+        return self.offers[self.choice] if self.offers else None
+
+    def names(self) -> list[str]:
+        alt = self.alternative
+        return [RUNNING_NAME] + ([alt.label] if alt is not None else [])
+
+    def profiles(self) -> list[Profile]:
+        alt = self.alternative
+        return [self.running_profile] + ([alt.profile] if alt is not None else [])
+
+    # ---- layout ------------------------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(self._title(), id="cap-title")
+        yield ProgressBar(total=self.budget_s, show_eta=False, id="cap-progress")
+        yield Curve(id="cap-curve")
+        table: DataTable[Text] = DataTable(id="cap-table", cursor_type="row")
+        yield table
+        yield Static("", id="cap-verdict")
+        with VerticalScroll(id="cap-detail-box"):
+            yield Static("", id="cap-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(DataTable)
+        for name in panel.COLUMNS:
+            table.add_column(name, key=name)
+        table.focus()
+        self._label_alternative()
+        self.refresh_rows()
+        self.show_message(Text("l picks the SLO, b the budget, a the profile sized beside the running one, g starts: "
+                               "the live session pauses while the search runs", style="dim"))
+
+    def on_unmount(self) -> None:
+        self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
+
+    # ---- the search --------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.state in ("starting", "running", "stopping")
+
+    def run_search(self, model_path: str, profile: Profile) -> None:
+        """Start the search from ``profile`` in a thread (the app has paused the live session)."""
+        if self._stop.is_set() or not self.is_attached:
+            self.app.post_message(self.Finished(self))  # closed before the app answered: nothing to wait for
+            return
+        if profile != self.running_profile:
+            label = self.alternative.label if self.alternative is not None else ""
+            self.running_profile = profile
+            self.offers = panel.alternatives(profile, logical=self.host[0], physical=self.host[1])
+            labels = [o.label for o in self.offers]
+            self.choice = labels.index(label) if label in labels else 0
+        self.state = "running"
+        self._t0 = time.monotonic()
+        self._timer = self.set_interval(REFRESH_S, self._tick, name="capacity-elapsed")
+        self.refresh_rows()
+        self.show_message(Text("the live session is paused while the search runs; s stops it", style="yellow"))
+        self._run(self.app, model_path, self.profiles(), self.names(), self.slo, self.budget_s, self._stop)
+
+    @work(thread=True, exclusive=True, group="capacity-search")
+    def _run(self, app: Any, model_path: str, profiles: list[Profile], names: list[str], slo: Slo,
+             budget_s: float, stop: threading.Event) -> None:
+        result: CapacityResult | None = None
+        error = ""
+        try:
+            search = self._factory(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop,
+                                   on_point=self._measured)
+            self._search = search
+            result = search.run()
+        except OrtopError as exc:  # a model that cannot be read, a profile it cannot take: one line
+            error = str(exc)
+        except Exception as exc:  # anything else is shown too, never as a traceback
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            post_from_thread(self, self._Ended(result, error))
+            post_from_thread(app, self.Finished(self))
+
+    def _measured(self, search: Any, point: Any) -> None:
+        """The search's callback, on its thread: copy what it knows and hand it over."""
+        found = self._search
+        if found is not None:
+            post_from_thread(self, self._Measured(panel.copy_result(found.result())))
+
+    @on(_Measured)
+    def _on_measured(self, message: _Measured) -> None:
+        if self.state in ("running", "stopping"):
+            self.result = message.result
+            self.refresh_rows()
+
+    @on(_Ended)
+    def _on_ended(self, message: _Ended) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._search = None
+        self.error = message.error
+        if message.result is None:
+            self.state = "failed"
+            self.refresh_rows()
+            self.show_message(Text("the live session resumes", style="dim"))
+            return
+        self.state = "done"
+        self.result = message.result
+        best = self.result.best()
+        self.refresh_rows(select=best)
+        self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it",
+                               style="dim"))
+
+    def _tick(self) -> None:
+        """Between two points: the clock, and the ceilings and brackets as the search sets them."""
+        search = self._search
+        if self.state not in ("running", "stopping") or not self.is_mounted:
+            return
+        if search is not None and self.state == "running":
+            self.result = panel.copy_result(search.result())
+            self.refresh_rows()
+        else:
+            self._draw_title()
+
+    def _elapsed(self) -> float:
+        if self.running:
+            return time.monotonic() - self._t0
+        return self.result.elapsed_s if self.result is not None else 0.0
+
+    # ---- drawing -----------------------------------------------------------------------------------------------
+    def _title(self) -> Text:
+        t = Text.assemble(("Capacity", "bold"), "  ")
+        alt = self.alternative
+        sized = f"{RUNNING_NAME} vs {alt.label}" if alt is not None else RUNNING_NAME
+        goal = f"{self.slo.text()} · {sized}"
+        if self.state == "ready":
+            t.append(f"{goal} · budget {self.budget_s:g} s", style="bold")
+            t.append("  ·  l SLO · b budget · a alternative · g start · c/esc back", style="dim")
+            return t
+        phase = {"starting": "starting", "running": "searching", "stopping": "stopping: what is known stays",
+                 "done": "stopped" if self.result is not None and self.result.stopped else "done",
+                 "failed": "failed"}[self.state]
+        t.append(f"{phase} — {min(self._elapsed(), self.budget_s):.0f}/{self.budget_s:g} s", style="bold")
+        t.append(f"  ·  {goal}", style="dim")
+        t.append("  ·  s stops · c/esc stops and goes back" if self.running else
+                 "  ·  enter applies · ^s saves · c/esc back", style="dim")
+        return t
+
+    def _draw_title(self) -> None:
+        self.query_one("#cap-title", Static).update(self._title())
+        self.query_one(ProgressBar).update(total=self.budget_s, progress=0.0 if self.state == "ready" else
+                                           min(self._elapsed(), self.budget_s))
+
+    def _verdict(self) -> Text:
+        if self.state == "failed":
+            return Text(f"✗ the search failed: {self.error}", style="bold red")
+        t = panel.verdict(self.result, self.state == "done")
+        if self.state == "done" and self.result is not None:
+            for w in self.result.warnings[:2]:
+                t.append(f"\nwarning: {w}", style="yellow")
+        return t
+
+    def refresh_rows(self, select: int | None = None) -> None:
+        """Redraw the curve, the table (keeping the highlighted profile), the verdict and the title."""
+        table = self.query_one(DataTable)
+        current = select if select is not None else table.cursor_row
+        self._rows = panel.rows(self.names(), self.profiles(), self.result, self.state == "done")
+        table.clear()
+        for r in self._rows:
+            table.add_row(*(Text(c, style=r.style) for c in r.cells), key=str(r.index))
+        if 0 <= current < len(self._rows):
+            table.move_cursor(row=current)
+        self.query_one(Curve).show(self.result)
+        self.query_one("#cap-verdict", Static).update(self._verdict())
+        self._draw_title()
+        self.refresh_bindings()
+        self.show_message()
+
+    def selected(self) -> panel.Row | None:
+        """The row under the cursor, or None."""
+        return under_cursor(self.query_one(DataTable), self._rows)
+
+    def show_message(self, message: Text | None = None) -> None:
+        """The highlighted profile in full, then ``message`` (the outcome of an apply, what the keys do)."""
+        if message is not None:
+            self._note = message
+        t = panel.detail(self.selected(), self.result, self.running_profile)
+        if self._note is not None:
+            t.append("\n")
+            t.append_text(self._note)
+        self.query_one("#cap-detail", Static).update(t)
+
+    def _label_alternative(self) -> None:
+        alt = self.alternative
+        relabel_binding(self, "a", f"vs {alt.label}" if alt is not None else "alternative")
+
+    # ---- keys --------------------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("slo", "budget", "alternative", "start"):
+            return not self.running
+        if action == "stop":
+            return True if self.state == "running" else (None if self.running else False)
+        return True
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self.show_message()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_apply()
+
+    def _new_search(self) -> None:
+        """A setting changed after a search: what is shown was for the old one, so the screen starts over."""
+        if self.state in ("done", "failed"):
+            self.state, self.result, self.error = "ready", None, ""
+        self.refresh_rows()
+
+    def action_slo(self) -> None:
+        if not self.running:
+            later = [x for x in SLO_MS if x > self.slo_ms]
+            self.slo_ms = later[0] if later else SLO_MS[0]
+            self._new_search()
+
+    def action_budget(self) -> None:
+        if not self.running:
+            later = [b for b in BUDGETS_S if b > self.budget_s]
+            self.budget_s = later[0] if later else BUDGETS_S[0]
+            self._new_search()
+
+    def action_alternative(self) -> None:
+        if not self.running and self.offers:
+            self.choice = (self.choice + 1) % len(self.offers)
+            self._label_alternative()
+            self._new_search()
+
+    def action_start(self) -> None:
+        if not self.running:
+            self.state, self.result, self.error = "starting", None, ""
+            self._stop = threading.Event()
+            self.refresh_rows()
+            self.post_message(self.Start(self))
+
+    def action_stop(self) -> None:
+        if self.state == "running":
+            self._stop.set()
+            self.state = "stopping"
+            self.refresh_rows()
+            self.show_message(Text("stopping: the point under way ends, and what is known stays", style="yellow"))
+
+    def action_apply(self) -> None:
+        row = self.selected()
+        if row is None:
+            return
+        if self.running:
+            self.show_message(Text("the search is running: stop it (s) or wait for its result before applying a "
+                                   "profile", style="yellow"))
+            return
+        s = self.result.searches[row.index] if self.result is not None else None
+        if s is not None and s.failed:
+            self.show_message(Text(f"✗ {row.name} failed, so it cannot be applied (see why above)", style="bold red"))
+            return
+        self.post_message(self.ApplyRow(self, row.profile, row.name))
+
+    def action_save(self) -> None:
+        row = self.selected()
+        if row is not None:
+            self.post_message(self.SaveRow(self, row.profile, row.name))
+
+    def action_close(self) -> None:
+        self._stop.set()  # the search ends with what it has; the app resumes the live session once it has
+        self.dismiss(None)
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        await self.app.run_action("quit")

@@ -1,0 +1,467 @@
+"""The capacity screen driven as a user would (Pilot), over the fake monitor and a fake search; one integration test
+runs the real search (worker processes) on a small model. The drawing is tested as strings.
+
+The fake search bisects as the real one does, on the engine's own Search and Point objects and their decisions, over
+a latency curve per profile instead of workers (``floor / (1 − rate / ceiling)``): the screen's logic is the real
+one, and its points arrive on a thread of their own, as the real search's do. The fake measures ``free`` points,
+then waits until the test allows more or the search is stopped, so the screen can be watched while it searches.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+from textual.widgets import Static
+
+from ortop.collectors.cpu import FakeCpuCollector
+from ortop.collectors.gpu import FakeGpuCollector
+from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile
+from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid
+from ortop.errors import RuntimeFailure
+from ortop.tui.app import OrtopApp, make_app
+from ortop.tui.panels import capacity as panel
+from ortop.tui.screens import HelpScreen, SaveScreen
+from ortop.tui.screens import capacity as screen_mod
+from ortop.tui.screens.capacity import CapacityScreen
+from tests.fakes import FakeMonitor, StepClock
+from tests.test_tui_tune import _children, resource_tracker, spy_pause_resume, until  # noqa: F401  (a fixture)
+
+SIZE = (120, 40)
+HOST = (8, 4)  # logical, physical cores the alternatives are offered for
+
+
+class FakeSearch:
+    """Bisection over ``floor_ms / (1 − rate / ceiling)`` per profile; four blocks a point, each of 200 requests at
+    that latency, decided by the engine's own rule; 2 s of (fake) time a point."""
+
+    def __init__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
+                 names: Sequence[str], stop: threading.Event, on_point: Callable[[Any, Any], None],
+                 ceilings: Sequence[float], floor_ms: float, free: Callable[[], int | None]) -> None:
+        self.model_path, self.slo, self.budget_s, self.stop, self.on_point = model_path, slo, budget_s, stop, on_point
+        self.searches = [Search(i, n, p) for i, (n, p) in enumerate(zip(names, profiles))]
+        self.ceilings, self.floor_ms, self.free = ceilings, floor_ms, free
+        self.measured = 0
+        self.waits: list[str] = []   # how each wait for the test ended: "free" (allowed more) or "stop"
+
+    def latency(self, i: int, rate: float) -> float:
+        return self.floor_ms / max(0.01, 1.0 - rate / self.ceilings[i])
+
+    def result(self) -> CapacityResult:
+        return CapacityResult(self.model_path, self.slo, list(self.searches), 2.0 * self.measured, self.budget_s,
+                              self.stop.is_set())
+
+    def _allowed(self) -> bool:
+        free = self.free()
+        return free is None or self.measured < free
+
+    def _wait(self) -> None:
+        if not self._allowed():
+            while not (self._allowed() or self.stop.is_set()):
+                time.sleep(0.01)
+            self.waits.append("stop" if self.stop.is_set() else "free")
+
+    def run(self) -> CapacityResult:
+        for s in self.searches:
+            s.ceiling_per_s, s.floor_ms = self.ceilings[s.index], self.floor_ms
+            s.hi = grid(s.ceiling_per_s)
+        while not self.stop.is_set() and self.measured < 40:
+            todo = [s for s in self.searches if not s.done()]
+            if not todo:
+                break
+            for s in todo:
+                self._wait()
+                if self.stop.is_set():
+                    break
+                rate = s.next_rate()
+                p = s.points.setdefault(rate, Point(rate))
+                served = min(rate, self.ceilings[s.index])
+                for _ in range(4):
+                    p.add(np.full(200, self.latency(s.index, rate)), 200 / served, 200, 0, self.slo)
+                if p.decide(self.slo, final=True) == "met":
+                    s.lo = max(s.lo, rate)
+                else:
+                    s.hi = min(s.hi, rate)
+                self.measured += 1
+                self.on_point(s, p)
+        return self.result()
+
+
+class Factory:
+    """A search factory for the screen: every call recorded, each search kept."""
+
+    def __init__(self, ceilings: Sequence[float] = (400.0, 800.0), floor_ms: float = 5.0,
+                 free: int | None = None) -> None:
+        self.ceilings, self.floor_ms, self.free = ceilings, floor_ms, free  # free: points before it waits; None: all
+        self.calls: list[dict[str, Any]] = []
+        self.searches: list[FakeSearch] = []
+
+    def __call__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
+                 names: Sequence[str], stop: threading.Event, on_point: Callable[[Any, Any], None]) -> FakeSearch:
+        self.calls.append({"model_path": model_path, "profiles": list(profiles), "slo": slo, "budget_s": budget_s,
+                           "names": list(names), "stop": stop})
+        search = FakeSearch(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop, on_point=on_point,
+                            ceilings=self.ceilings, floor_ms=self.floor_ms, free=lambda: self.free)
+        self.searches.append(search)
+        return search
+
+
+@pytest.fixture(autouse=True)
+def pinned_host(monkeypatch) -> None:
+    """The alternatives are offered for a fixed host (8 logical, 4 physical cores), the same on any machine."""
+    monkeypatch.setattr(screen_mod, "_host", lambda: HOST)
+
+
+def capacity_app(tmp_path: Path, factory: Any = None, monitor: FakeMonitor | None = None) -> OrtopApp:
+    app = make_app(monitor or FakeMonitor(n_configs=1), cpu=FakeCpuCollector(8, seed=3),
+                   gpu=FakeGpuCollector(seed=3), refresh_hz=0, profile_dir=tmp_path / "profiles", clock=StepClock())
+    app.capacity_factory = factory
+    return app
+
+
+
+def text_of(screen: CapacityScreen, wid: str) -> str:
+    return str(screen.query_one(f"#{wid}").render())
+
+
+def cells(screen: CapacityScreen) -> list[list[str]]:
+    table = screen.query_one("#cap-table")
+    return [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def footer_label(screen: CapacityScreen, key: str) -> str:
+    return screen.active_bindings[key].binding.description
+
+
+
+# ---- the drawing, as strings --------------------------------------------------------------------------------------
+SLO20 = Slo("p99", 20.0)
+
+
+def _result(points: dict[int, dict[float, float]], slo: Slo = SLO20) -> CapacityResult:
+    """A result with ``points[i] = {rate: latency}`` per profile, each point decided, brackets set from them."""
+    searches = []
+    for i, pts in points.items():
+        s = Search(i, ["running", "2 replicas pinned"][i], Profile(), ceiling_per_s=1000.0, floor_ms=4.0, hi=1000.0)
+        for rate, ms in pts.items():
+            p = s.points.setdefault(rate, Point(rate))
+            for _ in range(4):
+                p.add(np.full(100, ms), 0.5, 100, 0, slo)
+            if p.decide(slo, final=True) == "met":
+                s.lo = max(s.lo, rate)
+            else:
+                s.hi = min(s.hi, rate)
+        searches.append(s)
+    return CapacityResult("/models/m.onnx", slo, searches, 30.0, 60.0)
+
+
+def test_the_curve_marks_each_knee_under_the_point_it_is_at():
+    res = _result({0: {200.0: 8.0, 300.0: 30.0, 250.0: 15.0}, 1: {400.0: 10.0, 600.0: 40.0}})
+    width, height = 80, 18
+    text = panel.curve(res, width, height).plain
+    lines = text.split("\n")
+    assert "SLO 20" in text and "↑250/s" in text and "↑400/s" in text
+    axis = next(line for line in lines if "└" in line)
+    knees = [x for x, ch in enumerate(axis) if ch == "┴"]
+    assert len(knees) == 2
+    # each knee's column is the column of that profile's highest met point, on text_curve's own axis
+    for mark, rate_col in (("●", knees[0]), ("▲", knees[1])):
+        column = "".join(line[rate_col] if rate_col < len(line) else " " for line in lines[1:-3])
+        assert mark in column
+    knee_line = lines[-1]
+    assert knee_line.index("↑250/s") == knees[0] and knee_line.index("↑400/s") == knees[1]
+    # the knee's dotted column runs from under the SLO line down to the axis, around the point itself
+    slo_row = next(i for i, line in enumerate(lines) if "┄" in line)
+    below = [lines[k][knees[0]] for k in range(slo_row + 1, lines.index(axis))]
+    assert set(below) <= {"┊", "●"} and "┊" in below
+
+
+def test_the_curve_before_any_point_and_without_a_knee():
+    assert panel.curve(None, 80, 18).plain == "the curve is drawn here as each point is measured"
+    res = _result({0: {300.0: 30.0}})
+    assert panel.curve(res, 80, 18).plain.split("\n")[-1].strip() == "knee  none yet: no point has met the SLO"
+
+
+def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_that_the_brackets_overlap():
+    res = _result({0: {200.0: 8.0, 300.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}})
+    profiles = [Profile(), profile_mod.merge(Profile(), **{"workload.replicas": 2, "workload.pin_replicas": True})]
+    rows = panel.rows(["running", "2 replicas pinned"], profiles, res, done=True)
+    assert [r.cells for r in rows] == [("● running", "200/s", "200…300/s", "1.0k/s", "2", "out of time"),
+                                       ("▲ 2 replicas pinned", "400/s", "400…600/s", "1.0k/s", "2", "serves more")]
+    assert rows[1].style == "bold green" and rows[1].profile is profiles[1]
+    assert panel.verdict(res, True).plain == ("serves more  2 replicas pinned: 400/s within p99 ≤ 20 ms · ×2.00 "
+                                               "running (×1.33…×3.00 by the brackets)")
+    assert panel.verdict(res, False).plain.startswith("so far  2 replicas pinned: 400/s")
+    detail = panel.detail(rows[1], res, profiles[0]).plain
+    assert detail.startswith("2 replicas pinned  changes replicas 2 · pin replicas on\n"
+                             "ceiling 1.0k/s back to back · p99 4.00 ms at no load\n")
+    assert "     400/s →" in detail and "p99   10.0 ms  met" in detail and "p99   40.0 ms  not met" in detail
+    before = panel.rows(["running", "spinning off"], profiles, None)
+    assert [r.cells for r in before] == [("● running", "", "", "", "", "not started"),
+                                         ("▲ spinning off", "", "", "", "", "not started")]
+    close = _result({0: {200.0: 8.0, 400.0: 30.0}, 1: {300.0: 10.0, 600.0: 40.0}})  # 200…400 against 300…600
+    assert not panel.separated(close, 1) and panel.separated(res, 1)
+    assert panel.rows(["running", "2 replicas pinned"], profiles, close, done=True)[1].cells[5] == "ahead"
+    assert panel.verdict(close, True).plain == (
+        "ahead  2 replicas pinned: 300/s within p99 ≤ 20 ms · ×1.50 running (×0.75…×3.00 by the brackets)\n"
+        "the brackets overlap, so neither is shown to serve more: a longer budget (b) narrows them")
+    none = _result({0: {300.0: 30.0}, 1: {600.0: 40.0}})
+    assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"
+
+
+def test_alternatives_change_the_running_profile_and_fit_the_host():
+    offers = panel.alternatives(Profile(), logical=8, physical=4)
+    assert [o.label for o in offers] == ["2 replicas pinned", "spinning off", "threads ×2 (8)", "threads ÷2 (2)"]
+    assert offers[0].profile.workload.replicas == 2 and offers[0].profile.workload.pin_replicas
+    assert offers[1].profile.session.allow_spinning is False
+    assert [o.profile.session.intra_op_num_threads for o in offers[2:]] == [8, 2]
+    one = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1, "session.allow_spinning": False,
+                                          "workload.replicas": 2})
+    offers = panel.alternatives(one, logical=8, physical=4)
+    assert [o.label for o in offers] == ["1 replica", "spinning on", "threads ×2 (2)"]  # ÷2 of 1 is 1: not offered
+    assert offers[1].profile.session.allow_spinning is None
+    # on one core two pinned replicas would share it, and twice the threads is the same count: neither is offered
+    assert [o.label for o in panel.alternatives(Profile(), logical=1, physical=1)] == ["spinning off"]
+
+
+def test_a_copy_of_the_result_does_not_move_when_the_search_does():
+    res = _result({0: {200.0: 8.0}})
+    copy = panel.copy_result(res)
+    s = res.searches[0]
+    s.points[300.0] = Point(300.0)
+    s.points[200.0].add(np.full(10, 50.0), 0.1, 10, 0, res.slo)
+    s.lo = 300.0
+    c = copy.searches[0]
+    assert sorted(c.points) == [200.0] and c.lo == 200.0 and len(c.points[200.0].blocks) == 4
+
+
+# ---- before the start ---------------------------------------------------------------------------------------------
+async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative(tmp_path: Path) -> None:
+    monitor = FakeMonitor(n_configs=1)  # ORT's defaults, closed loop
+    factory = Factory()
+    app = capacity_app(tmp_path, factory, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        assert screen.slo_ms == 20.0 and screen.budget_s == 60.0
+        title = text_of(screen, "cap-title")
+        assert "p99 ≤ 20 ms · running vs 2 replicas pinned · budget 60 s" in title
+        assert [r[0] for r in cells(screen)] == ["● running", "▲ 2 replicas pinned"]
+        assert footer_label(screen, "a") == "vs 2 replicas pinned"
+        slos = []
+        for _ in range(5):
+            await pilot.press("l")
+            slos.append(screen.slo_ms)
+        assert slos == [50.0, 100.0, 5.0, 10.0, 20.0]
+        budgets = []
+        for _ in range(3):
+            await pilot.press("b")
+            budgets.append(screen.budget_s)
+        assert budgets == [120.0, 30.0, 60.0]
+        chosen = []
+        for _ in range(4):
+            await pilot.press("a")
+            chosen.append((screen.alternative.label, footer_label(screen, "a"), cells(screen)[1][0]))
+        assert chosen == [("spinning off", "vs spinning off", "▲ spinning off"),
+                          ("threads ×2 (8)", "vs threads ×2 (8)", "▲ threads ×2 (8)"),
+                          ("threads ÷2 (2)", "vs threads ÷2 (2)", "▲ threads ÷2 (2)"),
+                          ("2 replicas pinned", "vs 2 replicas pinned", "▲ 2 replicas pinned")]
+        await pilot.press("l", "b", "a")
+        assert "p99 ≤ 50 ms · running vs spinning off · budget 120 s" in text_of(screen, "cap-title")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CapacityScreen)
+        assert factory.calls == [] and monitor.state == "measuring"  # nothing ran, nothing paused
+
+        await pilot.press("c", "q")  # q closes it too
+        assert not isinstance(app.screen, CapacityScreen) and not app.finished
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        console = Console(width=200, file=io.StringIO(), record=True)
+        console.print(app.screen.query_one("#help-text", Static).content)
+        help_text = console.export_text()
+        assert "the most traffic the running profile and one alternative serve within a latency SLO" in help_text
+        assert "cycle the SLO (p99 ≤ 5, 10, 20, 50, 100 ms)" in help_text
+        assert "capacity (c)" in [c.title for c in app.get_system_commands(app.screen)]
+
+
+# ---- searching, stopping ------------------------------------------------------------------------------------------
+async def test_g_searches_points_redraw_the_curve_and_s_stops_with_what_is_known(tmp_path: Path) -> None:
+    factory = Factory(free=3)  # three points are measured, then the search waits for the gate or a stop
+    monitor = FakeMonitor(n_configs=1)
+    calls = spy_pause_resume(monitor)
+    app = capacity_app(tmp_path, factory, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "l", "g")  # p99 ≤ 50 ms
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await until(pilot, lambda: screen.result is not None and
+                    sum(len(s.points) for s in screen.result.searches) == 3, "three points")
+        assert calls == ["pause"] and monitor.state == "paused"  # the search's workers have the cores
+        call = factory.calls[0]
+        assert call["slo"] == Slo("p99", 50.0) and call["budget_s"] == 60.0 and call["model_path"] == monitor.model_path
+        assert call["names"] == ["running", "2 replicas pinned"]
+        assert call["profiles"][0] == monitor.snapshot().profile and call["profiles"][1].workload.replicas == 2
+        assert screen.state == "running" and "searching" in text_of(screen, "cap-title")
+        curve = text_of(screen, "cap-curve")
+        assert "SLO 50" in curve and "●" in curve and "▲" in curve
+        assert [r[4] for r in cells(screen)] == ["2", "1"]  # points per profile
+        assert footer_label(screen, "s") == "stop"
+
+        factory.free = 4  # one more point: it redraws the curve
+        await until(pilot, lambda: text_of(screen, "cap-curve") != curve, "the curve redrawn with a new point")
+        assert [r[4] for r in cells(screen)] == ["2", "2"]
+        await pilot.press("s")
+        await until(pilot, lambda: screen.state == "done", "the stopped search's result")
+        await until(pilot, lambda: calls == ["pause", "resume"], "the live session resumed")
+        res = screen.result
+        assert res is not None and res.stopped and monitor.state == "measuring"
+        assert "stopped" in text_of(screen, "cap-title")
+        assert [len(s.points) for s in res.searches] == [2, 2] and [r[4] for r in cells(screen)] == ["2", "2"]
+        assert factory.searches[0].waits == ["free", "stop"]
+        assert "s" not in {b.binding.key for b in screen.active_bindings.values() if b.enabled}
+
+
+async def test_escape_while_searching_stops_the_search_then_resumes_the_live_session(tmp_path: Path) -> None:
+    factory = Factory(free=0)  # the search waits before its first point until stopped
+    monitor = FakeMonitor(n_configs=1)
+    calls = spy_pause_resume(monitor)
+    app = capacity_app(tmp_path, factory, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "g")
+        await until(pilot, lambda: bool(factory.searches), "the search started")
+        assert calls == ["pause"]
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CapacityScreen)
+        assert factory.calls[0]["stop"].is_set()
+        await until(pilot, lambda: calls == ["pause", "resume"], "the live session resumed")
+        assert factory.searches[0].waits == ["stop"] and monitor.state == "measuring"
+
+
+async def test_a_failing_search_shows_one_red_line_and_the_live_session_resumes(tmp_path: Path) -> None:
+    def broken(*args: Any, **kw: Any) -> FakeSearch:
+        raise RuntimeFailure("cannot read the model (fake)")
+
+    monitor = FakeMonitor(n_configs=1)
+    calls = spy_pause_resume(monitor)
+    app = capacity_app(tmp_path, broken, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "g")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await until(pilot, lambda: screen.state == "failed", "the failure")
+        assert text_of(screen, "cap-verdict") == "✗ the search failed: cannot read the model (fake)"
+        await until(pilot, lambda: calls == ["pause", "resume"], "the live session resumed")
+        await pilot.press("l")  # a setting changed: a new search, the old failure gone
+        assert screen.state == "ready" and text_of(screen, "cap-verdict") == ""
+
+
+# ---- the result: apply, save --------------------------------------------------------------------------------------
+async def test_the_profile_that_serves_more_is_highlighted_and_enter_applies_it(tmp_path: Path) -> None:
+    monitor = FakeMonitor(n_configs=1)
+    app = capacity_app(tmp_path, Factory(), monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "g")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        res = screen.result
+        assert res is not None and not res.stopped and res.best() == 1
+        running, alt = res.searches
+        assert 0.97 * 300 <= running.lo <= 300 < running.hi and 0.97 * 600 <= alt.lo <= 600 < alt.hi  # the knees
+        assert text_of(screen, "cap-verdict").startswith("serves more  2 replicas pinned: ")
+        assert cells(screen)[1][5] == "serves more"
+        assert screen.selected().name == "2 replicas pinned"
+        curve = text_of(screen, "cap-curve")
+        assert f"↑{running.lo:.0f}/s" in curve and f"↑{alt.lo:.0f}/s" in curve
+        assert "changes replicas 2 · pin replicas on" in text_of(screen, "cap-detail")
+
+        await pilot.press("up", "enter")
+        assert monitor.applied == []
+        assert "running: the live session already runs this profile, nothing rebuilt" in text_of(screen, "cap-detail")
+        await pilot.press("down", "enter")
+        assert len(monitor.applied) == 1
+        assert monitor.applied[0].workload.replicas == 2 and monitor.applied[0].workload.pin_replicas
+        assert "applied 2 replicas pinned: the live session rebuilds with it" in text_of(screen, "cap-detail")
+        assert monitor.events[-1].text == "capacity: applied 2 replicas pinned"
+
+
+async def test_apply_waits_for_the_end_of_the_search(tmp_path: Path) -> None:
+    factory = Factory(free=1)
+    monitor = FakeMonitor(n_configs=1)
+    app = capacity_app(tmp_path, factory, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "g")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await until(pilot, lambda: screen.result is not None and screen.result.searches[0].points, "a point")
+        await pilot.press("enter")
+        assert monitor.applied == []
+        assert "the search is running: stop it (s)" in text_of(screen, "cap-detail")
+        await pilot.press("down", "enter")
+        assert monitor.applied == []
+        await pilot.press("s")
+        await until(pilot, lambda: screen.state == "done", "the stopped search")
+        assert screen.selected().name == "running"  # the only one that met the SLO at a point: highlighted
+        await pilot.press("down", "enter")
+        assert monitor.applied[-1].workload.replicas == 2
+
+
+async def test_ctrl_s_saves_the_highlighted_profile_and_it_loads(tmp_path: Path) -> None:
+    app = capacity_app(tmp_path, Factory())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "a", "a")  # threads ×2
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen) and screen.alternative.label == "threads ×2 (8)"
+        await pilot.press("g")
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        assert screen.selected().name == "threads ×2 (8)"
+        await pilot.press("ctrl+s")
+        save = app.screen
+        assert isinstance(save, SaveScreen) and save.default_name == "resnet-ish-capacity-threads-x2-8"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is screen
+        saved = profile_mod.load(tmp_path / "profiles" / "resnet-ish-capacity-threads-x2-8.toml")
+        assert saved.session.intra_op_num_threads == 8
+        assert saved.workload == screen.running_profile.workload
+
+
+# ---- the real search ----------------------------------------------------------------------------------------------
+@pytest.mark.integration
+async def test_a_real_search_draws_its_points_and_leaves_no_worker(matmul_model: str, tmp_path: Path,
+                                                                   resource_tracker: None) -> None:  # noqa: F811
+    before = _children()
+    monitor = FakeMonitor(model_path=matmul_model, n_configs=1)
+    app = capacity_app(tmp_path, None, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await pilot.press("a")  # spinning off: one worker for both, no pinning on a small host
+        screen.budget_s = 15.0
+        await pilot.press("g")
+        await until(pilot, lambda: _children() - before, "the search's worker process", timeout=10)
+        await until(pilot, lambda: "SLO 20" in text_of(screen, "cap-curve"), "the first point drawn", timeout=30)
+        assert screen.state == "running"
+        await until(pilot, lambda: screen.state in ("done", "failed"), "the search's result", timeout=60)
+        assert screen.state == "done", text_of(screen, "cap-verdict")
+        res = screen.result
+        assert res is not None and res.elapsed_s <= 15.0 * 1.5 + 5
+        for s in res.searches:
+            assert not s.failed and s.ceiling_per_s > 0 and s.points
+        assert [r[0] for r in cells(screen)] == ["● running", "▲ spinning off"]
+        assert monitor.state == "measuring"
+        await pilot.press("escape")
+    end = time.monotonic() + 10
+    while _children() - before and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not _children() - before
