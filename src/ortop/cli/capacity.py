@@ -36,6 +36,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="wall time the whole search may take, builds included (default 120)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-plot", action="store_true", help="leave the terminal curve out")
+    p.add_argument("--report", metavar="FILE.html",
+                   help="also write a self-contained HTML page: the curves, the table, the SLO, the host and the "
+                        "profiles")
     add_workload_args(p, session=True)
 
 
@@ -50,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     load_model(args.model)
     names = list(args.profile) or ["defaults"]
-    bases = [P.load(resolve_profile(n)) for n in args.profile] or [P.Profile()]
+    paths = [resolve_profile(n) for n in args.profile]
+    if args.report:  # an unwritable report is found now, not after the search
+        from ortop.report import check_report
+
+        check_report(args.report, protect=(args.model, *paths))
+    bases = [P.load(p) for p in paths] or [P.Profile()]
     profiles = [apply_flags(b, args, args.model) for b in bases]
     stop = threading.Event()
     interrupted = []
@@ -69,9 +77,16 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, h)
     data = result.as_dict()
     if args.json:
-        print(json.dumps(data))
+        print(json.dumps(data), flush=True)
     else:
-        print(format_result(result, plot=not args.no_plot))
+        print(format_result(result, plot=not args.no_plot), flush=True)
+    if args.report:  # after the result is printed: a report that fails to write loses nothing
+        from ortop.collectors.host import read_host
+        from ortop.report import capacity_page, write_report
+
+        page = capacity_page(data, host=read_host().as_dict(),
+                             profiles=[(n, p.to_toml()) for n, p in zip(names, profiles)])
+        write_report(args.report, page, protect=(args.model, *paths))
     return 130 if interrupted else 0
 
 

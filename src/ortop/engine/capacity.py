@@ -243,6 +243,7 @@ def text_curve(result: Any, width: int = 72, height: int = 16) -> str:
     any terminal and in a pasted log."""
     pts = [(s.index, r, p.value(result.slo), p.decision == "met") for s in result.searches
            for r, p in s.points.items() if math.isfinite(p.value(result.slo))]
+    pts.sort(key=lambda x: x[3])  # met points drawn last: a filled mark is never hidden under a hollow one
     if not pts:
         return ""
     x_hi = max(r for _, r, _, _ in pts) * 1.05
@@ -261,6 +262,8 @@ def text_curve(result: Any, width: int = 72, height: int = 16) -> str:
     out = []
     for k, cells in enumerate(grid):
         y = y_hi * (height - 1 - k) / (height - 1)
+        if k == slo_row:
+            y = result.slo.ms  # the SLO's own value on its row, not the row's rounded one
         tick = f"{y:>7.3g} ┤" if k % 4 == 0 or k == slo_row else "        │"
         out.append(tick + "".join(cells) + (f" SLO {result.slo.ms:g}" if k == slo_row else ""))
     out.append("        └" + "─" * width)

@@ -102,7 +102,7 @@ class CapacitySearch:
         self.searches = [Search(i, self.names[i], p) for i, p in enumerate(self.profiles)]
         self._channels: list[_Channel] = []
         self._where: list[tuple[int, int]] = []  # per profile: (channel index, config id)
-        self._t0 = 0.0
+        self._t0 = time.monotonic()  # reset when run() starts; set here so a view asking early reads ~0 s
         self._round = 0
 
     def left(self) -> float:

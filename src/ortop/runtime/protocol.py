@@ -73,7 +73,8 @@ class Alternate:
     block_s: float
     settle_s: float
     rounds: int | None = None
-    rate_hz: float | None = None   # offer this rate instead of each profile's own (a capacity search's point)
+    rate_hz: float | None = None   # offer this rate in all (split among replicas) instead of each profile's own
+    #                                (a capacity search's point)
     arrival: str | None = None     # with rate_hz: the arrival mode (fixed or poisson)
     first_round: int = 0           # round number of the first block: each round draws its own arrivals and shapes,
     #                                the same for every session in it (a later Alternate carries on the numbering)

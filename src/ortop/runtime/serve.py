@@ -113,7 +113,8 @@ class Loop:
         self.ended = threading.Event()
         w = session.profile.workload
         # A rate given here (a capacity search's point) overrides the profile's: the session is not rebuilt.
-        self.rate_hz = float(w.rate_hz) if rate_hz is None else float(rate_hz)
+        # A capacity point's rate is the total offered to the configuration: its replicas share it.
+        self.rate_hz = float(w.rate_hz) if rate_hz is None else float(rate_hz) / max(1, len(session.members))
         self.mode = A.mode_of(w) if rate_hz is None and arrival is None else (arrival or A.POISSON)
         self.callers = [(r, i) for r, m in enumerate(session.members) for i in range(len(m.servers))]
         self.rows: list[list[tuple]] = [[] for _ in self.callers]
