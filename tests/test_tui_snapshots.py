@@ -211,5 +211,7 @@ def test_capacity_screen_after_a_search(snap_compare, monkeypatch, size: tuple[i
         screen = pilot.app.screen
         assert isinstance(screen, capacity_screen.CapacityScreen)
         await until(pilot, lambda: screen.state == "done", "the search's result")
+        await pilot.pause(0.2)  # the last posted points and the finish message drawn, the table laid out
+        await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=before)

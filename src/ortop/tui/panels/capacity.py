@@ -27,7 +27,7 @@ STYLES = ("cyan", "magenta", "yellow", "green")     # one per profile, in the or
 FILLED, HOLLOW = "●▲■◆", "○△□◇"                    # text_curve's marks per profile: a met point, another
 PREFIX = 9                                          # text_curve's y labels before the plot ("   12.1 ┤")
 RIGHT = 8                                           # room after the plot for " SLO 100"
-COLUMNS = ("profile", "capacity", "bracket", "ceiling", "points", "state")
+COLUMNS = ("profile", "capacity", "bracket /s", "ceiling", "points", "state")
 
 
 # ---- what to size beside the running profile ---------------------------------------------------------------------
@@ -185,7 +185,7 @@ def measured(s: Any) -> list[tuple[float, Any]]:
 def _bracket(s: Any) -> str:
     if not math.isfinite(s.hi):
         return DASH
-    return f"{fmt_rate(s.lo).removesuffix('/s') if s.lo > 0 else '0'}…{fmt_rate(s.hi)}"
+    return f"{fmt_rate(s.lo).removesuffix('/s') if s.lo > 0 else '0'}…{fmt_rate(s.hi).removesuffix('/s')}"
 
 
 def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResult | None,

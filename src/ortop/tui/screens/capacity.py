@@ -341,7 +341,9 @@ class CapacityScreen(Responsive, Screen[None]):
         table = self.query_one(DataTable)
         current = select if select is not None else table.cursor_row
         self._rows = panel.rows(self.names(), self.profiles(), self.result, self.state == "done")
-        table.clear()
+        table.clear(columns=True)  # columns sized by what is shown now, not by the widest cell seen while it ran
+        for name in panel.COLUMNS:
+            table.add_column(name, key=name)
         for r in self._rows:
             table.add_row(*(Text(c, style=r.style) for c in r.cells), key=str(r.index))
         if 0 <= current < len(self._rows):
