@@ -184,10 +184,15 @@ class Replicas:
         self.shares: tuple[tuple[int, ...] | None, ...] = tuple(shares) if shares else (None,) * n
         notes: list[str] = []
         members = []
-        for r, share in enumerate(self.shares):
-            prof, said = replica_profile(profile, share)
-            members.append(Session(prof, model_info, variants, share=share, tag=f"r{r}"))
-            notes.extend(x for x in said if x not in notes)
+        try:
+            for r, share in enumerate(self.shares):
+                prof, said = replica_profile(profile, share)
+                members.append(Session(prof, model_info, variants, share=share, tag=f"r{r}"))
+                notes.extend(x for x in said if x not in notes)
+        except Exception:
+            for m in members:  # the replicas built before the one that failed: their server threads end
+                m.close()
+            raise
         self.members = tuple(members)
         first = self.members[0]
         self.feeds, self.notes = first.feeds, [*first.notes, *notes]

@@ -321,6 +321,7 @@ class Worker:
         self._state("building", config_id)
         rss_before = process_rss()
         stage = ""
+        new = None
         try:
             prof = profile_mod.from_dict(data)
             if prof.workload.pin_replicas and not shares:  # not placed by the parent: split the cores we may use
@@ -334,6 +335,8 @@ class Worker:
             stage = "the first run failed: "  # the session was built; the model failed running it
             first_ns, warm_ms = new.warm()
         except Exception as exc:
+            if new is not None:
+                new.close()  # its server threads end with it
             self.send(P.BuildFailed(config_id, f"{stage}{type(exc).__name__}: {one_line(exc)}"))
             self._run()  # whatever ran before keeps running
             return
