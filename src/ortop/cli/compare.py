@@ -44,17 +44,6 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
 
 
-def _fmt(x: float | None, digits: int = 3) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    a = abs(x)
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 10:
-        return f"{x:.1f}"
-    return f"{x:.{digits}f}"
-
-
 def _ordered(comps, objective: str):
     return sorted(comps, key=lambda c: (c.other, c.metric != objective, METRICS.index(c.metric)))
 
@@ -87,6 +76,8 @@ def to_json(model_path: str, budget_s: float, objective: str, result) -> dict[st
 
 
 def format_result(model_path: str, budget_s: float, objective: str, result) -> str:
+    from ortop.report.html import num  # the reports' figure format: one spelling of a table cell
+
     names = [c.name for c in result.configs]
     width = max(8, *(len(n) for n in names))
     workers = f", {result.workers} workers taking turns" if result.workers > 1 else ""
@@ -101,8 +92,8 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     ]
     for c in result.configs:
         kept = "" if c.kept() else f"  ← rate not kept: offered {c.offered_per_s:.0f}/s"
-        lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {_fmt(c.p50_ms):>8}  {_fmt(c.p99_ms):>8}  "
-                     f"{_fmt(c.throughput_per_s, 1):>8}  {_fmt(c.cpu_ms_per_run):>10}{kept}")
+        lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {num(c.p99_ms):>8}  "
+                     f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}")
     other = None
     for comp in _ordered(result.comparisons, objective):
         if comp.other != other:
