@@ -200,14 +200,21 @@ def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wa
     """A configuration's traffic figures from its ring rows, its queue counters, wall time and run count."""
     served = runs / wall_s if wall_s > 0 else math.nan
     offered = counters.arrived / wall_s if mode != "closed" and wall_s > 0 else math.nan
+    n = len(rows)
+    if mode == "closed":  # no queue: its figures are zeros, not worth a percentile over the ring each snapshot
+        queue = stats.LatencyStats(n, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0) if n else stats.LatencyStats()
+        queue_std = 0.0 if n > 1 else math.nan
+    else:
+        queue = stats.latency_stats(rows[:, QUEUE]) if n else stats.LatencyStats()
+        queue_std = float(np.std(rows[:, QUEUE])) if n > 1 else math.nan
     return Traffic(
         mode=mode, offered_per_s=offered,
         asked_per_s=asked_hz if mode in ("fixed", "poisson") else math.nan,
         served_per_s=served, dropped=counters.dropped, queue_max=counters.queue_max, queue_len=counters.queue_len,
         service=stats.latency_stats(rows[:, SERVICE]) if len(rows) else stats.LatencyStats(),
-        queue=stats.latency_stats(rows[:, QUEUE]) if len(rows) else stats.LatencyStats(),
+        queue=queue,
         service_std=float(np.std(rows[:, SERVICE])) if len(rows) > 1 else math.nan,
-        queue_std=float(np.std(rows[:, QUEUE])) if len(rows) > 1 else math.nan,
+        queue_std=queue_std,
         idle_gaps=idle_gaps(rows) if mode != "closed" else (),
         shapes=shape_rows(rows, shapes or [], labels or []),
     )
