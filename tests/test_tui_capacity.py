@@ -459,7 +459,7 @@ async def test_a_real_search_draws_its_points_and_leaves_no_worker(matmul_model:
         for s in res.searches:
             assert not s.failed and s.ceiling_per_s > 0 and s.points
         assert [r[0] for r in cells(screen)] == ["● running", "▲ spinning off"]
-        assert monitor.state == "measuring"
+        await until(pilot, lambda: monitor.state == "measuring", "the live session measuring again")  # resumed
         await pilot.press("escape")
     end = time.monotonic() + 10
     while _children() - before and time.monotonic() < end:
