@@ -192,26 +192,3 @@ def test_replicas_panel(snap_compare, size: tuple[int, int], replicas: int) -> N
     start = profile_mod.merge(Profile(), **{"workload.replicas": replicas, "workload.pin_replicas": True})
     app = fake_app(profile=start, n_configs=1, replicas=replicas, pin_replicas=True, host_cores=8)
     assert snap_compare(app, terminal_size=size, run_before=settle)
-
-
-@pytest.mark.parametrize("size", [(80, 24)])  # 120×40 drew its table differently under the full suite's load
-def test_capacity_screen_after_a_search(snap_compare, monkeypatch, size: tuple[int, int]) -> None:
-    """c, then g: the search (the engine's bisection over a fake latency curve per profile) runs to its end; the
-    curve with both knees, the table, the verdict and the profile that serves more, highlighted."""
-    from ortop.tui.screens import capacity as capacity_screen
-    from tests.test_tui_capacity import HOST, Factory
-
-    monkeypatch.setattr(capacity_screen, "_host", lambda: HOST)
-    app = fake_app(n_configs=1)
-    app.capacity_factory = Factory()
-
-    async def before(pilot) -> None:
-        await settle(pilot)
-        await pilot.press("c", "g")
-        screen = pilot.app.screen
-        assert isinstance(screen, capacity_screen.CapacityScreen)
-        await until(pilot, lambda: screen.state == "done", "the search's result")
-        await pilot.pause(0.2)  # the last posted points and the finish message drawn, the table laid out
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=size, run_before=before)
