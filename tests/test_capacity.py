@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from ortop.engine.capacity import Point, Slo, grid, parse_slo, t95
+from ortop.config.profile import Profile
+from ortop.engine.capacity import Point, Search, Slo, grid, parse_slo, predict_knee, simulate, t95
 from ortop.errors import UsageError
 from tests.models import make_matmul_model
 from tests.test_cli import one_error_line, ortop
@@ -126,3 +127,56 @@ def test_tune_on_capacity_races_at_the_baselines_knee(tmp_path, env):
     assert d["objective"] == "p99"
     w = d["baseline"]["profile"]["workload"]  # the baseline raced: the start profile at 90 % of its capacity
     assert w["arrival"] == "poisson" and w["rate_hz"] > 0
+
+
+def test_the_simulated_queue_is_lindleys_recursion_and_the_multi_server_path_agrees_with_one_server():
+    rng = np.random.default_rng(3)
+    svc, gaps = rng.exponential(4.0, 3000), rng.exponential(1.0, 3000)
+    fast = simulate(svc, gaps, 150.0, servers=1)
+    # the same queue by the textbook loop: wait = max(0, previous wait + previous service − gap)
+    arrive = np.cumsum(gaps) * (1e3 / 150.0)
+    wait, slow = 0.0, []
+    for n in range(svc.size):
+        if n:
+            wait = max(0.0, wait + svc[n - 1] - (arrive[n] - arrive[n - 1]))
+        slow.append(wait + svc[n])
+    assert np.allclose(fast, slow)
+    # a one-server heap gives the same; two servers wait less
+    assert np.allclose(simulate(svc, gaps, 150.0, servers=2)[:1], svc[:1])
+    assert simulate(svc, gaps, 150.0, servers=2).mean() < fast.mean()
+
+
+@pytest.mark.parametrize("metric, ms", [("p99", 40.0), ("mean", 12.0)])
+def test_the_predicted_knee_matches_the_mm1_queue(metric, ms):
+    """Exponential service (mean 4 ms, μ = 250/s) under Poisson arrivals is M/M/1: response time is exponential
+    with rate μ − λ, so p99 = ln(100) / (μ − λ) and the mean 1 / (μ − λ)."""
+    service = np.random.default_rng(0).exponential(4.0, 20000)
+    mu = 1e3 / service.mean()
+    want = mu - (math.log(100) if metric == "p99" else 1.0) / (ms / 1e3)
+    got = predict_knee(service, Slo(metric, ms), n=60000)
+    assert got == pytest.approx(want, rel=0.06)
+    # two replicas, each its own queue at half the rate: twice the traffic
+    assert predict_knee(service, Slo(metric, ms), queues=2, n=60000) == pytest.approx(2 * got, rel=1e-9)
+    # an SLO under the service time alone: nothing meets it
+    assert predict_knee(service, Slo("p99", 1.0)) == 0.0
+    assert math.isnan(predict_knee(np.array([1.0, 2.0]), Slo("p99", 10.0)))
+
+
+def test_the_search_looks_at_the_prediction_first_then_steps_ten_percent_then_halves():
+    s = Search(0, "a", Profile(), ceiling_per_s=1000.0, hi=grid(1000.0), predicted_per_s=400.0)
+    assert s.next_rate() == grid(400.0)
+    s.points[grid(400.0)] = Point(grid(400.0))
+    s.lo = grid(400.0)                      # met: step up 10 %
+    up = grid(grid(400.0) * 1.1)
+    assert s.next_rate() == up
+    s.points[up] = Point(up)
+    s.hi = up                               # missed: both ends measured, halve
+    assert s.lo < s.next_rate() < s.hi and s.done() is False
+    s.lo = s.hi / 1.04
+    assert s.done()                         # within 5 %
+    down = Search(0, "b", Profile(), ceiling_per_s=1000.0, hi=grid(1000.0), predicted_per_s=400.0)
+    down.points[grid(400.0)] = Point(grid(400.0))
+    down.hi = grid(400.0)                   # the prediction missed: step down 10 %
+    assert down.next_rate() == grid(grid(400.0) / 1.1)
+    none = Search(0, "c", Profile(), ceiling_per_s=1000.0, hi=grid(1000.0))
+    assert none.next_rate() == grid(500.0)  # no prediction: bisection from the ceiling

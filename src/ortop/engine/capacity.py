@@ -5,16 +5,23 @@ The search per profile:
 1. What is cheap to know first: a closed loop gives the ceiling (no offered rate above what back-to-back runs
    serve can be kept) and the service time at no load (the floor: when the SLO metric of the bare service time is
    already over the SLO, the capacity is 0, said plainly).
-2. Then bisection between a rate known to meet the SLO (0) and one known not to (the ceiling): Poisson arrivals at
-   the middle rate, each point measured in blocks until it is decided or its time is up.
-3. A point is decided by *batch means* over its blocks. Each block is an independent replication: the worker
+2. A prediction, also cheap: the closed loop's service times replayed through a simulated FIFO queue fed by
+   Poisson arrivals (:func:`predict_knee`, milliseconds of arithmetic) give the rate where the SLO metric would
+   cross the SLO if service under load were what it is back to back. It is only where the search looks first:
+   under open load runs follow idle gaps, caches go cold and pools stop spinning, so the real knee is measured.
+3. From the prediction, steps of 10 % up (while points meet the SLO) or down (while they do not) until a rate
+   that meets it and one that does not are known, then bisection between them until they are 5 % apart. Each
+   point is Poisson arrivals, measured in blocks until it is decided or its time is up; a point still undecided
+   then lies where the interval straddles the SLO — at the knee, within what more time would tell — and moves the
+   bracket by its estimate, marked undecided.
+4. A point is decided by *batch means* over its blocks. Each block is an independent replication: the worker
    starts the arrival sequence afresh (from the same seed for every profile: common random numbers), lets the
    queue settle, then records. For a percentile SLO (p99 ≤ 50 ms) the block statistic is the share of requests
    over the SLO (shed requests count as over); the point meets the SLO when the upper end of the 95 % t-interval
    of that share is below 1 − q (1 % for p99), fails it when the lower end is above, and is undecided otherwise.
    A mean SLO uses the blocks' mean response times against the SLO. Requests within one block are correlated
    (they share a queue), so an interval over requests would be far too narrow; blocks are not.
-4. Points of profiles whose brackets share a rate (rates are rounded to a 2 % grid) are measured together,
+5. Points of profiles whose brackets share a rate (rates are rounded to a 2 % grid) are measured together,
    interleaved block by block on the same arrival sequence, so drift cannot pick the winner.
 
 The budget is wall time, builds included; a stop (ctrl-C) returns what is known.
@@ -22,6 +29,7 @@ The budget is wall time, builds included; a stop (ctrl-C) returns what is known.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass, field
@@ -35,7 +43,8 @@ from ortop.errors import UsageError
 SLO_METRICS = ("p50", "p90", "p95", "p99", "p999", "mean")
 QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 GRID = 1.02             # rates are rounded to this geometric grid, so profiles can share a point
-NARROW = 0.03           # stop narrowing a bracket when hi − lo ≤ 3 % of hi
+NARROW = 0.05           # stop narrowing a bracket when hi − lo ≤ 5 % of hi (the capacity, lo, within 5 % of the knee)
+STEP = 1.1              # from the prediction, steps of 10 % until the knee is bracketed
 MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
 T95 = {3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131,
        20: 2.086, 30: 2.042}
@@ -91,6 +100,57 @@ def grid(rate: float) -> float:
     if rate <= 0:
         return 0.0
     return float(GRID ** round(math.log(rate) / math.log(GRID)))
+
+
+def simulate(service_ms: np.ndarray, gaps: np.ndarray, rate_per_s: float, servers: int = 1) -> np.ndarray:
+    """Response times (ms) of a FIFO queue with ``servers`` servers: request *n* arrives ``gaps[n] / rate`` after
+    request *n − 1* (``gaps``: unit-mean inter-arrival draws) and needs ``service_ms[n]``."""
+    arrive = np.cumsum(gaps) * (1e3 / rate_per_s)
+    if servers <= 1:
+        # Lindley's recursion in closed form: D_n = C_n + max_{j≤n} (A_j − C_{j−1}), C the cumulative service.
+        done = np.cumsum(service_ms)
+        depart = done + np.maximum.accumulate(arrive - (done - service_ms))
+        return depart - arrive
+    free = [0.0] * servers  # a heap of the times each server is next free
+    out = np.empty(arrive.size)
+    for n, (a, s) in enumerate(zip(arrive.tolist(), service_ms.tolist())):
+        start = max(a, heapq.heappop(free))
+        heapq.heappush(free, start + s)
+        out[n] = start + s - a
+    return out
+
+
+def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int = 1, n: int = 20000,
+                 seed: int = 0) -> float:
+    """The offered rate (requests/s, all ``queues`` together) at which the SLO metric of response time would
+    cross the SLO if every run took what the closed loop's runs took (``service_ms``, resampled): Poisson
+    arrivals split evenly over ``queues`` FIFO queues (replicas) of ``servers`` callers each, simulated with common
+    random numbers so the metric grows with the rate, and the rate bisected. 0 when even a lone request misses;
+    nan without service times."""
+    svc = np.asarray(service_ms, dtype=float)
+    svc = svc[np.isfinite(svc) & (svc > 0)]
+    if svc.size < 10:
+        return math.nan
+    rng = np.random.default_rng(seed)
+    n = n if servers <= 1 else min(n, 8000)
+    draws = rng.choice(svc, size=n)
+    gaps = rng.exponential(1.0, size=n)
+    skip = n // 10  # the queue starts empty: the first tenth is its warm-up
+
+    def metric(rate: float) -> float:
+        r = simulate(draws, gaps, rate, servers)[skip:]
+        return float(r.mean()) if slo.quantile is None else float(np.quantile(r, slo.quantile))
+
+    top = servers * 1e3 / float(svc.mean())  # one queue's ceiling: beyond it the queue grows without bound
+    if metric(top * 1e-3) > slo.ms:
+        return 0.0
+    lo, hi = top * 1e-3, top
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if metric(mid) <= slo.ms else (lo, mid)
+        if hi - lo <= 1e-3 * hi:
+            break
+    return lo * queues
 
 
 @dataclass
@@ -181,6 +241,7 @@ class Search:
     floor_ms: float = math.nan
     lo: float = 0.0            # highest rate known to meet the SLO
     hi: float = math.nan       # lowest rate known not to
+    predicted_per_s: float = math.nan  # where the closed loop's service times, queued, would cross the SLO
     points: dict[float, Point] = field(default_factory=dict)
     note: str = ""
     failed: str = ""
@@ -189,7 +250,17 @@ class Search:
         return bool(self.failed or self.note) or (math.isfinite(self.hi) and self.hi - self.lo <= NARROW * self.hi)
 
     def next_rate(self) -> float:
-        return grid((self.lo + self.hi) / 2)
+        """The prediction first; then steps of 10 % until both ends of the bracket are measured; then halves."""
+        mid = (self.lo + self.hi) / 2
+        if not self.points and 0 < self.predicted_per_s:
+            return grid(min(self.predicted_per_s, self.hi / STEP)) if math.isfinite(self.hi) else \
+                grid(self.predicted_per_s)
+        hi_measured = any(r >= self.hi for r in self.points)
+        if self.lo > 0 and not hi_measured:
+            return grid(min(self.lo * STEP, mid))
+        if self.lo <= 0 and hi_measured:
+            return grid(max(self.hi / STEP, mid))
+        return grid(mid)
 
     @property
     def met(self) -> bool:
@@ -198,6 +269,7 @@ class Search:
     def as_dict(self, slo: Slo) -> dict[str, Any]:
         return {"profile": self.name, "capacity_per_s": _num(self.lo), "bracket": [_num(self.lo), _num(self.hi)],
                 "met": self.met, "ceiling_per_s": _num(self.ceiling_per_s), "floor_ms": _num(self.floor_ms),
+                "predicted_per_s": _num(self.predicted_per_s),
                 "note": self.note or self.failed or None,
                 "points": [p.as_dict(slo) for _, p in sorted(self.points.items())]}
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid
+from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee
 from ortop.errors import RuntimeFailure
 
 
@@ -90,7 +90,7 @@ class CapacitySearch:
 
     def __init__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
                  names: Sequence[str] | None = None, stop: threading.Event | None = None,
-                 on_point: Callable[[Search, Point], None] | None = None, point_max_s: float = 20.0):
+                 on_point: Callable[[Search, Point], None] | None = None, point_max_s: float | None = None):
         self.model_path = model_path
         self.profiles = list(profiles)
         self.slo = slo
@@ -98,7 +98,9 @@ class CapacitySearch:
         self.names = list(names) if names else [f"#{i}" for i in range(len(profiles))]
         self.stop = stop or threading.Event()
         self.on_point = on_point
-        self.point_max_s = point_max_s
+        # A point still undecided after this long straddles the SLO: it is at the knee, within what more time
+        # would tell, and the bracket moves by its estimate (a tenth of the budget, 4 … 20 s).
+        self.point_max_s = point_max_s if point_max_s is not None else max(4.0, min(20.0, budget_s / 10))
         self.searches = [Search(i, self.names[i], p) for i, p in enumerate(self.profiles)]
         self._channels: list[_Channel] = []
         self._where: list[tuple[int, int]] = []  # per profile: (channel index, config id)
@@ -218,14 +220,16 @@ class CapacitySearch:
             s.floor_ms = float(svc.mean()) if q is None else float(np.percentile(svc, 100 * q)) if svc.size else \
                 math.nan
             s.hi = grid(s.ceiling_per_s) if math.isfinite(s.ceiling_per_s) else math.nan
+            w = s.profile.workload
+            s.predicted_per_s = predict_knee(svc, self.slo, servers=max(1, w.concurrency), queues=max(1, w.replicas))
             if math.isfinite(s.floor_ms) and s.floor_ms > self.slo.ms:
                 s.note = (f"its service time alone is {self.slo.metric} {s.floor_ms:.3g} ms, over the SLO of "
                           f"{self.slo.ms:g} ms: no rate meets it (capacity 0)")
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
-        block_s = max(0.4, min(2.0, 200.0 / rate))       # ~200 requests a block
-        settle_s = max(0.2, min(1.0, 50.0 / rate))       # let the queue reach its working level first
+        block_s = max(0.3, min(1.5, 150.0 / rate))       # ~150 requests a block
+        settle_s = max(0.2, min(0.6, 50.0 / rate))       # let the queue reach its working level first
         points = {s.index: s.points.setdefault(rate, Point(rate)) for s in group}
         t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
         pending = list(group)
