@@ -5,7 +5,8 @@
 - without a screen: :func:`measure` and :func:`compare` (the headless runner), :func:`check_profile`,
   :func:`workload_difference`, :func:`profile_ops` (per-operator time);
 - capacity: :func:`find_capacity` under an SLO (:func:`parse_slo`), its :class:`CapacityResult`;
-- the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard.
+- the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard;
+- a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`.
 
 Every name is imported on first use (see :mod:`ortop.lazy`), from the module that defines it: the TUI's start-up
 pays for the tuner's modules it draws with, not for the monitor, the A/B runner or the worker launcher behind them.
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         leaderboard_rows,
         trial_cells,
     )
+    from ortop.engine.variants import VariantsError, check_out_dir, default_out_dir, make_variants, plan_kinds
     from ortop.engine.view import MonitorView
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
     "figures_text", "leaderboard", "leaderboard_rows", "measure", "profile_key", "profile_ops", "summary",
     "trial_cells", "workload_difference",
+    "VariantsError", "check_out_dir", "default_out_dir", "make_variants", "plan_kinds",
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
@@ -61,6 +64,8 @@ _FACE: dict[str, str] = {  # name -> the module of this package that defines it
     "OBJECTIVE_TEXT": "tuner", "OBJECTIVES": "tuner", "Tuner": "tuner",
     "LEADERBOARD_COLUMNS": "tunerun", "build_tuner": "tunerun", "figures_text": "tunerun", "leaderboard": "tunerun",
     "leaderboard_rows": "tunerun", "trial_cells": "tunerun",
+    "VariantsError": "variants", "check_out_dir": "variants", "default_out_dir": "variants",
+    "make_variants": "variants", "plan_kinds": "variants",
     "MonitorView": "view",
 }
 
