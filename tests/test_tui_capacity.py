@@ -435,6 +435,32 @@ async def test_ctrl_s_saves_the_highlighted_profile_and_it_loads(tmp_path: Path)
         assert saved.workload == screen.running_profile.workload
 
 
+async def test_w_writes_the_html_report_of_the_finished_search(tmp_path: Path) -> None:
+    app = capacity_app(tmp_path, Factory())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        screen.report_dir = str(tmp_path / "out")
+        await pilot.press("w")  # nothing measured yet: said, nothing written
+        assert "no finished search yet" in text_of(screen, "cap-detail")
+        assert not (tmp_path / "out").exists()
+        await pilot.press("g")
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        await pilot.press("w")
+        await until(pilot, lambda: "report written" in text_of(screen, "cap-detail")
+                    or "not written" in text_of(screen, "cap-detail"), "the report", timeout=30)
+        assert "not written" in text_of(screen, "cap-detail")  # the folder is missing: one red line, no traceback
+        (tmp_path / "out").mkdir()
+        await pilot.press("w")
+        await until(pilot, lambda: "report written" in text_of(screen, "cap-detail"), "the report", timeout=30)
+        pages = list((tmp_path / "out").glob("ortop-capacity-*.html"))
+        assert len(pages) == 1
+        html = pages[0].read_text()
+        assert "<svg" in html and "2 replicas pinned" in html and "p99 ≤ 20 ms" in html
+        assert "http://" not in html.replace("http://www.w3.org", "")  # nothing fetched from the network
+
+
 # ---- the real search ----------------------------------------------------------------------------------------------
 @pytest.mark.integration
 async def test_a_real_search_draws_its_points_and_leaves_no_worker(matmul_model: str, tmp_path: Path,

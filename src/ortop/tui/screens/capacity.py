@@ -122,6 +122,7 @@ class CapacityScreen(Responsive, Screen[None]):
         Binding("s", "stop", "stop"),
         Binding("enter", "apply", "apply", show=False),
         Binding("ctrl+s", "save", "save", key_display="^s"),
+        Binding("w", "report", "report"),
         Binding("f10", "quit", "quit", show=False),
     ]
 
@@ -143,6 +144,14 @@ class CapacityScreen(Responsive, Screen[None]):
         def __init__(self, result: CapacityResult) -> None:
             super().__init__()
             self.result = result
+
+    class _Reported(Message):
+        """The report was written to ``path``, or could not be (``error``), on the writer's thread."""
+
+        def __init__(self, path: str, error: str) -> None:
+            super().__init__()
+            self.path = path
+            self.error = error
 
     class _Ended(Message):
         """The search returned its result or failed (posted from the search's thread)."""
@@ -171,6 +180,8 @@ class CapacityScreen(Responsive, Screen[None]):
         self._timer: Timer | None = None
         self._rows: tuple[panel.Row, ...] = ()
         self._note: Text | None = None
+        self.model_path = ""          # set when a search starts: the report names it
+        self.report_dir = "."         # where w writes the report
 
     # ---- what is sized -----------------------------------------------------------------------------------------
     @property
@@ -231,6 +242,7 @@ class CapacityScreen(Responsive, Screen[None]):
             self.offers = panel.alternatives(profile, logical=self.host[0], physical=self.host[1])
             labels = [o.label for o in self.offers]
             self.choice = labels.index(label) if label in labels else 0
+        self.model_path = model_path
         self.state = "running"
         self._t0 = time.monotonic()
         self._timer = self.set_interval(REFRESH_S, self._tick, name="capacity-elapsed")
@@ -284,8 +296,35 @@ class CapacityScreen(Responsive, Screen[None]):
         self.result = message.result
         best = self.result.best()
         self.refresh_rows(select=best)
-        self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it",
-                               style="dim"))
+        self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it, w writes "
+                               "the HTML report", style="dim"))
+
+    def report_path(self) -> str:
+        stem = os.path.splitext(os.path.basename(self.model_path))[0] or "model"
+        return os.path.join(self.report_dir, f"ortop-capacity-{stem}-{time.strftime('%Y%m%d-%H%M%S')}.html")
+
+    @work(thread=True, exclusive=True, group="capacity-report")
+    def _write_report(self, result: CapacityResult, path: str, profiles: list[tuple[str, str]]) -> None:
+        """The same page as ``ortop capacity --report``, drawn off the UI thread (the plotting takes a second)."""
+        from ortop.collectors.host import read_host
+        from ortop.report import capacity_page, write_report
+
+        error = ""
+        try:
+            page = capacity_page(result.as_dict(), host=read_host().as_dict(), profiles=profiles)
+            write_report(path, page, protect=(self.model_path,))
+        except OrtopError as exc:  # a folder that cannot be written, a full disk: one line
+            error = str(exc)
+        except Exception as exc:  # drawing failed: said, never a traceback over the screen
+            error = f"{type(exc).__name__}: {exc}"
+        post_from_thread(self, self._Reported(path, error))
+
+    @on(_Reported)
+    def _on_reported(self, message: _Reported) -> None:
+        if message.error:
+            self.show_message(Text(f"✗ the report was not written: {message.error}", style="bold red"))
+        else:
+            self.show_message(Text(f"report written: {os.path.abspath(message.path)}", style="green"))
 
     def _tick(self) -> None:
         """Between two points: the clock, and the ceilings and brackets as the search sets them."""
@@ -444,6 +483,17 @@ class CapacityScreen(Responsive, Screen[None]):
         row = self.selected()
         if row is not None:
             self.post_message(self.SaveRow(self, row.profile, row.name))
+
+    def action_report(self) -> None:
+        if self.running or self.result is None:
+            self.show_message(Text("no finished search yet: g starts one, and w writes its report once it has ended",
+                                   style="yellow"))
+            return
+        names = [s.name for s in self.result.searches]
+        profiles = [(n, s.profile.to_toml()) for n, s in zip(names, self.result.searches)]
+        path = self.report_path()
+        self.show_message(Text(f"writing {path} …", style="dim"))
+        self._write_report(self.result, path, profiles)
 
     def action_close(self) -> None:
         self._stop.set()  # the search ends with what it has; the app resumes the live session once it has
