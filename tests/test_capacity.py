@@ -180,3 +180,22 @@ def test_the_search_looks_at_the_prediction_first_then_steps_ten_percent_then_ha
     assert down.next_rate() == grid(grid(400.0) / 1.1)
     none = Search(0, "c", Profile(), ceiling_per_s=1000.0, hi=grid(1000.0))
     assert none.next_rate() == grid(500.0)  # no prediction: bisection from the ceiling
+
+
+def test_a_step_heads_for_the_prediction_from_the_last_points_service_times_within_10_percent_and_2x():
+    s = Search(0, "a", Profile(), ceiling_per_s=2000.0, hi=grid(2000.0), predicted_per_s=400.0)
+    s.points[grid(400.0)] = Point(grid(400.0))
+    s.lo = grid(400.0)
+    s.predicted_per_s = 600.0                   # service under that load says the knee is further up
+    assert s.next_rate() == grid(600.0)
+    s.predicted_per_s = 5000.0                  # far further: at most twice the last rate met
+    assert s.next_rate() == grid(2 * grid(400.0))
+    s.predicted_per_s = 405.0                   # just above: at least a 10 % step
+    assert s.next_rate() == grid(grid(400.0) * 1.1)
+    d = Search(0, "b", Profile(), ceiling_per_s=2000.0, hi=grid(2000.0), predicted_per_s=1200.0)
+    d.points[grid(1200.0)] = Point(grid(1200.0))
+    d.hi = grid(1200.0)                         # missed by far: the service under load predicts 700/s
+    d.predicted_per_s = 700.0
+    assert d.next_rate() == grid(700.0)
+    d.predicted_per_s = 100.0                   # at most halved
+    assert d.next_rate() == grid(grid(1200.0) / 2)

@@ -9,8 +9,10 @@ The search per profile:
    Poisson arrivals (:func:`predict_knee`, milliseconds of arithmetic) give the rate where the SLO metric would
    cross the SLO if service under load were what it is back to back. It is only where the search looks first:
    under open load runs follow idle gaps, caches go cold and pools stop spinning, so the real knee is measured.
-3. From the prediction, steps of 10 % up (while points meet the SLO) or down (while they do not) until a rate
-   that meets it and one that does not are known, then bisection between them until they are 5 % apart. Each
+3. From the prediction, steps up (while points meet the SLO) or down (while they do not) until a rate that meets
+   it and one that does not are known, then bisection between them until they are 5 % apart. A step goes toward
+   the prediction made again from the last point's own service times — service under that load, not back to
+   back — and is at least 10 % and at most a factor of two. Each
    point is Poisson arrivals, measured in blocks until it is decided or its time is up; a point still undecided
    then lies where the interval straddles the SLO — at the knee, within what more time would tell — and moves the
    bracket by its estimate, marked undecided.
@@ -160,11 +162,15 @@ class Point:
     rate_per_s: float
     blocks: list[dict[str, Any]] = field(default_factory=list)  # per block: runs, over, arrived, dropped, wall, …
     response: list[np.ndarray] = field(default_factory=list)
+    service: list[np.ndarray] = field(default_factory=list)   # the same requests' service times (ms), no queue
     decision: str = "undecided"
     interval: tuple[float, float] = (math.nan, math.nan)      # of the decision statistic
 
-    def add(self, response_ms: np.ndarray, wall_s: float, arrived: int, dropped: int, slo: Slo) -> None:
+    def add(self, response_ms: np.ndarray, wall_s: float, arrived: int, dropped: int, slo: Slo,
+            service_ms: np.ndarray | None = None) -> None:
         self.response.append(response_ms)
+        if service_ms is not None:
+            self.service.append(service_ms)
         over = int(np.count_nonzero(response_ms > slo.ms))
         self.blocks.append({"runs": int(response_ms.size), "over": over, "wall_s": wall_s, "arrived": arrived,
                             "dropped": dropped, "mean": float(response_ms.mean()) if response_ms.size else math.nan})
@@ -241,7 +247,7 @@ class Search:
     floor_ms: float = math.nan
     lo: float = 0.0            # highest rate known to meet the SLO
     hi: float = math.nan       # lowest rate known not to
-    predicted_per_s: float = math.nan  # where the closed loop's service times, queued, would cross the SLO
+    predicted_per_s: float = math.nan  # where the last service times measured, queued, would cross the SLO
     points: dict[float, Point] = field(default_factory=dict)
     note: str = ""
     failed: str = ""
@@ -250,16 +256,23 @@ class Search:
         return bool(self.failed or self.note) or (math.isfinite(self.hi) and self.hi - self.lo <= NARROW * self.hi)
 
     def next_rate(self) -> float:
-        """The prediction first; then steps of 10 % until both ends of the bracket are measured; then halves."""
+        """The prediction first; then, until both ends of the bracket are measured, a step toward the prediction
+        made from the last point's service times (at least 10 %, at most a factor of 2); then halves."""
         mid = (self.lo + self.hi) / 2
-        if not self.points and 0 < self.predicted_per_s:
-            return grid(min(self.predicted_per_s, self.hi / STEP)) if math.isfinite(self.hi) else \
-                grid(self.predicted_per_s)
+        pred = self.predicted_per_s
+        if not self.points and 0 < pred:
+            return grid(min(pred, self.hi / STEP)) if math.isfinite(self.hi) else grid(pred)
         hi_measured = any(r >= self.hi for r in self.points)
         if self.lo > 0 and not hi_measured:
-            return grid(min(self.lo * STEP, mid))
+            up = self.lo * STEP
+            if math.isfinite(pred) and pred > up:
+                up = min(pred, 2 * self.lo)
+            return grid(min(up, mid))
         if self.lo <= 0 and hi_measured:
-            return grid(max(self.hi / STEP, mid))
+            down = self.hi / STEP
+            if math.isfinite(pred) and 0 < pred < down:
+                down = max(pred, self.hi / 2)
+            return grid(max(down, mid))
         return grid(mid)
 
     @property

@@ -15,6 +15,8 @@ from ortop.config.profile import Profile
 from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee
 from ortop.errors import RuntimeFailure
 
+_Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, service ms
+
 
 class _Channel:
     """One worker (one restart group) and what it said."""
@@ -168,12 +170,12 @@ class CapacitySearch:
 
     # ---- measuring --------------------------------------------------------------------------------------------
     def _blocks(self, searches: list[Search], rounds: int, block_s: float, settle_s: float,
-                rate: float | None, arrival: str) -> dict[int, list[tuple[np.ndarray, float, tuple | None]]]:
+                rate: float | None, arrival: str) -> dict[int, list[_Block]]:
         """Alternate the searches' sessions (per worker) for ``rounds`` rounds; each block's response times (ms),
-        wall time and queue counters, per search index."""
+        wall time, queue counters and service times (ms), per search index."""
         from ortop.runtime import protocol as P
 
-        out: dict[int, list[tuple[np.ndarray, float, tuple | None]]] = {s.index: [] for s in searches}
+        out: dict[int, list[_Block]] = {s.index: [] for s in searches}
         by_channel: dict[int, list[Search]] = {}
         for s in searches:
             by_channel.setdefault(self._where[s.index][0], []).append(s)
@@ -198,7 +200,7 @@ class CapacitySearch:
                 s = group[ids.index(cid)]
                 r, traffic = rows.get((cid, seq), (np.zeros((0, 8), dtype=np.int64), None))
                 resp = (r[:, 1] + (r[:, 5] if r.shape[1] > 5 else 0)) / 1e6
-                out[s.index].append((resp, wall, traffic))
+                out[s.index].append((resp, wall, traffic, r[:, 1] / 1e6))
         self._round += rounds  # the next blocks draw fresh arrivals
         return out
 
@@ -213,9 +215,9 @@ class CapacitySearch:
             if not blocks:
                 s.failed = "no closed-loop block finished"
                 continue
-            rates = [len(resp) / wall for resp, wall, _ in blocks if wall > 0]
+            rates = [len(resp) / wall for resp, wall, _, _ in blocks if wall > 0]
             s.ceiling_per_s = float(np.median(rates)) if rates else math.nan
-            svc = np.concatenate([resp for resp, _, _ in blocks])
+            svc = np.concatenate([resp for resp, _, _, _ in blocks])
             q = self.slo.quantile
             s.floor_ms = float(svc.mean()) if q is None else float(np.percentile(svc, 100 * q)) if svc.size else \
                 math.nan
@@ -236,9 +238,9 @@ class CapacitySearch:
         while pending and not self.stop.is_set():
             got = self._blocks(pending, 2, block_s, settle_s, rate, "poisson")
             for s in pending:
-                for resp, wall, traffic in got[s.index]:
+                for resp, wall, traffic, service in got[s.index]:
                     arrived, dropped = (traffic[0], traffic[1]) if traffic else (len(resp), 0)
-                    points[s.index].add(resp, wall, arrived, dropped, self.slo)
+                    points[s.index].add(resp, wall, arrived, dropped, self.slo, service)
             final = time.monotonic() >= t_end or self.left() <= 0
             for s in list(pending):
                 d = points[s.index].decide(self.slo, final=final)
@@ -256,6 +258,10 @@ class CapacitySearch:
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
+            if p.service:  # where the next step heads: this load's service times, queued
+                w = s.profile.workload
+                s.predicted_per_s = predict_knee(np.concatenate(p.service), self.slo,
+                                                 servers=max(1, w.concurrency), queues=max(1, w.replicas))
             if self.on_point is not None:
                 self.on_point(s, p)
 
