@@ -165,7 +165,13 @@ def process_rss() -> int:
         import psutil
 
         return int(psutil.Process().memory_info().rss)
-    except Exception:  # psutil missing or refused: the figure is optional
+    except ImportError:  # a worker under another interpreter may have no psutil: /proc answers the same
+        try:
+            with open("/proc/self/statm", "rb") as fh:
+                return int(fh.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            return -1
+    except Exception:  # psutil refused: the figure is optional
         return -1
 
 

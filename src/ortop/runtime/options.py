@@ -120,6 +120,11 @@ def session_options(profile: Profile) -> onnxruntime.SessionOptions:
         value = knob.read(profile)
         if value is None:
             continue
+        if not hasattr(so, knob.ort_name):  # an older onnxruntime (a worker under --ort-python) lacks the option
+            if value == knob.default:
+                continue  # what it does without the option is that default
+            raise ProfileError(f"{knob.key} = {value!r}: onnxruntime {ort.__version__} has no SessionOptions."
+                               f"{knob.ort_name}")
         if knob.ort_enum:
             member = ENUM_NAMES[knob.ort_enum][value]
             value = _enum(ort, knob.ort_enum, member, _ENUM_WHAT.get(knob.ort_enum, knob.name))
