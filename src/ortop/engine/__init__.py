@@ -2,8 +2,9 @@
 
 - the live session: :class:`Monitor`, the :class:`MonitorView` the TUI holds it as, the :class:`Snapshot` it
   reads, and :func:`summary` (the one summary schema);
-- without a screen: :func:`measure` and :func:`compare` (the headless runner), :func:`check_profile`,
-  :func:`workload_difference`, :func:`profile_ops` (per-operator time);
+- without a screen: :func:`measure` and :func:`compare` (the headless runner; profiles may each name their model),
+  :func:`check_profile`, :func:`workload_difference`, :func:`profile_ops` (per-operator time); models in a
+  comparison: :func:`check_inputs` (refuses models whose inputs differ: :class:`InputsDiffer`);
 - capacity: :func:`find_capacity` under an SLO (:func:`parse_slo`), its :class:`CapacityResult`;
 - the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard;
 - a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`.
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ortop.engine.capacity import CapacityResult, Slo, parse_slo, text_curve
     from ortop.engine.capacity_search import CapacitySearch, find_capacity
     from ortop.engine.headless import check_profile, compare, measure
+    from ortop.engine.models import InputsDiffer, check_inputs
     from ortop.engine.monitor import Monitor
     from ortop.engine.ops import profile_ops
     from ortop.engine.snapshot import Snapshot, summary, workload_difference
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapacityResult", "CapacitySearch", "Slo", "find_capacity", "parse_slo", "text_curve",
+    "InputsDiffer", "check_inputs",
     "BETTER", "DIMENSIONS", "LEADERBOARD_COLUMNS", "NOT_DEFAULT", "OBJECTIVES", "OBJECTIVE_TEXT", "Figures", "Monitor",
     "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
     "figures_text", "leaderboard", "leaderboard_rows", "measure", "profile_key", "profile_ops", "summary",
@@ -56,6 +59,7 @@ _FACE: dict[str, str] = {  # name -> the module of this package that defines it
     "CapacityResult": "capacity", "Slo": "capacity", "parse_slo": "capacity", "text_curve": "capacity",
     "CapacitySearch": "capacity_search", "find_capacity": "capacity_search",
     "check_profile": "headless", "compare": "headless", "measure": "headless",
+    "InputsDiffer": "models", "check_inputs": "models",
     "Monitor": "monitor",
     "profile_ops": "ops",
     "Snapshot": "snapshot", "summary": "snapshot", "workload_difference": "snapshot",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -37,6 +37,7 @@ from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import sequential, stats
+from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
 from ortop.runtime import protocol as P
 
@@ -74,6 +75,15 @@ class ConfigFigures:
     dropped: int = 0                 # requests shed on a full queue
     gap_p99_ms: float = math.nan     # service p99 of the runs that followed an idle gap ≥ LONG_GAP_NS
     gap_runs: int = 0                # ... and how many there were
+    model: str = ""                  # the model the session ran
+    model_bytes: int | None = None   # its file's size
+    first_run_ms: float = math.nan
+    rss_mib: float = math.nan        # the worker's resident memory with this session built
+    session_mib: float = math.nan    # ... and what building it added
+    ort_version: str | None = None   # the onnxruntime the worker ran
+    agreement: Mapping[str, Agreement | str] | None = None  # its outputs against the first's (None: not compared)
+    differs: tuple[str, ...] = ()    # why its outputs differ beyond the tolerance (empty: within it)
+    agreement_note: str = ""         # why the outputs were not compared, when they were not
 
     def kept(self) -> bool:
         """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
@@ -86,11 +96,27 @@ class ConfigFigures:
         return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}: the rate was "
                 "not kept; its latencies include queueing")
 
+    def agreement_text(self) -> str:
+        """Its outputs against the first configuration's, in words ("" when not compared)."""
+        if self.agreement is None:
+            return self.agreement_note
+        if all(isinstance(a, Agreement) and a.exact() for a in self.agreement.values()) and self.agreement:
+            return "outputs identical"
+        return "; ".join(f"{name}: {a.text() if isinstance(a, Agreement) else a}"
+                         for name, a in self.agreement.items())
+
     def as_dict(self) -> dict[str, Any]:
+        ag = None if self.agreement is None else {
+            name: a.as_dict() if isinstance(a, Agreement) else {"note": a} for name, a in self.agreement.items()}
         return {"profile": self.name, "runs": self.runs, "p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms),
                 "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run),
                 "blocks": self.blocks, "providers_active": list(self.providers_active),
-                "offered_per_s": _num(self.offered_per_s), "dropped": self.dropped, "rate_kept": self.kept()}
+                "offered_per_s": _num(self.offered_per_s), "dropped": self.dropped, "rate_kept": self.kept(),
+                "model": self.model, "model_bytes": self.model_bytes, "ort_version": self.ort_version,
+                "create_ms": _num(self.create_ms), "first_run_ms": _num(self.first_run_ms),
+                "rss_mib": _num(self.rss_mib), "session_mib": _num(self.session_mib),
+                "agreement": ag, "outputs_differ": list(self.differs),
+                **({"agreement_note": self.agreement_note} if self.agreement_note else {})}
 
 
 @dataclass(frozen=True)
@@ -170,7 +196,8 @@ class Interleaving:
                  channel_of: Sequence[int], *, budget_s: float, names: Sequence[str] | None = None,
                  stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
-                 metrics: Sequence[str] = METRICS, decide_on: str | None = None):
+                 metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
+                 tolerance: Tolerance | None = None):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -187,6 +214,8 @@ class Interleaving:
         if decide_on is not None and decide_on not in self.metrics:
             raise ValueError(f"decide_on {decide_on!r} is not one of the metrics compared")
         self.decide_on = decide_on
+        self.feed_model = feed_model    # every session fed from this model's inputs ("": each from its own)
+        self.tolerance = tolerance      # set: each session's outputs are compared with the first's
         self._looks = sequential.Looks() if decide_on is not None else None
         self._rounds_seen = 0
         self._decision: tuple[int, float, float] | None = None  # (blocks used, level, elapsed s) once decided
@@ -327,7 +356,10 @@ class Interleaving:
                         f"the {n - i} session{'s' if n - i > 1 else ''} still to build need about {need / MiB:.0f} "
                         f"MiB ({per / MiB:.0f} MiB each, as a build measured it) but only "
                         f"{available / MiB:.0f} MiB of memory is available: compare fewer profiles at once")
-            self.channels[self.channel_of[i]](build_message(cid, prof))
+            msg = build_message(cid, prof)
+            if self.feed_model or self.tolerance is not None:
+                msg = replace(msg, feed_model=self.feed_model, outputs=self.tolerance is not None)
+            self.channels[self.channel_of[i]](msg)
             ok = self._wait(partial(self._answered, cid), BUILD_TIMEOUT_S)
             if not ok:
                 if self.stop.is_set():
@@ -448,10 +480,12 @@ class Interleaving:
                                 lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
                                 arrived / wall if arrived and wall > 0 else math.nan, dropped,
-                                *_gap_figures(self._long_gap[i]))
+                                *_gap_figures(self._long_gap[i]), **self._model_figures(i, info))
             figures.append(fig)
             if not fig.kept():
                 self._log(f"{fig.name}: {fig.pace_text()}")
+            if fig.differs:
+                self._log(f"{fig.name}: outputs differ from {self.names[0]}'s: {'; '.join(fig.differs)}")
         # with decide_on, every interval is the one of the look the rule ended at: the deciding one, or the last
         level = decision[1] if decision is not None else self._looks.last() if self._looks is not None else None
         comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None, level=level)) \
@@ -463,6 +497,34 @@ class Interleaving:
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
                         stopped, tuple(self.warnings), decided_s, decision is not None)
+
+
+    def _model_figures(self, i: int, info: Mapping[str, Any]) -> dict[str, Any]:
+        """The model's side of configuration i: which model, its size, first run, memory, onnxruntime, and its
+        outputs against the first configuration's on the same inputs."""
+        from ortop.engine.models import model_bytes
+
+        model = str(info.get("model") or self.profiles[i].model)
+        before, after = int(info.get("rss_before", -1)), int(info.get("rss_after", -1))
+        out: dict[str, Any] = {
+            "model": model, "model_bytes": model_bytes(model) if model else None,
+            "first_run_ms": float(info.get("first_run_ms", math.nan)),
+            "rss_mib": after / MiB if after >= 0 else math.nan,
+            "session_mib": max(0, after - before) / MiB if before >= 0 and after >= 0 else math.nan,
+            "ort_version": info.get("ort_version"),
+        }
+        if self.tolerance is None or i == 0:
+            return out
+        ref = self._built.get(self.ids[0], {})
+        if "outputs" not in ref or "outputs" not in info:
+            out["agreement_note"] = "outputs not compared: not received"
+        elif ref.get("feeds_digest") != info.get("feeds_digest"):
+            out["agreement_note"] = f"outputs not compared: its inputs differ from {self.names[0]}'s"
+        else:
+            ag = agreement(ref["outputs"], info["outputs"])
+            out["agreement"] = ag
+            out["differs"] = tuple(self.tolerance.breaches(ag))
+        return out
 
 
 LONG_GAP_NS = 10_000_000  # an idle gap this long lets a spinning pool go to sleep (ORT spins for ~ms at most)
@@ -489,14 +551,25 @@ def restart_groups(profiles: Sequence[Profile]) -> list[int]:
 
 def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: float,
                      names: Sequence[str] | None = None, stop: threading.Event | None = None,
-                     on_start: Callable[[Interleaving], None] | None = None, **kw: Any) -> AbResult:
-    """Compare ``profiles`` (two or more) on ``model_path`` in fresh workers: one per restart group.
+                     on_start: Callable[[Interleaving], None] | None = None,
+                     tolerance: Tolerance | None = None, **kw: Any) -> AbResult:
+    """Compare ``profiles`` (two or more) in fresh workers: one per restart group.
+
+    Each profile runs its own ``model``; one that names none runs ``model_path``. Sessions of different models
+    share a worker like any others (the worker is one per environment, not per model), and every session is fed
+    from the first profile's model's inputs, so each model sees the same arrays: models whose inputs cannot take
+    them are refused (:class:`ortop.engine.models.InputsDiffer`, exit 2) before any worker starts. With
+    ``tolerance`` each session's outputs of one run after its warm-up are compared with the first's
+    (``ConfigFigures.agreement``; ``differs`` says what is beyond the tolerance).
 
     Profiles are compared as given (their workloads included); ``kw`` goes to :class:`Interleaving`.
     """
+    from ortop.engine.models import check_inputs
     from ortop.engine.workerproc import WorkerProc, launch
 
-    profiles = [replace(p, model=model_path) for p in profiles]
+    profiles = [p if p.model else replace(p, model=model_path) for p in profiles]
+    check_inputs(profiles)
+    model_path = profiles[0].model  # the reference: every worker starts with it, every session is fed from it
     groups = restart_groups(profiles)
     n_workers = max(groups) + 1
     holder: dict[str, Interleaving] = {}
@@ -519,7 +592,7 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
         workers.append(launch(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}",
                               warn=lambda text: said.append(text) if text not in said else None, start=False))
     il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in workers], groups,
-                      budget_s=budget_s, names=names, stop=stop, **kw)
+                      budget_s=budget_s, names=names, stop=stop, feed_model=model_path, tolerance=tolerance, **kw)
     holder["il"] = il
     for text in said:  # the profile's allocator, left out: said with the comparison's warnings
         il.deliver(P.Log(text))

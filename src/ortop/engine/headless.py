@@ -155,10 +155,12 @@ def keep_runs_across_restarts(data: dict[str, Any], monitor: Any, snap: Any, mea
 
 def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, names: Sequence[str] | None = None,
             stop: threading.Event | None = None, **kw: Any):
-    """Interleave ``profiles`` on ``model_path`` for ``budget_s`` seconds and compare each with the first.
+    """Interleave ``profiles`` for ``budget_s`` seconds and compare each with the first: each on its own model, or
+    on ``model_path`` when it names none (see ``engine.ab.compare_profiles``).
 
-    Returns an ``engine.ab.AbResult``. Raises ProfileError / ModelError for bad input, ``ab.NotEnoughMemory``
-    when the sessions would not fit, ``ab.AbError`` when a session fails to build or run.
+    Returns an ``engine.ab.AbResult``. Raises ProfileError / ModelError for bad input (models whose inputs differ
+    included), ``ab.NotEnoughMemory`` when the sessions would not fit, ``ab.AbError`` when a session fails to build
+    or run.
     """
     from ortop import model as model_mod
     from ortop.engine import ab
@@ -167,8 +169,8 @@ def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, na
         raise ValueError("a comparison needs at least two profiles")
     if not (budget_s > 0 and math.isfinite(budget_s)):
         raise ValueError(f"budget must be > 0 seconds, got {budget_s}")
-    info = model_mod.load_model(model_path)
-    profiles = [replace(p, model=model_path) for p in profiles]
+    profiles = [p if p.model else replace(p, model=model_path) for p in profiles]
+    info = model_mod.load_model(profiles[0].model)  # every session is fed from the first model's inputs
     for p in profiles:
         check_profile(info, p)
     return ab.compare_profiles(model_path, profiles, budget_s=budget_s, names=names, stop=stop, **kw)

@@ -44,6 +44,9 @@ class Build:
     config_id: int
     profile: dict
     shares: tuple[tuple[int, ...], ...] | None = None  # with workload.pin_replicas: each replica's cores
+    feed_model: str = ""   # make the feeds from this model's inputs (a comparison's first model), not the profile's
+    #                        own: every model of a comparison is fed the same arrays
+    outputs: bool = False  # also send a compact copy of one run's outputs after the warm-up (Built.info["outputs"])
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,9 @@ class State:
 @dataclass(frozen=True)
 class Built:
     """The session is ready. ``info``: create_ms, first_run_ms, warmup_ms, providers_active, providers_requested,
-    feeds, notes, pid, rss_before, rss_after (bytes, the worker's resident memory around the build)."""
+    feeds, feeds_digest (a hash of the first shape's feeds: equal digests, the same inputs), model, ort_version,
+    notes, pid, rss_before, rss_after (bytes, the worker's resident memory around the build); with
+    ``Build.outputs``, ``outputs``: output name -> :func:`ortop.measure.agreement.compact` of one run's output."""
 
     config_id: int
     info: dict[str, Any]

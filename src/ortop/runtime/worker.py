@@ -21,7 +21,9 @@ one place.
 from __future__ import annotations
 
 import os
+import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from ortop.runtime import protocol as P
@@ -95,11 +97,11 @@ class Worker:
     """The worker's state: sessions by id, the live choice, an alternation, pause and failed sessions."""
 
     def __init__(self, conn, send, model_path: str):
-        from ortop import model as model_mod
-
         self.conn = conn
         self.send = send
-        self.info = model_mod.load_model(model_path)
+        self.model_path = model_path
+        self._infos: dict[str, Any] = {}     # model path -> ModelInfo: a session may run another model than ours
+        self.info = self._model_info(model_path)
         self.sessions: dict[int, Any] = {}
         self.live_id: int | None = None
         self.loop: Any = None                # the live loop (session.Loop)
@@ -111,6 +113,16 @@ class Worker:
         self.trace_said = False              # the live loop's finite schedule was said to have ended
         self.errors: list[tuple[int, str]] = []  # appended by caller threads
         self._said: P.State | None = None
+
+    def _model_info(self, path: str) -> Any:
+        """The model's info, read once per path (the sessions of a comparison may each run their own model)."""
+        from ortop import model as model_mod
+
+        key = os.path.abspath(path)
+        info = self._infos.get(key)
+        if info is None:
+            info = self._infos[key] = model_mod.load_model(path)
+        return info
 
     def _state(self, name: str, config_id: int | None) -> None:
         st = P.State(name, -1 if config_id is None else config_id)
@@ -165,7 +177,8 @@ class Worker:
 
     def handle(self, msg: Any) -> None:
         if isinstance(msg, P.Build):
-            self._build(msg.config_id, msg.profile, getattr(msg, "shares", None))
+            self._build(msg.config_id, msg.profile, getattr(msg, "shares", None), getattr(msg, "feed_model", ""),
+                        getattr(msg, "outputs", False))
         elif isinstance(msg, P.Drop):
             self._drop(msg.config_id)
         elif isinstance(msg, P.RunLive):
@@ -310,7 +323,10 @@ class Worker:
             self.send(P.AlternationDone(completed))
 
     # ---- sessions ----------------------------------------------------------------------------------------------
-    def _build(self, config_id: int, data: dict, shares: Any = None) -> None:
+    def _build(self, config_id: int, data: dict, shares: Any = None, feed_model: str = "",
+               outputs: bool = False) -> None:
+        """Build and warm the profile's session of its own model (the worker's when it names none), fed from
+        ``feed_model``'s inputs when given (a comparison's first model), else from its own model's."""
         from ortop import model as model_mod
         from ortop.config import profile as profile_mod
         from ortop.config.replicas import split_cores
@@ -328,12 +344,21 @@ class Worker:
                 shares = split_cores(sorted(os.sched_getaffinity(0)), prof.workload.replicas)
             if not prof.workload.pin_replicas:
                 shares = None
-            trace, variants = workload_shapes(prof, self.info)
-            new = build(prof, self.info, shares, variants)
+            if not prof.model:
+                prof = replace(prof, model=self.model_path)
+            info = self._model_info(feed_model or prof.model)  # loading a model is part of building it
+            trace, variants = workload_shapes(prof, info)
+            new = build(prof, info, shares, variants)
             new.trace = trace
             self._state("warming", config_id)
             stage = "the first run failed: "  # the session was built; the model failed running it
             first_ns, warm_ms = new.warm()
+            extra: dict[str, Any] = {}
+            if outputs:  # one more run, its outputs compared with another model's on the same inputs
+                from ortop.runtime.outputs import compact_outputs, feeds_digest
+
+                stage = "the run for its outputs failed: "
+                extra = {"outputs": compact_outputs(new), "feeds_digest": feeds_digest(new.feeds)}
         except Exception as exc:
             if new is not None:
                 new.close()  # its server threads end with it
@@ -361,6 +386,9 @@ class Worker:
             "pid": os.getpid(),
             "rss_before": rss_before,
             "rss_after": process_rss(),
+            "model": prof.model,
+            "ort_version": getattr(sys.modules.get("onnxruntime"), "__version__", None),
+            **extra,
         }))
         self._run()
 
