@@ -4,13 +4,14 @@ the live monitor's snapshot.
 ``ortop doctor`` builds the profile once in a child process (``engine.ops.probe``, a few traced runs): which
 providers the session got and ORT's log while it tried, where each node was placed, and how much time the
 Transposes left after ORT's optimizer take. The static checks read that with the model, the profile and the host;
-the measured checks then run the model for the budget.
+the measured checks then run the model for the budget, and the model-level findings measure their fixed copy
+against the original (:mod:`ortop.doctor.modelfix`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from ortop.config.profile import Profile
 from ortop.doctor.findings import Finding, by_severity, counts, exit_code
 from ortop.doctor.graph import GraphFacts, scan_graph
 from ortop.doctor.measured import MeasuredResult, run_measured
+from ortop.doctor.modelfix import MODEL_FIX_BUDGET_S, measure_model_fixes, merge
 from ortop.doctor.static import CUDA, STATIC_CHECKS, Context, run_static
 from ortop.engine.ab import available_memory
 from ortop.model import ModelInfo, load_model
@@ -39,6 +41,7 @@ class Diagnosis:
     session: dict[str, Any] = field(default_factory=dict)   # what the probe session reported, for the header
     measured: MeasuredResult | None = None
     skipped_measured: str = ""                              # why the measured checks did not run
+    model_fixes: Mapping[str, Any] = field(default_factory=dict)  # check -> modelfix.FixMeasured
 
     @property
     def exit_code(self) -> int:
@@ -57,6 +60,7 @@ class Diagnosis:
             "findings": [f.as_dict() for f in self.findings],
             "measured": measured,
             "measured_skipped": self.skipped_measured or None,
+            "model_fixes": {k: v.as_dict() for k, v in self.model_fixes.items()},
             "exit_code": self.exit_code,
         }
 
@@ -124,6 +128,7 @@ def diagnose(model_path: str, profile: Profile, *, budget_s: float = 15.0, host:
     findings = run_static(ctx)
     checks = [name for name, _ in STATIC_CHECKS]
     measured: MeasuredResult | None = None
+    fixes: dict[str, Any] = {}
     skipped = ""
     if budget_s <= 0:
         skipped = "--budget 0"
@@ -135,5 +140,10 @@ def diagnose(model_path: str, profile: Profile, *, budget_s: float = 15.0, host:
         measured = run_measured(model_path, profile, host, budget_s=budget_s, stop=stop, on_start=say)
         findings += measured.findings
         checks += list(measured.checks)
+        if not (stop is not None and stop.is_set()):
+            fixes = measure_model_fixes(model_path, profile, budget_s=min(budget_s, MODEL_FIX_BUDGET_S), stop=stop,
+                                        on_start=say)
+            findings = merge(findings, fixes, profile)
+            checks += [c for c in fixes if c not in checks]
     return Diagnosis(model_path, profile, host, tuple(by_severity(findings)), tuple(checks), report, measured,
-                     skipped)
+                     skipped, fixes)
