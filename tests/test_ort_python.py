@@ -3,6 +3,7 @@ started with subprocess, fed the model's summary, and compared with this interpr
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -149,3 +150,6 @@ def test_compare_the_same_model_across_two_onnxruntimes(tmp_path, other_ort_pyth
     assert [c.name for c in res.configs] == ["here", "there"]
     assert all(c.runs > 100 for c in res.configs)
     assert {c.metric for c in res.comparisons} >= {"p50"}
+    assert [c.ort_version for c in res.configs] == [ort.__version__, OTHER_ORT]  # the versions, shown per config
+    for c in res.configs:  # a leak would show here: the worker's memory over its measured blocks
+        assert math.isfinite(c.rss_growth_mib) and c.as_dict()["rss_growth_mib"] is not None

@@ -84,6 +84,7 @@ class ConfigFigures:
     agreement: Mapping[str, Agreement | str] | None = None  # its outputs against the first's (None: not compared)
     differs: tuple[str, ...] = ()    # why its outputs differ beyond the tolerance (empty: within it)
     agreement_note: str = ""         # why the outputs were not compared, when they were not
+    rss_growth_mib: float = math.nan # the worker's resident memory at its last measured block less at its first
 
     def kept(self) -> bool:
         """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
@@ -115,6 +116,7 @@ class ConfigFigures:
                 "model": self.model, "model_bytes": self.model_bytes, "ort_version": self.ort_version,
                 "create_ms": _num(self.create_ms), "first_run_ms": _num(self.first_run_ms),
                 "rss_mib": _num(self.rss_mib), "session_mib": _num(self.session_mib),
+                "rss_growth_mib": _num(self.rss_growth_mib),
                 "agreement": ag, "outputs_differ": list(self.differs),
                 **({"agreement_note": self.agreement_note} if self.agreement_note else {})}
 
@@ -229,6 +231,7 @@ class Interleaving:
         self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
+        self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
         self._alt_done = [0] * len(self.channels)
         self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
         self._closed = False
@@ -263,6 +266,9 @@ class Interleaving:
                 self._pending_rows[msg.config_id] = (msg.block, resp / 1e6)
                 if rows.shape[1] > 7:  # service times of runs after a long idle gap: a sleeping pool's wake-up
                     self._long_gap[self._index[msg.config_id]].append(rows[rows[:, 7] >= LONG_GAP_NS, 1] / 1e6)
+                if getattr(msg, "rss", -1) >= 0:  # a leak shows as growth over the configuration's blocks
+                    first, _ = self._rss[self._index[msg.config_id]]
+                    self._rss[self._index[msg.config_id]] = (msg.rss if first < 0 else first, msg.rss)
                 traffic = getattr(msg, "traffic", None)
                 if traffic is not None:
                     arrived, dropped = self._offered[self._index[msg.config_id]]
@@ -512,6 +518,7 @@ class Interleaving:
             "rss_mib": after / MiB if after >= 0 else math.nan,
             "session_mib": max(0, after - before) / MiB if before >= 0 and after >= 0 else math.nan,
             "ort_version": info.get("ort_version"),
+            "rss_growth_mib": (self._rss[i][1] - self._rss[i][0]) / MiB if self._rss[i][0] >= 0 else math.nan,
         }
         if self.tolerance is None or i == 0:
             return out
