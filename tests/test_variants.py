@@ -177,3 +177,86 @@ def test_static_int8_calibrated_on_the_folder(tmp_path):
     assert any("8 samples" in n for n in v.notes)
     ops = {n.op_type for n in onnx.load(v.path).graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+
+
+# ---- the command ---------------------------------------------------------------------------------------------------
+def _cli(argv, capsys):
+    from ortop.cli.variants import variants_main
+
+    code = variants_main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--budget", "0"], "--budget must be > 0"),
+    (["--cosine", "2"], "--cosine must be between -1 and 1"),
+    (["--rtol", "-1"], "--rtol must be 0 or more"),
+    (["--calibrate", "/nonexistent/cal"], "--calibrate /nonexistent/cal: not a folder"),
+    (["--ort-python", "/nonexistent/python"], "--ort-python /nonexistent/python: no such file"),
+])
+def test_variants_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, words):
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    code, out, err = _cli([model, "--out", str(tmp_path / "out"), *extra], capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+def test_variants_refuses_a_missing_model_and_an_out_that_is_a_file(tmp_path, capsys):
+    code, _, err = _cli([str(tmp_path / "missing.onnx")], capsys)
+    assert code == 2 and "model file not found" in err
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    (tmp_path / "f").write_text("x")
+    code, _, err = _cli([model, "--out", str(tmp_path / "f")], capsys)
+    assert code == 2 and "not a folder" in err and err.count("\n") == 1
+
+
+def test_best_variant_is_the_fastest_decided_within_the_tolerance():
+    from types import SimpleNamespace as NS
+
+    from ortop.cli.variants import best_variant
+
+    def comp(other, verdict, change):
+        return NS(other=other, metric="p50", verdict=verdict, change_pct=change, text=lambda: f"p50 {change:+}%")
+
+    configs = [NS(name="original", differs=()), NS(name="opt-all", differs=()), NS(name="int8", differs=("y",)),
+               NS(name="opt-extended", differs=())]
+    res = NS(configs=configs, comparisons=[comp(1, "faster", -10.0), comp(2, "faster", -40.0),
+                                           comp(3, "faster", -15.0)])
+    name, line = best_variant(res, "p50")
+    assert name == "opt-extended" and "fastest within the tolerance: opt-extended" in line  # int8 differs
+    res = NS(configs=configs, comparisons=[comp(1, "no difference", 0.5), comp(2, "faster", -40.0)])
+    name, line = best_variant(res, "p50")
+    assert name is None and "none beats the original" in line and "int8 faster, but outputs beyond" in line
+    assert best_variant(None, "p50")[0] is None
+
+
+@pytest.mark.integration
+def test_variants_command_makes_compares_and_names_the_verdict(tmp_path, capsys):
+    import json
+
+    model = make_matmul_model(tmp_path / "m.onnx", n=96, batch=8)
+    cal = tmp_path / "cal"
+    cal.mkdir()
+    np.save(cal / "x.npy", np.zeros((3, 8, 5), np.float32))  # the wrong width: static int8 fails, the rest go on
+    code, out, err = _cli([model, "--budget", "2", "--calibrate", str(cal), "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["out_dir"] == str(tmp_path / "m-variants")  # beside the model by default
+    made = {v["variant"]: v for v in data["variants"]}
+    assert made["int8-static"]["error"] and "does not fit input 'x'" in made["int8-static"]["error"]
+    assert all(made[k]["error"] is None for k in ("opt-extended", "opt-all", "int8-dynamic"))
+    assert any(s.startswith("fp16:") for s in data["not_made"])
+    configs = data["comparison"]["configs"]
+    assert [c["profile"] for c in configs] == ["original", "opt-extended", "opt-all", "int8-dynamic"]
+    assert [c["model"] for c in configs][1:] == [made[k]["path"] for k in ("opt-extended", "opt-all", "int8-dynamic")]
+    assert all(c["runs"] > 0 and c["model_bytes"] > 0 for c in configs)
+    assert configs[3]["model_bytes"] < configs[0]["model_bytes"] / 2
+    int8 = configs[3]["agreement"]["y"]
+    assert int8["max_abs"] > 0 and int8["cosine"] < 1  # quantized: close, not equal
+    assert configs[1]["agreement"]["y"]["max_abs"] < 1e-4  # ORT's optimized graph computes the same
+    assert data["best"] in (None, "opt-extended", "opt-all", "int8-dynamic")
+    assert data["verdict"].startswith("fastest within the tolerance" if data["best"] else "none beats")
+    code, out, _ = _cli([model, "--budget", "1", "--out", str(tmp_path / "o2")], capsys)
+    assert code == 0
+    assert "int8-dynamic" in out and "outputs" in out and ("fastest within" in out or "none beats" in out)

@@ -26,6 +26,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("info", "a model's inputs, free dims, opsets and ops, read from the file", "ortop.cli.info"),
     Command("compare", "profiles compared in interleaved blocks, each against the first, with intervals",
             "ortop.cli.compare"),
+    Command("variants", "the model's optimized, int8 and fp16 variants, made by onnxruntime and compared with it",
+            "ortop.cli.variants"),
     Command("tune", "race session settings and keep the best for an objective, verified", "ortop.cli.tune"),
     Command("capacity", "the most traffic each profile serves within a latency SLO, with the curve",
             "ortop.cli.capacity"),

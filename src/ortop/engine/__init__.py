@@ -7,7 +7,8 @@
   comparison: :func:`check_inputs` (refuses models whose inputs differ: :class:`InputsDiffer`);
 - capacity: :func:`find_capacity` under an SLO (:func:`parse_slo`), its :class:`CapacityResult`;
 - the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard;
-- a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`.
+- a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`;
+- another onnxruntime: :func:`check_python` (an interpreter a worker may run under, named by ``PYTHON_VAR``).
 
 Every name is imported on first use (see :mod:`ortop.lazy`), from the module that defines it: the TUI's start-up
 pays for the tuner's modules it draws with, not for the monitor, the A/B runner or the worker launcher behind them.
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     )
     from ortop.engine.variants import VariantsError, check_out_dir, default_out_dir, make_variants, plan_kinds
     from ortop.engine.view import MonitorView
+    from ortop.engine.workerproc import PYTHON_VAR, check_python
 
 __all__ = [
     "CapacityResult", "CapacitySearch", "Slo", "find_capacity", "parse_slo", "text_curve",
@@ -53,6 +55,7 @@ __all__ = [
     "figures_text", "leaderboard", "leaderboard_rows", "measure", "profile_key", "profile_ops", "summary",
     "trial_cells", "workload_difference",
     "VariantsError", "check_out_dir", "default_out_dir", "make_variants", "plan_kinds",
+    "PYTHON_VAR", "check_python",
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
@@ -71,6 +74,7 @@ _FACE: dict[str, str] = {  # name -> the module of this package that defines it
     "VariantsError": "variants", "check_out_dir": "variants", "default_out_dir": "variants",
     "make_variants": "variants", "plan_kinds": "variants",
     "MonitorView": "view",
+    "PYTHON_VAR": "workerproc", "check_python": "workerproc",
 }
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; a module __getattr__ would make every name Any

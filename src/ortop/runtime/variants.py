@@ -26,6 +26,7 @@ A variant that fails to build is one line in its dict (``error``); the others go
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -290,11 +291,19 @@ def make_all(req: Request, log_path: str | None = None) -> list[dict[str, Any]]:
             made.error = f"{type(exc).__name__}: {_one_line(exc)}"
             made.make_s = time.perf_counter() - t0
             _remove(dst)
-        for line in _log_lines(log_path, start):
+        for line in map(_plain, _log_lines(log_path, start)):
             if _worth_noting(line) and line not in made.notes:
                 made.notes.append(line)
         out.append(made.as_dict())
     return out
+
+
+_ORT_PREFIX = re.compile(r"^\S+ \S+ \[([WEF]):onnxruntime:[^\]]*\] ")  # a date, a time, [W:onnxruntime:, f.cc:1 fn]
+
+
+def _plain(line: str) -> str:
+    """ORT's log line without its timestamp and source location."""
+    return _ORT_PREFIX.sub("", line)
 
 
 def _worth_noting(line: str) -> bool:
