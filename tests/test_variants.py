@@ -260,3 +260,16 @@ def test_variants_command_makes_compares_and_names_the_verdict(tmp_path, capsys)
     code, out, _ = _cli([model, "--budget", "1", "--out", str(tmp_path / "o2")], capsys)
     assert code == 0
     assert "int8-dynamic" in out and "outputs" in out and ("fastest within" in out or "none beats" in out)
+
+
+def test_out_dir_default_is_a_temporary_folder_beside_a_read_only_model(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    model = make_matmul_model(ro / "m.onnx", n=8)
+    ro.chmod(0o555)
+    try:
+        out = default_out_dir(model)
+        assert not out.startswith(str(ro)) and os.path.isdir(out) and "ortop-m-variants-" in out
+        os.rmdir(out)
+    finally:
+        ro.chmod(0o755)

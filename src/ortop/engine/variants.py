@@ -74,10 +74,19 @@ def plan_kinds(profile: Profile, *, calibrate: str | None = None, fp16: bool = F
 
 
 def default_out_dir(model_path: str) -> str:
-    """``<model folder>/<stem>-variants`` when that folder is writable, else a new temporary folder."""
+    """``<model folder>/<stem>-variants`` when that folder is writable, else a new temporary folder.
+
+    A folder whose mode has no write bit counts as read-only even where this process could write it anyway (root
+    ignores the bits): someone kept it read-only on purpose."""
+    import stat
+
     folder = os.path.dirname(os.path.abspath(model_path))
     stem = os.path.splitext(os.path.basename(model_path))[0]
-    if os.access(folder, os.W_OK):
+    try:
+        marked = bool(os.stat(folder).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    except OSError:
+        marked = False
+    if marked and os.access(folder, os.W_OK):
         return os.path.join(folder, f"{stem}-variants")
     return tempfile.mkdtemp(prefix=f"ortop-{stem}-variants-")
 
