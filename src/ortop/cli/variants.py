@@ -170,7 +170,9 @@ def format_text(model: str, out_dir: str, made: Any, skipped: list[str], dropped
         vs = "—"
         comp = comps.get((i, objective))
         if comp is not None:
-            vs = f"{comp.change_pct:+.1f} % ({comp.ci_low_pct:+.1f}…{comp.ci_high_pct:+.1f}) {comp.verdict}"
+            ci = (f"({comp.ci_low_pct:+.1f}…{comp.ci_high_pct:+.1f})" if math.isfinite(comp.ci_low_pct)
+                  and math.isfinite(comp.ci_high_pct) else "(too few pairs)")
+            vs = f"{comp.change_pct:+.1f} % {ci} {comp.verdict}"
         agree = "—" if i == 0 else (c.agreement_text() or "—")
         if c.differs:
             agree = f"DIFFER: {'; '.join(c.differs)}"
@@ -179,10 +181,10 @@ def format_text(model: str, out_dir: str, made: Any, skipped: list[str], dropped
         lines.append(f"  {c.name:<{width}}  {_mb(c.model_bytes):>7}  {make:>6}  {num(c.create_ms, 1):>9}  "
                      f"{num(c.rss_mib, 1):>7}  {growth:>6}  {num(c.p50_ms):>8}  {num(c.throughput_per_s, 1):>8}  "
                      f"{vs:<34}  {agree}")
-    versions = {c.ort_version for c in result.configs if c.ort_version}
-    if len(versions) > 1:
+    others = [c for c in result.configs if c.ort_version and c.ort_version != made.ort_version]
+    if others:
         lines.append("")
-        lines += [f"  {c.name}: onnxruntime {c.ort_version}" for c in result.configs]
+        lines += [f"  {c.name}: onnxruntime {c.ort_version} (the others {made.ort_version})" for c in others]
     lines += ["", line]
     for v in made.variants:
         for n in v.notes:
