@@ -119,7 +119,8 @@ def test_validate_reads_a_full_provider_name_as_its_alias(workdir: Path, capsys:
                      '[provider.options]\nenable_cuda_graph = "yes"\n')
         assert profiles_main(["validate", str(p)]) == 1
         lines[name] = capsys.readouterr().out.splitlines()
-    assert lines["cuda"] == [f"FAIL {p}", f"  {p}:6: enable_cuda_graph must be true or false, got 'yes'"]
+    assert lines["cuda"] == [f"FAIL {p}", f"  {p}:6: enable_cuda_graph must be true or false, got 'yes' (ORT's CUDA "
+                                          "provider takes only 0, 1, true, false, True, False)"]
     assert lines["CUDAExecutionProvider"] == lines["cuda"]
     p.write_text('[provider]\nname = "CUDAExecutionProvider"\nio_binding = true\n\n[provider.options]\n'
                  "enable_cuda_graph = true\n")

@@ -264,12 +264,21 @@ _WL = "Workload"
 _ORT_DEFAULT = "0 = ORT's default"
 
 
+# The C types ORT's CUDA provider parses its integer options into (cuda_execution_provider_info.h): the device
+# is an OrtDevice::DeviceId (int16_t), the arena limit a size_t, the rest ints.
+INT16_MAX = 2**15 - 1
+SIZE_T_MAX = 2**64 - 1
+
+
 def _cuda(name: str, type_: type, help_: str, *, choices: tuple[str, ...] = (), hint: str = "",
-          short: str = "") -> Knob:
-    """A CUDA provider option: absent means ORT's default, so it is optional, and numbers are never negative."""
+          short: str = "", maximum: float | None = None) -> Knob:
+    """A CUDA provider option: absent means ORT's default, so it is optional, and numbers are never negative nor
+    past the C type ORT parses them into (an int unless ``maximum`` says otherwise)."""
+    if type_ is int and maximum is None:
+        maximum = INT32_MAX
     return Knob(f"provider.options.{name}", type_, None, PROVIDER_OPTION, name, optional=True,
-                minimum=0 if type_ is int else None, choices=choices, provider="cuda", help=help_, label=name,
-                section=_CUDA, hint=hint, tune_values=choices, short=short)
+                minimum=0 if type_ is int else None, maximum=maximum, choices=choices, provider="cuda", help=help_,
+                label=name, section=_CUDA, hint=hint, tune_values=choices, short=short)
 
 
 def _env(name: str, help_: str, hint: str = "", *, verdict: str = "") -> Knob:
@@ -374,8 +383,10 @@ REGISTRY: tuple[Knob, ...] = (
          help="run through `IOBinding` (inputs copied to the device once)", label="IO binding", section=_PROV,
          hint="inputs and outputs bound on the device", glance="set"),
     Knob("provider.options", dict, {}, PROVIDER_OPTION, values=SCALAR, help="provider options as given"),
-    _cuda("device_id", int, "the GPU to run on"),
-    _cuda("gpu_mem_limit", int, "byte limit of the CUDA arena", hint="bytes; blank = no limit"),
+    # ORT 1.31's CUDA options, every one CUDAExecutionProviderInfo::FromProviderOptions parses but the process
+    # pointers (user_compute_stream, gpu_external_*), which config.validate refuses by name.
+    _cuda("device_id", int, "the GPU to run on (CUDA's numbering: after CUDA_VISIBLE_DEVICES)", maximum=INT16_MAX),
+    _cuda("gpu_mem_limit", int, "byte limit of the CUDA arena", hint="bytes; blank = no limit", maximum=SIZE_T_MAX),
     _cuda("arena_extend_strategy", str, "how the CUDA arena grows", choices=ARENA_STRATEGIES),
     _cuda("cudnn_conv_algo_search", str, "how cuDNN picks convolution algorithms", choices=CONV_ALGO_SEARCH,
           short="conv algo"),
@@ -391,6 +402,11 @@ REGISTRY: tuple[Knob, ...] = (
     _cuda("tunable_op_enable", bool, "use TunableOp kernels"),
     _cuda("tunable_op_tuning_enable", bool, "let TunableOp tune at run time"),
     _cuda("tunable_op_max_tuning_duration_ms", int, "time limit of one TunableOp tuning, in ms"),
+    _cuda("sdpa_kernel", int, "attention kernels allowed, a bitmask of ORT's AttentionBackend (0 = ORT's choice)",
+          hint="bitmask; blank = ORT's choice", short="SDPA kernel"),
+    _cuda("fuse_conv_bias", bool, "fuse Conv with its bias through cuDNN's frontend (compiled at run time)",
+          short="conv bias fusion"),
+    _cuda("enable_cudnn", bool, "use cuDNN where it is installed (off: CUDA's own kernels only)"),
     # ---- environment ----
     Knob("env", dict, {}, ENV, values=str, restarts=True, help="set in the worker's environment before it starts",
          display=env_text, glance="set"),

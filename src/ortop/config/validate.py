@@ -18,6 +18,7 @@ from ortop.config.errors import ProfileError, raise_if_any
 from ortop.config.keys import Report, line_of, suggest
 from ortop.config.providers import CPU, name_error, short_name
 from ortop.config.tree import Profile
+from ortop.config.values import ort_str
 
 Rule = Callable[[Profile, Report, "int | None"], None]
 
@@ -99,19 +100,64 @@ def _check_map(knob: knobs.Knob, mapping: Any, err: Report) -> None:
             err(f"{dotted} contains a NUL character, which ORT and the environment cannot carry", dotted)
 
 
+# ONNX Runtime's provider-option parsers (core/common/parse_string.h, TryParseStringWithClassicLocale): a bool is
+# exactly one of these six strings; an integer is std::from_chars over the whole string (no blanks, no '+', a '-'
+# only for signed types, "0x…" hex only for unsigned ones such as size_t); an enum is its name, case and all
+# (EnumNameMapping). The CUDA provider parses its options with them (cuda_execution_provider_info.cc,
+# CUDAExecutionProviderInfo::FromProviderOptions, through ProviderOptionsParser, which refuses unknown names).
+ORT_BOOLS = ("0", "1", "true", "false", "True", "False")
+_SIGNED = re.compile(r"-?[0-9]+")
+_UNSIGNED = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+")
+
+# Options the CUDA provider parses that hold a pointer into a running process (a CUDA stream, an allocator's
+# functions): a profile written down cannot carry one.
+CUDA_PROCESS_POINTERS = ("user_compute_stream", "has_user_compute_stream", "gpu_external_alloc", "gpu_external_free",
+                         "gpu_external_empty_cache")
+
+
+def _unsigned(knob: knobs.Knob) -> bool:
+    """A size_t option (``gpu_mem_limit``): declared with a bound past what a C int holds."""
+    return knob.maximum is not None and knob.maximum > knobs.INT32_MAX
+
+
+def option_int(value: Any) -> int:
+    """An integer provider option as ORT reads it: a number, or its string (decimal, or ``0x…`` hex as ORT takes for
+    size_t options). Raises ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an integer")
+    if isinstance(value, int):
+        return value
+    text = ort_str(value)
+    if _SIGNED.fullmatch(text):
+        return int(text)
+    if _UNSIGNED.fullmatch(text):
+        return int(text, 16)
+    raise ValueError(f"{value!r} is not an integer")
+
+
 def entry_error(knob: knobs.Knob, value: Any) -> str | None:
-    """Why ``value`` cannot be this provider option, or None. Options arrive loosely typed (``"1"`` for true)."""
+    """Why ``value`` cannot be this provider option, or None: the string ortop hands ORT (``values.ort_str``: bools
+    as "1"/"0") must pass the parser ORT reads the option with, whichever way the profile typed it."""
+    if isinstance(value, (list, tuple, dict)):
+        return f"{knob.name} must be a single value, got {value!r}"
+    text = ort_str(value)
     if knob.choices:
-        if str(value) not in knob.choices:
-            return f"{knob.name} must be one of {', '.join(knob.choices)}, got {value!r}"
+        if text not in knob.choices:
+            close = difflib.get_close_matches(text, knob.choices, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"{knob.name} must be one of {', '.join(knob.choices)}, got {value!r}{hint}"
     elif knob.type is bool:
-        if not isinstance(value, bool) and str(value) not in ("0", "1"):
-            return f"{knob.name} must be true or false, got {value!r}"
+        if text not in ORT_BOOLS:
+            return (f"{knob.name} must be true or false, got {value!r} (ORT's CUDA provider takes only "
+                    f"{', '.join(ORT_BOOLS)})")
     elif knob.type is int:
-        low = knob.minimum if knob.minimum is not None else -math.inf
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            what = "a non-negative integer" if low == 0 else f"an integer >= {low:g}"
+        pattern = _UNSIGNED if _unsigned(knob) else _SIGNED
+        what = "a non-negative integer" if knob.minimum == 0 else "an integer"
+        if isinstance(value, bool) or not pattern.fullmatch(text):
             return f"{knob.name} must be {what}, got {value!r}"
+        number = option_int(text)
+        if _out_of_range(knob, number):
+            return f"{knob.name} must be {_bounds(knob, number)}, got {value!r}"
     return None
 
 
@@ -170,6 +216,10 @@ def _provider_options(profile: Profile, err: Report, host_cpus: int | None) -> N
         return
     for k, v in profile.provider.options.items():
         dotted = f"provider.options.{k}"
+        if provider == "cuda" and k in CUDA_PROCESS_POINTERS:
+            err(f"{k} holds a pointer into a running process (a CUDA stream or allocator), which a profile cannot "
+                "carry", dotted)
+            continue
         if k not in declared:
             err(f"unknown {provider.upper()} provider option {k!r}{suggest(k, list(declared))}", dotted)
             continue
@@ -179,9 +229,21 @@ def _provider_options(profile: Profile, err: Report, host_cpus: int | None) -> N
 
 
 def _cuda_graph(profile: Profile, err: Report, host_cpus: int | None) -> None:
-    """CUDA graphs replay fixed device addresses with one executor: refused by ORT otherwise, so refused here."""
+    """CUDA graphs replay fixed device addresses with one executor, from one caller: refused by ORT otherwise, so
+    refused here.
+
+    ORT keeps a session's captured graph for the thread that runs it and captures in the CUDA global capture mode,
+    and its CUDA provider documentation says ``Run()`` may not be called on one graph-enabled session from several
+    threads: ``workload.concurrency`` above 1 is refused. Replicas are separate sessions, each with its own graph
+    and one caller, and stay allowed.
+    """
     if not profile.cuda_graph():
         return
+    callers = profile.workload.concurrency
+    if callers > 1:
+        err(f"enable_cuda_graph takes one caller per session, but workload.concurrency = {callers}: ORT does not "
+            "support Run() on one graph-enabled session from several threads (serve more with workload.replicas, "
+            "one session and graph each)", "workload.concurrency")
     if not profile.provider.io_binding:
         err("enable_cuda_graph needs provider.io_binding = true (CUDA graphs replay fixed device addresses)",
             "provider.options.enable_cuda_graph")

@@ -32,8 +32,10 @@ Dimensions and their pruning rules:
     graph optimization levels (not in the default space: ``all`` is nearly always right).
 ``io_binding``, ``cuda_graph``, ``conv_algo``, ``conv_workspace``, ``prefer_nhwc``, ``tf32``
     CUDA only (provider ``cuda``). The CUDA graph only where its constraints hold: no If/Loop/Scan, every input
-    shape fixed by the model or the workload, IO binding on, the sequential executor. The cuDNN options only for
-    models with convolutions; TF32 only with MatMul, Gemm or Conv.
+    shape fixed by the model or the workload, IO binding on, the sequential executor, and one caller per session
+    (ORT does not support ``Run()`` on one graph-enabled session from several threads, so a workload with
+    ``concurrency`` above 1 never gets one). The cuDNN options only for models with convolutions; TF32 only with
+    MatMul, Gemm or Conv.
 
 Imports neither onnxruntime nor textual.
 
@@ -243,6 +245,10 @@ class Space:
             if m.unfixed_dims:
                 return (f"input dims {', '.join(m.unfixed_dims)} are not fixed (a CUDA graph replays fixed shapes; "
                         "fix them with --dim/--shape/--batch)")
+            callers = self.start.workload.concurrency
+            if callers > 1:
+                return (f"workload.concurrency = {callers}: a CUDA-graph session takes one caller (ORT does not "
+                        "support Run() on it from several threads)")
         if d in ("conv_algo", "conv_workspace", "prefer_nhwc") and not (m.ops & _CONV_OPS):
             return "the model has no convolutions"
         if d == "tf32" and not (m.ops & _TF32_OPS):
@@ -406,7 +412,7 @@ class Space:
         return [{"provider.io_binding": not inc.provider.io_binding}]
 
     def _c_cuda_graph(self, inc: Profile) -> list[dict[str, Any]]:
-        if inc.cuda_graph():
+        if inc.cuda_graph() or inc.workload.concurrency > 1:
             return []
         return [{"provider.options.enable_cuda_graph": True, "provider.io_binding": True,
                  "session.execution_mode": "sequential", "session.inter_op_num_threads": 0}]
