@@ -487,7 +487,7 @@ def test_nvml_error_mid_sample() -> None:
     s = c.sample()
     assert [d.index for d in s.devices] == [0]
     assert s.status == "NVML error: GPU is lost"
-    assert c._mem_v2 == [True, True]  # a dead device does not demote memory v2
+    assert [d.mem_v2 for d in c._devs] == [True, True]  # a dead device does not demote memory v2
     nv.devices[1]["mem_error"] = None
     assert c.sample().status == "ok"
 

@@ -3,14 +3,20 @@
 CUDA EP runs die of out-of-memory more often than of anything else, and the arena's growth is invisible from
 inside ORT, so ortop shows each GPU's memory and the worker's share of it. NVML is optional (no driver, a Mac, a
 MIG slice that refuses some queries): every NVML failure becomes None or a status line here, never an exception
-in the UI, and NVML itself starts only on the first sample.
+in the UI, and NVML itself starts only on the first sample. A device NVML will not open (``NO_PERMISSION`` from
+``nvmlDeviceGetHandleByIndex`` in a container that was given some GPUs only) is left out and named in
+``GpuSample.skipped``; the others are still read.
+
+NVML numbers GPUs in PCI bus order and ignores ``CUDA_VISIBLE_DEVICES``; CUDA numbers the devices a process may
+see, in the order that variable lists them (indices or ``GPU-``/``MIG-`` UUIDs), and under MIG it runs on a slice.
+:func:`cuda_device` maps a CUDA device number to the NVML device (or slice) it is, through UUIDs and PCI bus ids.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 NO_GPU = "no NVIDIA GPU / NVML not available"
@@ -30,13 +36,18 @@ class GpuDevice:
     mem_reserved: int | None    # driver/firmware reservation (NVML memory v2 only)
     util_percent: float | None  # None = n/a, e.g. MIG raises NotSupported
     process_mem: int | None     # the watched pid's used GPU memory; None when not listed or not reported
+    uuid: str | None = None     # "GPU-…" (a MIG slice: "MIG-…"), as nvidia-smi -L and CUDA_VISIBLE_DEVICES spell it
+    pci_bus_id: str | None = None  # "0000:07:00.0": domain:bus:device.function, lower-case hex
+    slices: tuple[GpuDevice, ...] = ()  # a GPU in MIG mode: its MIG devices, which are what CUDA runs on
+    mig_ids: tuple[int, int] | None = None  # a MIG slice: (GPU instance id, compute instance id)
 
 
 @dataclass(frozen=True)
 class GpuSample:
     devices: tuple[GpuDevice, ...]
-    status: str                  # "ok" | NO_GPU | "NVML error: ..."
+    status: str                  # "ok" | NO_GPU | "NVML error: ..." (the first device that could not be read)
     pid_note: str | None = None  # why the worker's GPU memory is missing, when it is
+    skipped: tuple[str, ...] = ()  # devices left out of this sample, each "GPU 1: NVML error: ..."
 
 
 class GpuCollector(Protocol):
@@ -57,11 +68,54 @@ def _error_text(exc: BaseException) -> str:
     return f"NVML error: {text or type(exc).__name__}"
 
 
+def _text(value: Any) -> str:
+    """An NVML string: old nvidia-ml-py returns bytes."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def pci_bus_id(domain: int, bus: int, device: int, function: int = 0) -> str:
+    """The one spelling of a PCI address used here: ``0000:07:00.0`` (NVML writes ``00000000:07:00.0``, CUDA's
+    ``cudaDeviceGetPCIBusId`` ``0000:07:00.0``; both read the same)."""
+    return f"{domain:04x}:{bus:02x}:{device:02x}.{function:x}"
+
+
+def _pci(nv: Any, h: Any) -> str | None:
+    """The device's PCI bus id from ``nvmlDeviceGetPciInfo`` (its domain, bus and device numbers), or None."""
+    try:
+        info = nv.nvmlDeviceGetPciInfo(h)
+        return pci_bus_id(int(info.domain), int(info.bus), int(info.device))
+    except Exception:  # NotSupported on some vGPUs; a fake without it
+        return None
+
+
+def _optional(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, or None when NVML does not answer (NotSupported, NoPermission, an old driver)."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+@dataclass
+class _Handle:
+    """One device NVML opened: a GPU, or a MIG slice of one (``slices`` empty then)."""
+
+    index: int
+    handle: Any
+    name: str
+    uuid: str | None
+    pci: str | None
+    mem_v2: bool
+    slices: list[_Handle] = field(default_factory=list)
+    mig_ids: tuple[int, int] | None = None
+
+
 class NvmlGpuCollector:
     """The real collector over pynvml (or any object with the same functions, for tests).
 
     ``nvml`` defaults to the ``pynvml`` module from nvidia-ml-py, imported on the first sample so that a host
-    without it (macOS) still imports ortop.
+    without it (macOS) still imports ortop. Errors are per device: a GPU NVML will not open or read is left out of
+    the sample and named in ``skipped``, the others are still reported.
     """
 
     def __init__(self, nvml: Any = None, pid: int | None = None) -> None:
@@ -69,16 +123,16 @@ class NvmlGpuCollector:
         self._pid = pid
         self._started = False
         self._failed: str | None = None   # status once init failed; NVML is not retried on every tick
-        self._handles: list[Any] = []
-        self._names: list[str] = []
-        self._mem_v2: list[bool] = []     # per device: memory v2 still worth asking for
+        self._devs: list[_Handle] = []
+        self._skipped: list[str] = []     # devices that could not be opened at start, "GPU 1: NVML error: ..."
         self._procs_fn: Any = None        # the running-processes query that works on this driver
 
     def watch(self, pid: int | None) -> None:
         self._pid = pid
 
     def _start(self) -> None:
-        """nvmlInit, device handles and names; any failure leaves a status instead of raising."""
+        """nvmlInit, then each device's handle, name, UUID, PCI bus id and MIG slices; a device that fails is
+        skipped and named, a failure of NVML itself leaves a status instead of raising."""
         self._started = True
         if self._nvml is None:
             try:
@@ -95,33 +149,64 @@ class NvmlGpuCollector:
             return
         try:
             count = int(nv.nvmlDeviceGetCount())
-            handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-            names = []
-            for h in handles:
-                name = nv.nvmlDeviceGetName(h)
-                names.append(name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name))
         except Exception as exc:
             self._failed = _error_text(exc)
             self._shutdown()
             return
-        if not handles:
-            self._failed = NO_GPU
+        v2 = hasattr(nv, "nvmlMemory_v2")
+        devs: list[_Handle] = []
+        skipped: list[str] = []
+        for i in range(count):
+            try:  # NO_PERMISSION here for a GPU this process (container, cgroup) may not open
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                name = _text(nv.nvmlDeviceGetName(h))
+            except Exception as exc:
+                skipped.append(f"GPU {i}: {_error_text(exc)}")
+                continue
+            uuid = _optional(nv.nvmlDeviceGetUUID, h) if hasattr(nv, "nvmlDeviceGetUUID") else None
+            dev = _Handle(i, h, name, _text(uuid) if uuid is not None else None, _pci(nv, h), v2)
+            dev.slices = self._mig_slices(dev, v2)
+            devs.append(dev)
+        if not devs:
+            self._failed = (f"{skipped[0].partition(': ')[2]} ({', '.join(s.partition(':')[0] for s in skipped)})"
+                            if skipped else NO_GPU)
             self._shutdown()
             return
-        self._handles, self._names = handles, names
-        self._mem_v2 = [hasattr(nv, "nvmlMemory_v2")] * len(handles)
+        self._devs, self._skipped = devs, skipped
         self._procs_fn = getattr(nv, "nvmlDeviceGetComputeRunningProcesses", None)
 
-    def _memory(self, i: int) -> tuple[int, int, int | None]:
+    def _mig_slices(self, gpu: _Handle, v2: bool) -> list[_Handle]:
+        """A GPU in MIG mode: its MIG devices (NVML's slots hold none where no compute instance was made)."""
+        nv = self._nvml
+        if not hasattr(nv, "nvmlDeviceGetMigMode"):
+            return []
+        mode = _optional(nv.nvmlDeviceGetMigMode, gpu.handle)  # NotSupported before Ampere
+        if not mode or int(mode[0]) != int(getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)):
+            return []
+        out: list[_Handle] = []
+        for j in range(int(_optional(nv.nvmlDeviceGetMaxMigDeviceCount, gpu.handle) or 0)):
+            h = _optional(nv.nvmlDeviceGetMigDeviceHandleByIndex, gpu.handle, j)  # NotFound: an empty slot
+            if h is None:
+                continue
+            name = _optional(nv.nvmlDeviceGetName, h)
+            uuid = _optional(nv.nvmlDeviceGetUUID, h)
+            gi = _optional(nv.nvmlDeviceGetGpuInstanceId, h)
+            ci = _optional(nv.nvmlDeviceGetComputeInstanceId, h)
+            out.append(_Handle(j, h, _text(name) if name is not None else f"{gpu.name} MIG {j}",
+                               _text(uuid) if uuid is not None else None, gpu.pci, v2,
+                               mig_ids=(int(gi), int(ci)) if gi is not None and ci is not None else None))
+        return out
+
+    def _memory(self, dev: _Handle) -> tuple[int, int, int | None]:
         """(used, total, reserved). v2's ``used`` matches nvidia-smi; v1 counts the reservation as used."""
-        nv, h = self._nvml, self._handles[i]
-        if self._mem_v2[i]:
+        nv, h = self._nvml, dev.handle
+        if dev.mem_v2:
             try:
                 m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
                 return int(m.used), int(m.total), int(m.reserved)
             except Exception:  # old driver: FunctionNotFound, NotSupported, ArgumentVersionMismatch
                 m = nv.nvmlDeviceGetMemoryInfo(h)  # raises on its own if the device itself failed
-                self._mem_v2[i] = False           # v1 works where v2 did not: stop asking
+                dev.mem_v2 = False                 # v1 works where v2 did not: stop asking
                 return int(m.used), int(m.total), None
         m = nv.nvmlDeviceGetMemoryInfo(h)
         return int(m.used), int(m.total), None
@@ -158,40 +243,37 @@ class NvmlGpuCollector:
         except Exception as exc:  # last guard: nothing from NVML reaches the UI as an exception
             return GpuSample((), _error_text(exc))
 
+    def _read(self, dev: _Handle, watch: _Watch, skipped: list[str]) -> GpuDevice:
+        """One device's figures (raises when its memory cannot be read: the device is then left out). A MIG slice
+        that cannot be read (destroyed since the start) is left out of its GPU's and named in ``skipped``."""
+        used, total, reserved = self._memory(dev)
+        util = self._util(dev.handle) if dev.mig_ids is None else None  # a MIG slice has no utilisation
+        process_mem = watch.memory(self._processes(dev.handle)) if watch.pid is not None else None
+        slices = []
+        for s in dev.slices:
+            try:
+                slices.append(self._read(s, watch, skipped))
+            except Exception as exc:
+                skipped.append(f"GPU {dev.index} MIG {s.index}: {_error_text(exc)}")
+        return GpuDevice(dev.index, dev.name, used, total, reserved, util, process_mem, dev.uuid, dev.pci,
+                         tuple(slices), dev.mig_ids)
+
     def _sample(self) -> GpuSample:
         if not self._started:
             self._start()
         if self._failed is not None:
             return GpuSample((), self._failed)
-        pid = self._pid
         devices: list[GpuDevice] = []
-        errors: list[str] = []
-        listed_any = False      # some device returned a process list
-        others_listed = False   # ...holding processes, none of them ours
-        found = False
-        for i, h in enumerate(self._handles):
+        skipped = list(self._skipped)
+        watch = _Watch(self._pid)
+        for dev in self._devs:
             try:
-                used, total, reserved = self._memory(i)
+                devices.append(self._read(dev, watch, skipped))
             except Exception as exc:  # the GPU fell off the bus, the driver was reloaded...
-                errors.append(_error_text(exc))
-                continue
-            util = self._util(h)
-            process_mem: int | None = None
-            if pid is not None:
-                procs = self._processes(h)
-                if procs is not None:
-                    listed_any = True
-                    mine = [p for p in procs if getattr(p, "pid", None) == pid]
-                    others_listed = others_listed or len(procs) > len(mine)
-                    if mine:
-                        found = True
-                        known = [int(p.usedGpuMemory) for p in mine if getattr(p, "usedGpuMemory", None) is not None]
-                        process_mem = sum(known) if known else None
-            devices.append(GpuDevice(i, self._names[i], used, total, reserved, util, process_mem))
-        note = None
-        if pid is not None and listed_any and not found:
-            note = PID_NOT_LISTED_CONTAINER if others_listed else PID_NOT_LISTED
-        return GpuSample(tuple(devices), errors[0] if errors else OK, note)
+                skipped.append(f"GPU {dev.index}: {_error_text(exc)}")
+        skipped.sort(key=_gpu_number)
+        status = skipped[0].partition(": ")[2] if skipped else OK
+        return GpuSample(tuple(devices), status, watch.note(), tuple(skipped))
 
     def _shutdown(self) -> None:
         try:
@@ -205,7 +287,140 @@ class NvmlGpuCollector:
             self._shutdown()
         self._started = False
         self._failed = None
-        self._handles, self._names, self._mem_v2 = [], [], []
+        self._devs, self._skipped = [], []
+
+
+def _gpu_number(text: str) -> int:
+    """The NVML index a ``GPU 3: ...`` (or ``GPU 3 MIG 1: ...``) line names, for listing skipped devices in order."""
+    number = text.partition(":")[0].split()[1:2]
+    return int(number[0]) if number and number[0].isdigit() else -1
+
+
+class _Watch:
+    """The watched pid's GPU memory across one sample's devices, and why it is missing when it is."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self.listed_any = False      # some device returned a process list
+        self.others_listed = False   # ...holding processes, none of them ours
+        self.found = False
+
+    def memory(self, procs: list[Any] | None) -> int | None:
+        """The pid's used memory on one device, from its process list (None: not listed, or not reported)."""
+        if procs is None:
+            return None
+        self.listed_any = True
+        mine = [p for p in procs if getattr(p, "pid", None) == self.pid]
+        self.others_listed = self.others_listed or len(procs) > len(mine)
+        if not mine:
+            return None
+        self.found = True
+        known = [int(p.usedGpuMemory) for p in mine if getattr(p, "usedGpuMemory", None) is not None]
+        return sum(known) if known else None
+
+    def note(self) -> str | None:
+        if self.pid is None or not self.listed_any or self.found:
+            return None
+        return PID_NOT_LISTED_CONTAINER if self.others_listed else PID_NOT_LISTED
+
+
+# ---- CUDA's device numbers ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CudaDevice:
+    """What a CUDA device number is on this host: the NVML device (a GPU, or a MIG slice of ``gpu``), or None with
+    ``note`` saying why it cannot be told."""
+
+    device: GpuDevice | None
+    gpu: GpuDevice | None = None     # the physical GPU (the slice's parent under MIG)
+    note: str = ""
+
+
+def _visible_default(gpus: Sequence[GpuDevice], order: str | None) -> list[tuple[GpuDevice, GpuDevice]]:
+    """(device, its GPU) in the order CUDA numbers them with no ``CUDA_VISIBLE_DEVICES``: GPUs by PCI bus id with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (NVML's own order is PCI order too), and a GPU in MIG mode stands for its
+    slices."""
+    ordered = list(gpus)
+    if (order or "").strip().upper() == "PCI_BUS_ID" and all(g.pci_bus_id for g in ordered):
+        ordered.sort(key=lambda g: g.pci_bus_id or "")
+    out: list[tuple[GpuDevice, GpuDevice]] = []
+    for g in ordered:
+        out += [(s, g) for s in g.slices] if g.slices else [(g, g)]
+    return out
+
+
+def _by_uuid(token: str, gpus: Sequence[GpuDevice]) -> list[tuple[GpuDevice, GpuDevice]] | None:
+    """The devices a ``GPU-…`` or ``MIG-…`` entry names: a full UUID or a prefix that names one device only (as
+    CUDA allows), or the older ``MIG-GPU-<uuid>/<gi>/<ci>`` form; None when it names none, or several."""
+    t = token.strip()
+    if t.upper().startswith("MIG-GPU-") and t.count("/") == 2:
+        parent, gi, ci = t[4:].split("/")
+        for g in gpus:
+            if g.uuid and g.uuid.lower() == parent.lower():
+                hit = [(s, g) for s in g.slices if s.mig_ids == (int(gi), int(ci))] if gi.isdigit() and \
+                    ci.isdigit() else []
+                return hit or None
+        return None
+    low = t.lower()
+    found: list[tuple[GpuDevice, GpuDevice]] = []
+    for g in gpus:
+        if g.uuid and g.uuid.lower().startswith(low):
+            found.append((g, g))
+        found += [(s, g) for s in g.slices if s.uuid and s.uuid.lower().startswith(low)]
+    if len(found) != 1:
+        return None
+    dev, gpu = found[0]
+    if dev is gpu and gpu.slices:  # a GPU in MIG mode named by its own UUID: CUDA runs on its slices
+        return [(s, gpu) for s in gpu.slices]
+    return found
+
+
+def cuda_visible(gpus: Sequence[GpuDevice], visible: str | None, order: str | None = None
+                 ) -> list[tuple[GpuDevice, GpuDevice]]:
+    """(device, its GPU) for each CUDA device number, 0 first, as a process with this ``CUDA_VISIBLE_DEVICES``
+    (None: unset) and ``CUDA_DEVICE_ORDER`` numbers them.
+
+    CUDA's rules (the CUDA C Programming Guide, "CUDA Environment Variables"): the variable is a comma-separated
+    list of indices (into CUDA's own numbering, not NVML's) or UUIDs (``GPU-…``, ``MIG-…``, or a prefix naming one
+    device); the devices are numbered in the list's order, and an entry that names no device (``-1``, an index
+    past the last GPU, an unknown UUID) ends the list: only the entries before it are visible. A process
+    enumerates one MIG slice only.
+    """
+    default = _visible_default(gpus, order)
+    if visible is None:
+        out = default
+    else:
+        out = []
+        for token in visible.split(","):
+            t = token.strip()
+            if t.lstrip("-").isdigit():
+                n = int(t)
+                picked = [default[n]] if 0 <= n < len(default) else None
+            elif t.upper().startswith(("GPU-", "MIG-")):
+                picked = _by_uuid(t, gpus)
+            else:
+                picked = None
+            if picked is None or any(any(d is seen for seen, _ in out) for d, _ in picked):
+                break
+            out += picked
+    mig = [i for i, (d, g) in enumerate(out) if d is not g]
+    return [p for i, p in enumerate(out) if i not in mig[1:]]
+
+
+def cuda_device(gpus: Sequence[GpuDevice], device_id: int, env: Mapping[str, str]) -> CudaDevice:
+    """The NVML device (or MIG slice) that CUDA device ``device_id`` is for a process with environment ``env``."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    order = env.get("CUDA_DEVICE_ORDER")
+    numbered = cuda_visible(gpus, visible, order)
+    if 0 <= device_id < len(numbered):
+        dev, gpu = numbered[device_id]
+        note = ""
+        if visible is None and (order or "").strip().upper() != "PCI_BUS_ID" and len({g.name for g in gpus}) > 1:
+            note = ("CUDA_DEVICE_ORDER is FASTEST_FIRST (CUDA's default) and the GPUs differ: CUDA may number "
+                    "them otherwise than by PCI bus id; set CUDA_DEVICE_ORDER=PCI_BUS_ID to be sure")
+        return CudaDevice(dev, gpu, note)
+    seen = f"CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "no CUDA_VISIBLE_DEVICES"
+    return CudaDevice(None, None, f"{len(numbered)} CUDA device(s) visible with {seen}")
 
 
 GiB = 1024 ** 3

@@ -18,8 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ortop.collectors.gpu import cuda_device
 from ortop.collectors.host import HostFacts, format_cpulist
 from ortop.config.profile import Profile
+from ortop.config.validate import option_int
 from ortop.doctor.findings import Finding
 from ortop.doctor.graph import GraphFacts
 from ortop.engine.events import ORT_LOG
@@ -41,6 +43,8 @@ AFFINITY_WORDS = "pthread_setaffinity_np failed"
 # Ops ORT's CUDA provider deliberately leaves on CPU when they only compute shapes: not worth a warning alone.
 SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Range", "Unsqueeze", "Squeeze", "Concat", "Gather",
                        "Slice", "Cast", "Reshape", "Expand", "Equal", "Where", "NonZero"})
+MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost")  # the copies ORT inserts where a tensor crosses CPU and CUDA
+GRAPH_CAPTURE_WORDS = "cannot use the graph capture feature"  # ORT's refusal (InferenceSession::Initialize)
 TRANSPOSE_SHARE_PCT = 5.0   # Transposes left after ORT's optimizer taking this share of kernel time are worth a fix
 MAX_LISTED = 12             # names listed in evidence
 
@@ -67,6 +71,7 @@ class Context:
     available_memory: int | None = None
     gpus: tuple[Any, ...] = ()                      # collectors.gpu.GpuDevice
     served_per_s: float | None = None               # live: what the running configuration serves
+    environ: Mapping[str, str] | None = None        # the environment ortop runs in (None: this process's)
 
 
 Check = Callable[[Context], list[Finding]]
@@ -221,7 +226,13 @@ def check_initializer_inputs(ctx: Context) -> list[Finding]:
 
 
 def check_cuda_graph(ctx: Context) -> list[Finding]:
-    """What rules out a CUDA graph the profile asks for: control flow, shapes that change, nodes off CUDA."""
+    """What rules out a CUDA graph the profile asks for: control flow, shapes that change, nodes off CUDA.
+
+    Placement follows ONNX Runtime's own rule (``InferenceSession::Initialize``, ``AreAllComputeNodesAssignedTo…``):
+    it refuses the session when a node runs on a provider other than CUDA and CPU, when a Memcpy node copies a
+    tensor between CPU and CUDA (a compute node left CUDA), or when no node runs on CUDA; nodes on CPU without a
+    copy are the shape computations it forces there, which it allows with a warning (``HasShapeSubgraphNodes``).
+    """
     p = ctx.profile
     if not p.cuda_graph():
         return []
@@ -244,17 +255,45 @@ def check_cuda_graph(ctx: Context) -> list[Finding]:
                            {"free_dims": free},
                            "feed one shape per session (pin it here with --dim/--shape to measure that one), or "
                            "turn enable_cuda_graph off where shapes change"))
+    if ctx.session_error and GRAPH_CAPTURE_WORDS in ctx.session_error and not ctx.model.control_flow:
+        out.append(Finding("cuda-graph", "error",
+                           "ORT refused the CUDA graph: compute nodes run off CUDA (only shape computations may "
+                           "stay on CPU, with no copies between CPU and CUDA)",
+                           {"error": ctx.session_error},
+                           "turn enable_cuda_graph off, or change the ops CUDA does not take (`ortop ops` with the "
+                           "graph off lists where each node runs)", off_patch))
     if ctx.placement and ctx.providers_active and CUDA in ctx.providers_active:
-        off = [n for n in ctx.placement if n["ep"] != CUDA]
-        if off:
-            out.append(Finding("cuda-graph", "error",
-                               f"enable_cuda_graph needs every node on CUDA, but {len(off)} run on "
-                               f"{', '.join(sorted({n['ep'] for n in off}))}",
-                               {"elsewhere_by_op": dict(Counter(n["op_type"] for n in off).most_common()),
-                                "elsewhere_nodes": _listed([n["name"] for n in off])},
-                               "turn enable_cuda_graph off, or change the ops that CUDA does not take (see the "
-                               "placement finding)", off_patch))
+        out += _cuda_graph_placement(ctx, off_patch)
     return out
+
+
+def _cuda_graph_placement(ctx: Context, off_patch: dict[str, Any]) -> list[Finding]:
+    """ORT's placement rule for a CUDA graph over the probe session's nodes (see :func:`check_cuda_graph`)."""
+    nodes = ctx.placement or ()
+    off = [n for n in nodes if n["ep"] != CUDA]
+    if not off:
+        return []
+    other = [n for n in off if n["ep"] not in (CPU, "")]
+    memcpy = {n["name"] for n in nodes if n["op_type"] in MEMCPY_OPS}
+    memcpy |= {n["name"] for n in (ctx.ops or {}).get("nodes", ()) if str(n["op_type"]) in MEMCPY_OPS}
+    on_cuda = len(nodes) - len(off)
+    evidence: dict[str, Any] = {"elsewhere_by_op": dict(Counter(n["op_type"] for n in off).most_common()),
+                                "elsewhere_nodes": _listed([n["name"] for n in off]), "memcpy_nodes": len(memcpy),
+                                "nodes_on_cuda": on_cuda}
+    if other or memcpy or not on_cuda:
+        why = (f"{len(other)} run on {', '.join(sorted({n['ep'] for n in other}))}" if other else
+               f"{len(memcpy)} Memcpy nodes copy tensors between CPU and CUDA (compute nodes left CUDA)" if memcpy
+               else "no node runs on CUDA")
+        return [Finding("cuda-graph", "error",
+                        f"enable_cuda_graph needs every compute node on CUDA, but {why}: ORT refuses the session",
+                        evidence, "turn enable_cuda_graph off, or change the ops that CUDA does not take (see the "
+                        "placement finding)", off_patch)]
+    ops = sorted({n["op_type"] for n in off})
+    return [Finding("cuda-graph", "info",
+                    f"{len(off)} shape-computing nodes stay on CPU ({', '.join(ops[:6])}) with no copy to or from "
+                    "CUDA: ORT captures the graph anyway and warns that replays are right only while those shapes "
+                    "come out as they did for the captured input",
+                    evidence, "nothing to do while each session is fed one input shape; pin it with --dim/--shape")]
 
 
 def check_transposes(ctx: Context) -> list[Finding]:
@@ -454,24 +493,35 @@ def check_gpu_memory(ctx: Context) -> list[Finding]:
     if p.provider_name() != CUDA or not ctx.gpus:
         return []
     opts = p.provider.options
-    device_id = int(opts.get("device_id", 0) or 0)
-    dev = next((d for d in ctx.gpus if d.index == device_id), None)
+    device_id = option_int(opts.get("device_id", 0))
+    env = {**(os.environ if ctx.environ is None else ctx.environ), **p.env}
+    found = cuda_device(ctx.gpus, device_id, env)
+    dev = found.device
+    visible = env.get("CUDA_VISIBLE_DEVICES")
     if dev is None:
-        return []
-    limit = opts.get("gpu_mem_limit")
+        return [Finding("gpu-memory", "warning", f"device_id {device_id} names no GPU this process can see "
+                        f"({found.note})", {"device_id": device_id, "cuda_visible_devices": visible,
+                                          "gpus": [g.name for g in ctx.gpus]},
+                        "pick a device_id below the number of GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA "
+                        "numbers them from 0 in the order it lists them)")]
+    limit = None if opts.get("gpu_mem_limit") is None else option_int(opts["gpu_mem_limit"])
     strategy = opts.get("arena_extend_strategy") or "kNextPowerOfTwo"
     evidence = {"gpu": dev.name, "mem_total_bytes": dev.mem_total, "mem_used_bytes": dev.mem_used,
-                "gpu_mem_limit": limit, "arena_extend_strategy": strategy, "weights_bytes": ctx.model.param_bytes}
-    if limit is not None and int(limit) < ctx.model.param_bytes:
+                "gpu_mem_limit": limit, "arena_extend_strategy": strategy, "weights_bytes": ctx.model.param_bytes,
+                "device_id": device_id, "nvml_index": found.gpu.index if found.gpu else None, "uuid": dev.uuid,
+                "cuda_visible_devices": visible}
+    if found.note:
+        evidence["device_note"] = found.note
+    if limit is not None and limit < ctx.model.param_bytes:
         return [Finding("gpu-memory", "error",
-                        f"gpu_mem_limit ({human_bytes(int(limit))}) is less than the weights "
+                        f"gpu_mem_limit ({human_bytes(limit)}) is less than the weights "
                         f"({human_bytes(ctx.model.param_bytes)}): the session runs out of GPU memory",
                         evidence, "raise gpu_mem_limit above the weights plus the activations, or remove it",
                         {"provider.options.gpu_mem_limit": None})]
-    if limit is not None and int(limit) > dev.mem_total:
+    if limit is not None and limit > dev.mem_total:
         cap = int(dev.mem_total * 0.9)
         return [Finding("gpu-memory", "warning",
-                        f"gpu_mem_limit ({human_bytes(int(limit))}) is more than the GPU has "
+                        f"gpu_mem_limit ({human_bytes(limit)}) is more than the GPU has "
                         f"({human_bytes(dev.mem_total)}): it limits nothing", evidence,
                         f"set gpu_mem_limit below the GPU's memory ({cap} = 90 %)",
                         {"provider.options.gpu_mem_limit": cap})]

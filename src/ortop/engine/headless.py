@@ -29,11 +29,23 @@ class HeadlessResult:
     duration_s: float
 
 
-def gpu_summary(collector: Any) -> Any:
-    """GPU figures for the summary; None without a GPU (or without a collector)."""
+def gpu_summary(collector: Any, pid: int | None = None, warnings: list[str] | None = None) -> Any:
+    """GPU figures for the summary; None without a GPU (or without a collector).
+
+    ``pid``: the worker to read the GPU memory of, given again at each reading because a restarted worker has a
+    new one (the figures would otherwise follow the dead process). Devices NVML could not read are named in
+    ``warnings`` when it is given.
+    """
     if collector is None:
         return None
+    if pid is not None:
+        collector.watch(pid)
     sample = collector.sample()
+    skipped = tuple(getattr(sample, "skipped", None) or ())
+    if warnings is not None and skipped:
+        said = f"GPU figures leave out {'; '.join(skipped)}"
+        if said not in warnings:
+            warnings.append(said)
     if not sample.devices:
         return None
     return [
@@ -107,8 +119,6 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
             took = time.monotonic() - t_start
             return HeadlessResult(summary(snap, duration_s=took, gpu=gpu_summary(gpu)), monitor.fatal, False,
                                   snap, took)
-        if gpu is not None:
-            gpu.watch(monitor.worker_pid())
         from ortop.measure.arrivals import TRACE, mode_of
 
         replay = mode_of(profile.workload) == TRACE
@@ -120,8 +130,10 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
             stop.wait(0.05)
         measured = time.monotonic() - t0
         snap = monitor.snapshot()
-        gpu_info = gpu_summary(gpu)
+        skipped: list[str] = []
+        gpu_info = gpu_summary(gpu, monitor.worker_pid(), skipped)  # the worker now: a restart gives a new pid
         data = summary(snap, duration_s=measured, gpu=gpu_info)
+        data["warnings"] += [w for w in skipped if w not in data["warnings"]]
         if snap.restarts:
             keep_runs_across_restarts(data, monitor, snap, measured)
     finally:
