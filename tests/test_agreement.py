@@ -53,7 +53,7 @@ def test_identical_outputs_are_exact_and_a_scaled_one_is_caught_by_mean_rel_not_
     assert scaled.cosine == pytest.approx(1.0, abs=1e-12)  # a scale leaves the direction alone
     assert scaled.mean_rel == pytest.approx(0.1, rel=1e-5)
     assert scaled.max_abs == pytest.approx(0.1, rel=1e-5)  # the largest |a| is 1
-    assert Tolerance().breaches({"y": scaled}) == ["y mean rel 0.1 > rtol 0.01"]
+    assert Tolerance().breaches({"y": scaled}) == ["y mean rel 0.1 > rtol 0.05"]
     assert Tolerance(atol=0.05, rtol=None).breaches({"y": scaled}) == ["y max abs 0.1 > atol 0.05"]
 
 
@@ -123,10 +123,10 @@ def test_zero_outputs_have_a_defined_cosine_and_relative_error():
 
 
 def test_a_cosine_is_shown_under_its_floor_and_never_as_one():
-    from ortop.measure.agreement import _cos
+    from ortop.measure.agreement import cosine_text
 
-    assert _cos(0.99897, 0.999) == "0.99897"       # 0.9990 would read as meeting the floor
-    assert _cos(0.9999999) == "0.9999999"           # not 1.0000
-    assert _cos(0.5) == "0.5000" and _cos(1.0) == "1"
+    assert cosine_text(0.99897, 0.999) == "0.99897"       # 0.9990 would read as meeting the floor
+    assert cosine_text(0.9999999) == "0.9999999"           # not 1.0000
+    assert cosine_text(0.5) == "0.5000" and cosine_text(1.0) == "1"
     breach = Tolerance(rtol=None).breaches({"y": Agreement(0.1, 0.01, 0.99897, None, 10, False)})
     assert breach == ["y cosine 0.99897 < 0.999"]

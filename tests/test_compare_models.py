@@ -3,6 +3,8 @@ with the first model's; models whose inputs differ refused before anything is bu
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from dataclasses import replace
 
@@ -16,6 +18,7 @@ from ortop.engine import ab
 from ortop.engine.models import InputsDiffer, check_inputs
 from ortop.measure.agreement import Agreement, Tolerance, figures
 from tests.models import make_matmul_model
+from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 
 ONE_THREAD = P.merge(P.Profile(), **{"session.intra_op_num_threads": 1})
 
@@ -150,3 +153,152 @@ def test_a_dynamic_int8_variant_is_compared_interleaved(tmp_path):
     ag = int8.agreement["y"]
     assert isinstance(ag, Agreement)
     assert 0 < ag.max_abs < 0.2 and 0 < ag.mean_rel < 0.05 and 0.99 < ag.cosine < 1 and 0.5 < ag.top1 <= 1
+
+
+# ---- ortop compare with models ---------------------------------------------------------------------------------------
+def _plan(*argv):
+    from ortop.cli.compare import plan
+    from ortop.cli.main import build_parser
+
+    return plan(build_parser().parse_args(["compare", *map(str, argv)]))
+
+
+def test_the_command_line_crosses_models_with_profiles_model_by_model(models, tmp_path):
+    a, copy, _ = models
+    p1, p2 = tmp_path / "p1.toml", tmp_path / "p2.toml"
+    p1.write_text("[session]\nintra_op_num_threads = 1\n")
+    p2.write_text("[session]\nintra_op_num_threads = 2\n")
+    threads = [p.session.intra_op_num_threads for p in _plan(a, p1, p2).profiles]
+    same = _plan(a, p1, p2)
+    assert same.names == [str(p1), str(p2)] and [p.model for p in same.profiles] == [a, a] and threads == [1, 2]
+    two = _plan(a, copy)  # ORT's defaults on each
+    assert two.names == [a, copy] and [p.model for p in two.profiles] == [a, copy]
+    with_p = _plan(a, copy, "--profile", p1)
+    assert with_p.names == [a, copy] and {p.session.intra_op_num_threads for p in with_p.profiles} == {1}
+    assert _plan(a, p1, copy).names == _plan(a, copy, "--profile", p1).names  # a profile anywhere, or --profile
+    crossed = _plan(a, copy, p1, "--profile", p2, "--threads", 3)
+    assert crossed.names == [f"{a} + {p1}", f"{a} + {p2}", f"{copy} + {p1}", f"{copy} + {p2}"]
+    assert [p.model for p in crossed.profiles] == [a, a, copy, copy]
+    assert {p.session.intra_op_num_threads for p in crossed.profiles} == {3}  # the flag over every profile
+    # with no model, each profile runs the one it names (a relative path is the profile file's)
+    shutil.copy(a, tmp_path / "near.onnx")
+    own1, own2 = tmp_path / "own1.toml", tmp_path / "own2.toml"
+    own1.write_text('model = "near.onnx"\n[session]\nintra_op_num_threads = 1\n')
+    own2.write_text(f'model = "{copy}"\n')
+    own = _plan(own1, own2)
+    assert own.names == [str(own1), str(own2)] and [p.model for p in own.profiles] == [str(tmp_path / "near.onnx"),
+                                                                                       copy]
+    # a model file not named .onnx is known by its content
+    bare = shutil.copy(a, tmp_path / "model.bin")
+    assert _plan(a, bare).names == [a, str(bare)]
+
+
+def test_bad_model_comparisons_are_one_line_and_exit_2(models, tmp_path, env):  # noqa: F811
+    from onnx import helper
+
+    from tests.models import _vi, model_of, save
+
+    a, copy, _ = models
+    other = save(model_of([helper.make_node("Identity", ["x"], ["y"])], [_vi("x", "float64", [8, 32])],
+                          [_vi("y", "float64", [8, 32])]), tmp_path / "f64.onnx")
+    no_model = tmp_path / "no-model.toml"
+    no_model.write_text("[session]\nintra_op_num_threads = 1\n")
+    cases = {
+        "inputs differ": ([a, other], "the models take different inputs: input 'x' is float32 in a.onnx but float64 "
+                                      "in f64.onnx"),
+        "one model": ([a], "compare needs at least two profiles, or two models"),
+        "a profile without its model": ([no_model, no_model], "names no model: give one first"),
+        "missing second model": ([a, tmp_path / "nope.onnx"], "model file not found"),
+        "negative atol": ([a, copy, "--atol", "-1"], "--atol"),
+        "cosine above 1": ([a, copy, "--cosine", "1.5"], "between -1 and 1"),
+        "rtol text": ([a, copy, "--rtol", "tight"], "--rtol"),
+    }
+    for case, (args, needle) in cases.items():
+        r = ortop("compare", *args, "--budget", 1, env=env)
+        line = one_error_line(r, 2)
+        assert needle in line, (case, line)
+        assert r.stdout == "", case
+
+
+@pytest.mark.integration
+def test_compare_flags_a_perturbed_copy_in_its_row_and_shows_each_models_figures(models, env):  # noqa: F811
+    a, _, perturbed = models
+    r = ortop("compare", a, perturbed, "--threads", 1, "--budget", 1, "--atol", "0.001", "--cosine", "off", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"models   {a}, {perturbed}"
+    rows = [ln for ln in lines if ln.startswith(("  0  ", "  1  "))]
+    assert rows[0].split()[1] == a and "outputs differ" not in rows[0]
+    assert rows[1].split()[1] == perturbed and "← outputs differ: y max abs " in rows[1] and "> atol 0.001" in rows[1]
+    models_rows = [ln.split() for ln in rows[2:4]]
+    assert [m[1] for m in models_rows] == ["a.onnx", "a-perturbed.onnx"]
+    assert [" ".join(m[2:4]) for m in models_rows] == [f"{os.path.getsize(p) / 1024:.2f} KiB" for p in (a, perturbed)]
+    assert f"outputs against {a} (the same inputs, one run after the warm-up):" in lines
+    assert rows[4].startswith("  1  y: max abs ") and "cosine" in rows[4] and "top-1" in rows[4]
+    assert f"{perturbed} vs {a} (" in r.stdout and r.stderr == ""
+
+
+@pytest.mark.integration
+def test_compare_json_of_profiles_that_name_their_models(models, tmp_path, env):  # noqa: F811
+    a, copy, _ = models
+    p1, p2 = tmp_path / "p1.toml", tmp_path / "p2.toml"
+    p1.write_text(f'model = "{a}"\n[session]\nintra_op_num_threads = 1\n')
+    p2.write_text(f'model = "{copy}"\n[session]\nintra_op_num_threads = 1\n')
+    r = ortop("compare", p1, p2, "--budget", 1, "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["model"] == a and d["models"] == [a, copy] and d["workers"] == 1
+    assert d["tolerance"] == {"atol": None, "rtol": 0.05, "cosine": 0.999}
+    first, second = d["configs"]
+    assert [first["profile"], second["profile"]] == [str(p1), str(p2)]
+    assert first["model_bytes"] == second["model_bytes"] > 0 and first["ort_version"] == second["ort_version"]
+    assert first["agreement"] is None and first["outputs_differ"] == []
+    assert second["agreement"] == {"y": {"max_abs": 0.0, "mean_rel": 0.0, "cosine": 1.0, "top1": 1.0,
+                                         "elements": 256, "sampled": False, "nonfinite": 0}}
+    assert second["outputs_differ"] == [] and first["create_ms"] > 0 and second["first_run_ms"] > 0
+
+
+def test_the_compare_page_shows_each_models_size_and_its_outputs_agreement():
+    from html.parser import HTMLParser
+
+    from ortop.report import compare_page
+
+    def config(name: str, model: str, size: int, agreement, differs=()):
+        return {"profile": name, "runs": 900, "p50_ms": 1.0, "p99_ms": 2.0, "throughput_per_s": 800.0,
+                "cpu_ms_per_run": 1.1, "blocks": 8, "rate_kept": True, "model": model, "model_bytes": size,
+                "ort_version": "1.31.1", "create_ms": 12.5, "first_run_ms": 3.25, "rss_mib": 90.0, "session_mib": 14.2,
+                "agreement": agreement, "outputs_differ": list(differs)}
+
+    same = {"max_abs": 0.0, "mean_rel": 0.0, "cosine": 1.0, "top1": 1.0, "elements": 10, "sampled": False,
+            "nonfinite": 0}
+    moved = {"max_abs": 0.31, "mean_rel": 0.0213, "cosine": 0.99897, "top1": 0.94, "elements": 10, "sampled": False,
+             "nonfinite": 0}
+    data = {"model": "/m/net.onnx", "models": ["/m/net.onnx", "/m/copy.onnx", "/m/net.int8.onnx"], "budget_s": 10.0,
+            "objective": "p50", "tolerance": {"atol": 0.1, "rtol": 0.05, "cosine": 0.999},
+            "configs": [config("/m/net.onnx", "/m/net.onnx", 3_300_000, None),
+                        config("/m/copy.onnx", "/m/copy.onnx", 3_300_000, {"logits": same}),
+                        config("/m/net.int8.onnx", "/m/net.int8.onnx", 830_000, {"logits": moved},
+                               ["logits max abs 0.31 > atol 0.1", "logits cosine 0.99897 < 0.999"])],
+            "comparisons": [], "elapsed_s": 9.0, "blocks": 30, "block_s": 0.1, "memory": {}, "warnings": []}
+    page = compare_page(data)
+
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.text: list[str] = []
+
+        def handle_data(self, d):
+            self.text.append(d)
+
+    p = Text()
+    p.feed(page)
+    text = " ".join(p.text)
+    for needle in ("Models", "3.15 MiB", "811 KiB", "1.31.1", "14.2", "the reference", "identical",
+                   "differ: logits max abs 0.31 > atol 0.1; logits cosine 0.99897 < 0.999", "Outputs against net.onnx",
+                   "0.0213", "0.99897", "0.940", "Tolerance: max abs ≤ 0.1, mean rel ≤ 0.05, cosine ≥ 0.999",
+                   "within the tolerance", "differs: logits max abs 0.31 > atol 0.1; logits cosine 0.99897 < 0.999"):
+        assert needle in text, needle
+    # a comparison of profiles on one model (an older JSON without these keys, too) has neither section
+    plain = {**data, "configs": [{k: v for k, v in c.items() if k not in ("model", "agreement")}
+                                 for c in data["configs"]]}
+    assert "<h2>Models</h2>" not in compare_page(plain) and "Outputs against" not in compare_page(plain)

@@ -1,11 +1,25 @@
-"""``ortop compare MODEL A.toml B.toml [C.toml …]``: which profile is faster, measured so that drift cannot decide.
+"""``ortop compare MODEL [MODEL2 …] [PROFILE …]``: which configuration is faster, measured so that drift cannot
+decide, and how far each model's outputs are from the first's.
 
-The profiles' sessions are built side by side and run in alternating blocks of about 0.3 s (A B B A …) for at
-most the budget; neighbouring blocks are paired and each metric gets a confidence interval from the pairs. Each
-profile is compared with the first. The verdict is "faster" or "slower" only when the whole interval clears ±2 %;
-"no difference" when it lies inside; else "undecided" (with about how much longer would decide it). The comparison
-stops as soon as every verdict on the objective is settled, at looks fixed in advance whose intervals keep 95 %
-coverage under that stopping (:mod:`ortop.measure.sequential`); the output says when it stopped early.
+The configurations are the models crossed with the profiles, model by model: ``compare M A.toml B.toml`` is A and B
+on M (as it always was); ``compare a.onnx b.onnx`` the two models with ORT's defaults; ``compare a.onnx b.onnx
+--profile P`` (or ``… P``) P on a, then P on b; ``compare a.onnx b.onnx P Q`` P and Q on a, then on b. With no
+model, each profile runs the model it names. An argument is a model when it ends in ``.onnx`` (or is an ONNX file
+by its content, whatever its name); anything else is a profile. Every session is fed the same seeded inputs, made
+from the first model's; models whose inputs differ (a name, a dtype, a fixed size) are refused before anything is
+built.
+
+The sessions are built side by side (one worker per environment, sessions of several models in one) and run in
+alternating blocks of about 0.3 s (A B B A …) for at most the budget; neighbouring blocks are paired and each metric
+gets a confidence interval from the pairs. Each configuration is compared with the first. The verdict is "faster"
+or "slower" only when the whole interval clears ±2 %; "no difference" when it lies inside; else "undecided" (with
+about how much longer would decide it). The comparison stops as soon as every verdict on the objective is settled,
+at looks fixed in advance whose intervals keep 95 % coverage under that stopping
+(:mod:`ortop.measure.sequential`); the output says when it stopped early.
+
+Each session's outputs of one run after its warm-up are compared with the first's (:mod:`ortop.measure.agreement`);
+a configuration whose outputs are further than ``--atol`` (max abs error), ``--rtol`` (mean relative error) or under
+``--cosine`` is flagged in its row, whatever its speed.
 
 Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when the model fails at run time.
 """
@@ -15,33 +29,85 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import UsageError
+from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, decided_after
+
+DEFAULT_TOLERANCE = Tolerance()
 
 OBJECTIVE_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
 
 
+EXAMPLES = """examples:
+  ortop compare model.onnx one-thread.toml two-threads.toml
+  ortop compare model.onnx model.int8.onnx --threads 1
+  ortop compare model.onnx model.int8.onnx --profile serving.toml --atol 0.05
+  ortop compare a.toml b.toml                  (each profile on the model it names)
+"""
+
+
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the .onnx model")
-    p.add_argument("profiles", nargs="+", metavar="PROFILE",
-                   help="two or more profiles: a TOML path, or a name from ./profiles or the shipped ones")
+    p.epilog = EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("items", nargs="+", metavar="MODEL|PROFILE",
+                   help="models (.onnx) and profiles (a TOML path, or a name from ./profiles or the shipped ones): "
+                        "every profile runs on every model, model by model; with no model each profile runs the "
+                        "one it names")
+    p.add_argument("--profile", action="append", default=[], metavar="PROFILE",
+                   help="a profile to run on every model, as if named after them (repeat for several)")
     p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
-                   help="the most measuring time, all profiles together, builds not counted (default 30): it stops "
-                        "sooner once every verdict on the objective is settled")
+                   help="the most measuring time, all configurations together, builds not counted (default 30): it "
+                        "stops sooner once every verdict on the objective is settled")
     p.add_argument("--objective", choices=METRICS, default="p50",
                    help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
                         "settled (default p50)")
+    g = p.add_argument_group("output agreement", "each configuration's outputs against the first's on the same "
+                             "inputs; one beyond any bound is flagged ('off' leaves a bound out)")
+    g.add_argument("--atol", type=_bound, default=None, metavar="X",
+                   help="the largest max abs error allowed on any output (default off)")
+    g.add_argument("--rtol", type=_bound, default=DEFAULT_TOLERANCE.rtol, metavar="X",
+                   help=f"the largest mean relative error (mean |b-a| / mean |a|) allowed on any output (default "
+                        f"{DEFAULT_TOLERANCE.rtol:g})")
+    g.add_argument("--cosine", type=_cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
+                   help=f"the lowest cosine similarity allowed on any output (default {DEFAULT_TOLERANCE.cosine:g})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--report", metavar="FILE.html",
                    help="also write a self-contained HTML page: the figures, a forest plot of the changes, the host "
                         "and the profiles")
-    add_workload_args(p)
+    add_workload_args(p, session=True)
+
+
+def _bound(text: str) -> float | None:
+    if text.strip().lower() in ("off", "none"):
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'off', got {text!r}") from None
+    if not (x >= 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'off', got {text!r}")
+    return x
+
+
+def _cosine(text: str) -> float | None:
+    x = _bound(text) if text.strip().lower() in ("off", "none") else _number(text)
+    if x is not None and not -1 <= x <= 1:
+        raise argparse.ArgumentTypeError(f"a cosine floor is between -1 and 1, got {text!r}")
+    return x
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'off', got {text!r}") from None
 
 
 def _ordered(comps, objective: str):
@@ -55,11 +121,23 @@ def _with_decision(c: Any, blocks: Any) -> dict[str, Any]:
     return d
 
 
-def to_json(model_path: str, budget_s: float, objective: str, result) -> dict[str, Any]:
+def _models(result) -> list[str]:
+    """The distinct models of the configurations, in order."""
+    out: list[str] = []
+    for c in result.configs:
+        if c.model and c.model not in out:
+            out.append(c.model)
+    return out
+
+
+def to_json(model_path: str, budget_s: float, objective: str, result, tolerance: Tolerance | None = None
+            ) -> dict[str, Any]:
     return {
         "model": model_path,
+        "models": _models(result),
         "budget_s": budget_s,
         "objective": objective,
+        "tolerance": (tolerance or DEFAULT_TOLERANCE).as_dict(),
         "configs": [c.as_dict() for c in result.configs],
         "comparisons": [_with_decision(c, result.blocks) for c in _ordered(result.comparisons, objective)],
         "elapsed_s": round(result.elapsed_s, 3),
@@ -75,6 +153,42 @@ def to_json(model_path: str, budget_s: float, objective: str, result) -> dict[st
     }
 
 
+def size_text(n: int | None) -> str:
+    """A file size: ``812 B``, ``64.7 KiB``, ``3.2 MiB``, ``1.10 GiB``."""
+    if n is None:
+        return "?"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            x = n / scale
+            return f"{x:.2f} {unit}" if x < 10 else f"{x:.1f} {unit}" if x < 100 else f"{x:.0f} {unit}"
+    return f"{n} B"
+
+
+def _model_lines(result) -> list[str]:
+    """Each configuration's model: its file, session creation, first run, memory and onnxruntime; then its outputs
+    against the first's. Shown when the configurations run more than one model, or when outputs moved."""
+    from ortop.report.html import num
+
+    configs = result.configs
+    several = len(_models(result)) > 1
+    moved = any(c.agreement is not None and c.agreement_text() != "outputs identical" for c in configs)
+    if not several and not moved and not any(c.differs for c in configs):
+        return []
+    lines: list[str] = []
+    if several:
+        width = max(5, *(len(os.path.basename(c.model)) for c in configs))
+        lines += ["", f"  #  {'model':<{width}}  {'size':>9}  {'create ms':>9}  {'first run ms':>12}  "
+                      f"{'session MiB':>11}  {'RSS MiB':>8}  onnxruntime"]
+        for c in configs:
+            lines.append(f"  {c.index}  {os.path.basename(c.model):<{width}}  {size_text(c.model_bytes):>9}  "
+                         f"{num(c.create_ms):>9}  {num(c.first_run_ms):>12}  {num(c.session_mib, 1):>11}  "
+                         f"{num(c.rss_mib, 0):>8}  {c.ort_version or '?'}")
+    lines += ["", f"outputs against {configs[0].name} (the same inputs, one run after the warm-up):"]
+    for c in configs[1:]:
+        lines.append(f"  {c.index}  {c.agreement_text() or 'not compared'}")
+    return lines
+
+
 def format_result(model_path: str, budget_s: float, objective: str, result) -> str:
     from ortop.report.html import num  # the reports' figure format: one spelling of a table cell
 
@@ -82,18 +196,22 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     width = max(8, *(len(n) for n in names))
     workers = f", {result.workers} workers taking turns" if result.workers > 1 else ""
     took = "decided after" if result.stopped_early else "measured"
+    models = _models(result)
+    head = "configuration" if len(models) > 1 else "profile"
     lines = [
-        f"model    {model_path}",
+        f"model    {model_path}" if len(models) <= 1 else f"models   {', '.join(models)}",
         f"{took} {result.elapsed_s:.1f} s of {budget_s:g} s in {len(result.blocks)} blocks of "
         f"{result.block_s * 1e3:.0f} ms (+{result.settle_s * 1e3:.0f} ms settle each){workers}"
         + ("  (stopped early)" if result.stopped else ""),
         "",
-        f"  #  {'profile':<{width}}  {'runs':>8}  {'p50 ms':>8}  {'p99 ms':>8}  {'runs/s':>8}  {'CPU/run ms':>10}",
+        f"  #  {head:<{width}}  {'runs':>8}  {'p50 ms':>8}  {'p99 ms':>8}  {'runs/s':>8}  {'CPU/run ms':>10}",
     ]
     for c in result.configs:
         kept = "" if c.kept() else f"  ← rate not kept: offered {c.offered_per_s:.0f}/s"
+        differs = f"  ← outputs differ: {'; '.join(c.differs)}" if c.differs else ""
         lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {num(c.p99_ms):>8}  "
-                     f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}")
+                     f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}{differs}")
+    lines += _model_lines(result)
     other = None
     for comp in _ordered(result.comparisons, objective):
         if comp.other != other:
@@ -113,29 +231,92 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def _is_model(item: str) -> bool:
+    """A model: a name ending in .onnx, or an existing file (not .toml/.json) that reads as an ONNX model."""
+    from ortop.model import ModelError, load_model
+
+    low = item.lower()
+    if low.endswith(".onnx"):
+        return True
+    if low.endswith((".toml", ".json")) or not os.path.isfile(item):
+        return False
+    try:
+        load_model(item)
+    except ModelError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to compare: each configuration's profile (running its model), name, and the files it came from."""
+
+    profiles: list[Any]
+    names: list[str]
+    models: list[str]        # the models given on the command line (none: each profile's own)
+    paths: list[Any]         # the profile files
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """The configurations the command line asks for: its models crossed with its profiles, model by model; with no
+    model, each profile on the model it names. Raises UsageError / ProfileError / ModelError (exit 2)."""
     from ortop.cli.profiles import resolve_profile
     from ortop.config import profile as P
-    from ortop.engine import compare, workload_difference
-
-    if len(args.profiles) < 2:
-        raise UsageError(f"compare needs at least two profiles, got {len(args.profiles)}")
-    if not (args.budget > 0 and math.isfinite(args.budget)):
-        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     from ortop.model import load_model
 
-    load_model(args.model)  # a missing or broken model is bad input: say so before anything starts
-    paths = [resolve_profile(name) for name in args.profiles]
-    profiles = [apply_flags(P.load(path), args, args.model) for path in paths]
+    models = [x for x in args.items if _is_model(x)]
+    named = [x for x in args.items if x not in models] + list(args.profile)
+    n = len(models) * max(1, len(named)) if models else len(named)
+    if n < 2:
+        got = (f"{'one model' if len(models) == 1 else 'no model'} and "
+               f"{'no profile' if not named else 'one profile' if len(named) == 1 else f'{len(named)} profiles'}")
+        raise UsageError(f"compare needs at least two profiles, or two models: MODEL PROFILE PROFILE…, or MODEL "
+                         f"MODEL… [--profile PROFILE] (got {got})")
+    for m in models:
+        load_model(m)  # a missing or broken model is bad input: say so before anything starts
+    paths = [resolve_profile(name) for name in named]
+    loaded = [P.load(path) for path in paths]
+    profiles, names = [], []
+    if not models:
+        for name, prof in zip(named, loaded):
+            if not prof.model:
+                raise UsageError(f"{name} names no model: give one first (ortop compare MODEL {name} …)")
+            load_model(prof.model)
+            profiles.append(apply_flags(prof, args, prof.model))
+            names.append(name)
+        return Plan(profiles, names, [], paths)
+    bases = list(zip(named, loaded)) or [("defaults", P.Profile())]
+    for m in models:
+        for name, base in bases:
+            profiles.append(apply_flags(base, args, m))
+            if len(models) == 1:
+                names.append(name)
+            elif len(bases) == 1:
+                names.append(m)
+            else:
+                names.append(f"{m} + {name}")
+    return Plan(profiles, names, models, paths)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ortop.engine import compare, workload_difference
+
+    if not (args.budget > 0 and math.isfinite(args.budget)):
+        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
+    todo = plan(args)
+    profiles, names = todo.profiles, todo.names
+    model = profiles[0].model
+    tolerance = Tolerance(args.atol, args.rtol, args.cosine)
+    protect = (*{p.model for p in profiles}, *todo.paths)
     if args.report:  # an unwritable report is found now, not after the measuring
         from ortop.report import check_report
 
-        check_report(args.report, protect=(args.model, *paths))
+        check_report(args.report, protect=protect)
     warnings = []
-    for name, prof in zip(args.profiles[1:], profiles[1:]):
+    for name, prof in zip(names[1:], profiles[1:]):
         diff = workload_difference(profiles[0], prof)
         if diff:
-            warnings.append(f"{name} runs a different workload than {args.profiles[0]} ({', '.join(diff)}): "
+            warnings.append(f"{name} runs a different workload than {names[0]} ({', '.join(diff)}): "
                             "its figures measure different work")
     stop = threading.Event()
 
@@ -144,29 +325,31 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = compare(args.model, profiles, budget_s=args.budget, names=list(args.profiles), stop=stop,
-                         decide_on=args.objective)
+        result = compare(model, profiles, budget_s=args.budget, names=names, stop=stop, decide_on=args.objective,
+                         tolerance=tolerance)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
     if warnings:
         result = replace(result, warnings=tuple(warnings) + result.warnings)
+    data = to_json(model, args.budget, args.objective, result, tolerance)
     if args.json:
-        print(json.dumps(to_json(args.model, args.budget, args.objective, result)), flush=True)
+        print(json.dumps(data), flush=True)
     else:
-        print(format_result(args.model, args.budget, args.objective, result), flush=True)
+        print(format_result(model, args.budget, args.objective, result), flush=True)
     if args.report:  # after the result is printed: a report that fails to write loses nothing
-        _write_report(args, to_json(args.model, args.budget, args.objective, result), profiles, paths)
+        _write_report(args.report, data, names, profiles, protect)
     return 0
 
 
-def _write_report(args: argparse.Namespace, data: dict[str, Any], profiles: list[Any], paths: list[Any]) -> None:
+def _write_report(path: str, data: dict[str, Any], names: list[str], profiles: list[Any],
+                  protect: tuple[Any, ...]) -> None:
     from ortop.collectors.host import read_host
     from ortop.report import compare_page, write_report
 
     page = compare_page(data, host=read_host().as_dict(),
-                        profiles=[(name, prof.to_toml()) for name, prof in zip(args.profiles, profiles)])
-    write_report(args.report, page, protect=(args.model, *paths))
+                        profiles=[(name, prof.to_toml()) for name, prof in zip(names, profiles)])
+    write_report(path, page, protect=protect)
 
 
 def compare_main(argv: list[str]) -> int:

@@ -93,7 +93,8 @@ class Agreement:
         return self.max_abs == 0 and self.nonfinite == 0
 
     def text(self) -> str:
-        parts = [f"max abs {_g(self.max_abs)}", f"mean rel {_g(self.mean_rel)}", f"cosine {_cos(self.cosine)}"]
+        parts = [f"max abs {error_text(self.max_abs)}", f"mean rel {error_text(self.mean_rel)}",
+                 f"cosine {cosine_text(self.cosine)}"]
         if self.top1 is not None:
             parts.append(f"top-1 {self.top1:.3f}")
         if self.nonfinite:
@@ -116,11 +117,12 @@ def _sig(x: float, digits: int = 6) -> float | None:
     return float(f"{x:.{digits}g}")
 
 
-def _g(x: float) -> str:
+def error_text(x: float) -> str:
+    """An error figure with three significant digits (0 when there is none)."""
     return "0" if x == 0 else f"{x:.3g}"
 
 
-def _cos(x: float, floor: float | None = None) -> str:
+def cosine_text(x: float, floor: float | None = None) -> str:
     """A cosine near 1 with enough digits to see how near: never shown as 1 when it is not, nor as at or above
     ``floor`` when it is under it."""
     if x == 1 or math.isnan(x):
@@ -189,10 +191,14 @@ def agreement(ref: Mapping[str, Mapping[str, Any]],
 @dataclass(frozen=True)
 class Tolerance:
     """When outputs differ: max_abs over ``atol``, mean_rel over ``rtol``, cosine under ``cosine`` (a bound of
-    None is not checked), or values non-finite unlike the reference's."""
+    None is not checked), or values non-finite unlike the reference's.
+
+    The defaults (no max abs bound, 5 % mean relative error, cosine 0.999) pass what a dynamic int8 copy of a
+    MatMul model moves (about 1 % and 0.9999 in the tests here) and catch a weight off by 10 %; an absolute bound
+    depends on the outputs' scale, so it is the user's to give."""
 
     atol: float | None = None
-    rtol: float | None = 0.01
+    rtol: float | None = 0.05
     cosine: float | None = 0.999
 
     def breaches(self, agreements: Mapping[str, Agreement | str]) -> list[str]:
@@ -202,11 +208,11 @@ class Tolerance:
             if not isinstance(ag, Agreement):
                 continue
             if self.atol is not None and ag.max_abs > self.atol:
-                out.append(f"{name} max abs {_g(ag.max_abs)} > atol {self.atol:g}")
+                out.append(f"{name} max abs {error_text(ag.max_abs)} > atol {self.atol:g}")
             if self.rtol is not None and ag.mean_rel > self.rtol:
-                out.append(f"{name} mean rel {_g(ag.mean_rel)} > rtol {self.rtol:g}")
+                out.append(f"{name} mean rel {error_text(ag.mean_rel)} > rtol {self.rtol:g}")
             if self.cosine is not None and ag.cosine < self.cosine:
-                out.append(f"{name} cosine {_cos(ag.cosine, self.cosine)} < {self.cosine:g}")
+                out.append(f"{name} cosine {cosine_text(ag.cosine, self.cosine)} < {self.cosine:g}")
             if ag.nonfinite:
                 out.append(f"{name} has {ag.nonfinite} non-finite values unlike the reference")
         return out

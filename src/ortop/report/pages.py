@@ -45,11 +45,13 @@ def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
     subtitle = (f"{model}: {took} {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s in "
                 f"{data.get('blocks', '?')} alternating blocks of {(data.get('block_s') or 0) * 1e3:.0f} ms; "
                 f"objective {METRIC_LABEL.get(objective, objective)}")
+    compared = any(c.get("agreement") for c in configs)
     rows = []
     for i, c in enumerate(configs):
         kept = "yes" if c.get("rate_kept", True) else f"no: offered {num(c.get('offered_per_s'), 0)}/s"
+        outputs = () if not compared else (_outputs_cell(i, c),)
         rows.append((i, names[i], c.get("runs", "—"), num(c.get("p50_ms")), num(c.get("p99_ms")),
-                     num(c.get("throughput_per_s"), 1), num(c.get("cpu_ms_per_run")), kept))
+                     num(c.get("throughput_per_s"), 1), num(c.get("cpu_ms_per_run")), kept, *outputs))
     comps = list(data.get("comparisons") or [])
     forest_rows = [{"label": f"{name(c.get('other'))} vs {name(c.get('baseline'))} · "
                              f"{METRIC_LABEL.get(str(c.get('metric')), c.get('metric'))}",
@@ -62,8 +64,10 @@ def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
                  c.get("pairs", "—"), c.get("verdict", "")) for c in comps]
     body = [
         "<h2>Configurations</h2>",
-        table(("#", "profile", "runs", "p50 ms", "p99 ms", "runs/s", "CPU/run ms", "rate kept"), rows,
-              numeric=(0, 2, 3, 4, 5, 6)),
+        table(("#", "profile", "runs", "p50 ms", "p99 ms", "runs/s", "CPU/run ms", "rate kept",
+               *(("outputs",) if compared else ())), rows, numeric=(0, 2, 3, 4, 5, 6)),
+        _models(configs),
+        _agreement(configs, labels, data.get("tolerance")),
         "<h2>Changes against the first profile</h2>",
         figure(forest(forest_rows, prefix="cmp"),
                f"Each change with its 95 % interval from paired neighbouring blocks; bold: the objective "
@@ -77,6 +81,73 @@ def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
         notes_section(data.get("warnings") or ()),
     ]
     return page(f"ortop compare — {os.path.basename(model) or 'model'}", subtitle, body)
+
+
+def _size(n: Any) -> str:
+    if not isinstance(n, int) or isinstance(n, bool):
+        return "—"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{num(n / scale, 2)} {unit}"
+    return f"{n} B"
+
+
+def _outputs_cell(i: int, c: Mapping[str, Any]) -> str:
+    """A configuration's outputs against the first's, in a few words."""
+    if i == 0:
+        return "the reference"
+    if c.get("outputs_differ"):
+        return "differ: " + "; ".join(map(str, c["outputs_differ"]))
+    ag = c.get("agreement")
+    if not ag:
+        return str(c.get("agreement_note") or "not compared")
+    exact = all(isinstance(a, Mapping) and a.get("max_abs") == 0 and not a.get("nonfinite") for a in ag.values())
+    return "identical" if exact else "within the tolerance"
+
+
+def _models(configs: Sequence[Mapping[str, Any]]) -> str:
+    """Each configuration's model, its size, session creation, first run, memory and onnxruntime: shown when the
+    configurations run more than one model."""
+    if len({c.get("model") for c in configs if c.get("model")}) < 2:
+        return ""
+    rows = [(i, c.get("model", ""), _size(c.get("model_bytes")), num(c.get("create_ms")), num(c.get("first_run_ms")),
+             num(c.get("session_mib"), 1), num(c.get("rss_mib"), 0), c.get("ort_version") or "—")
+            for i, c in enumerate(configs)]
+    return "<h2>Models</h2>" + table(("#", "model", "size", "create ms", "first run ms", "session MiB", "RSS MiB",
+                                      "onnxruntime"), rows, numeric=(0, 2, 3, 4, 5, 6))
+
+
+def _agreement(configs: Sequence[Mapping[str, Any]], names: Sequence[str], tol: Mapping[str, Any] | None) -> str:
+    """Each output of each configuration against the first's on the same inputs, with the tolerance it was held to."""
+    from ortop.measure.agreement import cosine_text, error_text
+
+    def fig(x: Any, text: Any) -> str:
+        return text(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) else "—"
+
+    rows = []
+    for i, c in enumerate(configs):
+        if i == 0 or not c.get("agreement"):
+            continue
+        differs = [str(d) for d in c.get("outputs_differ") or []]
+        for name, a in (c.get("agreement") or {}).items():
+            a = a if isinstance(a, Mapping) else {}
+            mine = [d for d in differs if d.startswith(f"{name} ")]
+            verdict = a.get("note") or ("differs: " + "; ".join(mine) if mine else "within the tolerance")
+            rows.append((names[i], name, fig(a.get("max_abs"), error_text), fig(a.get("mean_rel"), error_text),
+                         fig(a.get("cosine"), cosine_text), fig(a.get("top1"), lambda x: f"{x:.3f}"),
+                         a.get("elements", "—"), verdict))
+    if not rows:
+        return ""
+    tol = tol or {}
+    bounds = [f"{label} {tol[key]:g}" for key, label in (("atol", "max abs ≤"), ("rtol", "mean rel ≤"),
+                                                          ("cosine", "cosine ≥"))
+              if isinstance(tol.get(key), (int, float))]
+    caption = (f"Each output of one run after the warm-up, on the same inputs as {names[0]}; mean rel is mean |b − a| "
+               "/ mean |a|; top-1 is the share of rows with the same arg-max where the output has a class axis."
+               + (f" Tolerance: {', '.join(bounds)}." if bounds else ""))
+    return (f"<h2>Outputs against {esc(names[0])}</h2><p>{esc(caption)}</p>"
+            + table(("configuration", "output", "max abs", "mean rel", "cosine", "top-1", "elements", "verdict"), rows,
+                    numeric=(2, 3, 4, 5, 6)))
 
 
 def _memory(mem: Mapping[str, Any] | None) -> str:
