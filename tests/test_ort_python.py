@@ -153,3 +153,19 @@ def test_compare_the_same_model_across_two_onnxruntimes(tmp_path, other_ort_pyth
     assert [c.ort_version for c in res.configs] == [ort.__version__, OTHER_ORT]  # the versions, shown per config
     for c in res.configs:  # a leak would show here: the worker's memory over its measured blocks
         assert math.isfinite(c.rss_growth_mib) and c.as_dict()["rss_growth_mib"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_variants_adds_the_original_under_the_other_onnxruntime(tmp_path, other_ort_python, capsys):
+    import json
+
+    from ortop.cli.variants import variants_main
+
+    model = make_matmul_model(tmp_path / "m.onnx", n=32, batch=4)
+    assert variants_main([model, "--budget", "1", "--ort-python", other_ort_python, "--json"]) == 0
+    configs = json.loads(capsys.readouterr().out)["comparison"]["configs"]
+    last = configs[-1]
+    assert last["profile"] == f"original@ort-{OTHER_ORT}" and last["ort_version"] == OTHER_ORT
+    assert configs[0]["ort_version"] == ort.__version__
+    assert last["agreement"]["y"]["max_abs"] < 1e-4  # the same model, the same inputs: the same outputs
