@@ -169,3 +169,28 @@ def test_variants_adds_the_original_under_the_other_onnxruntime(tmp_path, other_
     assert last["profile"] == f"original@ort-{OTHER_ORT}" and last["ort_version"] == OTHER_ORT
     assert configs[0]["ort_version"] == ort.__version__
     assert last["agreement"]["y"]["max_abs"] < 1e-4  # the same model, the same inputs: the same outputs
+
+
+def test_compare_refuses_a_missing_interpreter_in_one_line(tmp_path, capsys):
+    from ortop.cli.compare import compare_main
+
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    assert compare_main([model, "--ort-python", str(tmp_path / "nope"), "--budget", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "--ort-python" in err and "no such file" in err
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_compare_ort_python_adds_the_first_configuration_under_the_other_onnxruntime(tmp_path, other_ort_python,
+                                                                                      capsys):
+    import json
+
+    from ortop.cli.compare import compare_main
+
+    model = make_matmul_model(tmp_path / "m.onnx", n=32, batch=4)
+    assert compare_main([model, "--ort-python", other_ort_python, "--budget", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["profile"] for c in data["configs"]] == ["defaults", f"defaults@ort-{OTHER_ORT}"]
+    assert [c["ort_version"] for c in data["configs"]] == [ort.__version__, OTHER_ORT]
+    assert data["workers"] == 2

@@ -190,8 +190,8 @@ def _cli(argv, capsys):
 
 @pytest.mark.parametrize("extra, words", [
     (["--budget", "0"], "--budget must be > 0"),
-    (["--cosine", "2"], "--cosine must be between -1 and 1"),
-    (["--rtol", "-1"], "--rtol must be 0 or more"),
+    (["--cosine", "2"], "a cosine floor is between -1 and 1"),
+    (["--rtol", "-1"], "expected a number >= 0 or 'off'"),
     (["--calibrate", "/nonexistent/cal"], "--calibrate /nonexistent/cal: not a folder"),
     (["--ort-python", "/nonexistent/python"], "--ort-python /nonexistent/python: no such file"),
 ])

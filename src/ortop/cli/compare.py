@@ -77,6 +77,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_TOLERANCE.rtol:g})")
     g.add_argument("--cosine", type=_cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
                    help=f"the lowest cosine similarity allowed on any output (default {DEFAULT_TOLERANCE.cosine:g})")
+    p.add_argument("--ort-python", metavar="PATH",
+                   help="also run the first configuration under this Python's onnxruntime (a venv with numpy and "
+                        "another onnxruntime), in a worker of its own")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--report", metavar="FILE.html",
                    help="also write a self-contained HTML page: the figures, a forest plot of the changes, the host "
@@ -193,11 +196,11 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     from ortop.report.html import num  # the reports' figure format: one spelling of a table cell
 
     names = [c.name for c in result.configs]
-    width = max(8, *(len(n) for n in names))
     workers = f", {result.workers} workers taking turns" if result.workers > 1 else ""
     took = "decided after" if result.stopped_early else "measured"
     models = _models(result)
     head = "configuration" if len(models) > 1 else "profile"
+    width = max(8, len(head), *(len(n) for n in names))
     lines = [
         f"model    {model_path}" if len(models) <= 1 else f"models   {', '.join(models)}",
         f"{took} {result.elapsed_s:.1f} s of {budget_s:g} s in {len(result.blocks)} blocks of "
@@ -267,7 +270,7 @@ def plan(args: argparse.Namespace) -> Plan:
     models = [x for x in args.items if _is_model(x)]
     named = [x for x in args.items if x not in models] + list(args.profile)
     n = len(models) * max(1, len(named)) if models else len(named)
-    if n < 2:
+    if n < 2 and not args.ort_python:  # --ort-python adds the first configuration under another onnxruntime
         got = (f"{'one model' if len(models) == 1 else 'no model'} and "
                f"{'no profile' if not named else 'one profile' if len(named) == 1 else f'{len(named)} profiles'}")
         raise UsageError(f"compare needs at least two profiles, or two models: MODEL PROFILE PROFILE…, or MODEL "
@@ -305,6 +308,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     todo = plan(args)
     profiles, names = todo.profiles, todo.names
+    if args.ort_python:  # the first configuration again, its worker under another interpreter's onnxruntime
+        from ortop.cli.variants import with_ort_python
+
+        other, name = with_ort_python(profiles[0], names[0], args.ort_python)
+        profiles, names = [*profiles, other], [*names, name]
     model = profiles[0].model
     tolerance = Tolerance(args.atol, args.rtol, args.cosine)
     protect = (*{p.model for p in profiles}, *todo.paths)

@@ -38,23 +38,22 @@ MiB = 1 << 20
 
 
 def add_tolerance_args(p: argparse.ArgumentParser) -> None:
-    """The output agreement's bounds: a variant past any of them is flagged."""
-    g = p.add_argument_group("output agreement (against the original, one run on the same inputs)")
-    g.add_argument("--atol", type=float, metavar="X", help="most max abs error per output (default: not checked)")
-    g.add_argument("--rtol", type=float, metavar="X", default=0.01,
-                   help="most mean relative error per output (default 0.01)")
-    g.add_argument("--cosine", type=float, metavar="X", default=0.999,
-                   help="least cosine similarity per output (default 0.999)")
+    """The output agreement's bounds, spelled as ``ortop compare`` spells them: a variant past any is flagged."""
+    from ortop.cli.compare import DEFAULT_TOLERANCE, _bound, _cosine
+
+    g = p.add_argument_group("output agreement", "each variant's outputs against the original's on the same inputs; "
+                             "one beyond any bound is flagged ('off' leaves a bound out)")
+    g.add_argument("--atol", type=_bound, default=None, metavar="X",
+                   help="the largest max abs error allowed on any output (default off)")
+    g.add_argument("--rtol", type=_bound, default=DEFAULT_TOLERANCE.rtol, metavar="X",
+                   help=f"the largest mean relative error allowed on any output (default {DEFAULT_TOLERANCE.rtol:g})")
+    g.add_argument("--cosine", type=_cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
+                   help=f"the lowest cosine similarity allowed on any output (default {DEFAULT_TOLERANCE.cosine:g})")
 
 
 def tolerance_of(args: argparse.Namespace) -> Any:
     from ortop.measure.agreement import Tolerance
 
-    for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
-        if value is not None and not (value >= 0 and math.isfinite(value)):
-            raise UsageError(f"{flag} must be 0 or more, got {value:g}")
-    if args.cosine is not None and not -1 <= args.cosine <= 1:
-        raise UsageError(f"--cosine must be between -1 and 1, got {args.cosine:g}")
     return Tolerance(args.atol, args.rtol, args.cosine)
 
 
@@ -62,13 +61,14 @@ def add_ort_python_arg(p: argparse.ArgumentParser, help_: str) -> None:
     p.add_argument("--ort-python", metavar="PATH", help=help_)
 
 
-def with_ort_python(profile: Any, python: str) -> Any:
-    """``profile`` run by a worker under the interpreter ``python`` (checked first: exit 2 when it cannot)."""
+def with_ort_python(profile: Any, name: str, python: str) -> tuple[Any, str]:
+    """``profile`` run by a worker under the interpreter ``python`` (checked first: exit 2 when it cannot), and
+    ``name`` with that interpreter's onnxruntime version (``original@ort-1.22.0``)."""
     from ortop.config import profile as profile_mod
     from ortop.engine import PYTHON_VAR, check_python
 
-    check_python(python)
-    return profile_mod.merge(profile, env={**profile.env, PYTHON_VAR: python})
+    version = check_python(python).ort_version
+    return profile_mod.merge(profile, env={**profile.env, PYTHON_VAR: python}), f"{name}@ort-{version}"
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
@@ -201,7 +201,8 @@ def to_json(args: argparse.Namespace, out_dir: str, made: Any, skipped: list[str
     return {"model": args.model, "out_dir": out_dir, "ort_version": made.ort_version,
             "variants": [v.as_dict() for v in made.variants], "not_made": skipped,
             "not_run": dict(dropped), "tolerance": tol.as_dict(),
-            "comparison": None if result is None else compare_json(args.model, args.budget, args.objective, result),
+            "comparison": None if result is None else compare_json(args.model, args.budget, args.objective, result,
+                                                                   tol),
             "best": best, "verdict": line}
 
 
@@ -218,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     check_profile(info, profile)
     if args.calibrate and not os.path.isdir(args.calibrate):
         raise UsageError(f"--calibrate {args.calibrate}: not a folder")
-    other = with_ort_python(profile, args.ort_python) if args.ort_python else None
+    other = with_ort_python(profile, ORIGINAL, args.ort_python) if args.ort_python else None
     out_dir = check_out_dir(args.out, args.model) if args.out else check_out_dir(default_out_dir(args.model),
                                                                                 args.model)
     if args.report:
@@ -239,10 +240,8 @@ def run(args: argparse.Namespace) -> int:
         profiles = [profile] + [replace(profile, model=v.path) for v in ok]
         names = [ORIGINAL] + [v.kind for v in ok]
         if other is not None:
-            from ortop.engine import check_python
-
-            profiles.append(other)
-            names.append(f"{ORIGINAL}@ort-{check_python(args.ort_python).ort_version}")
+            profiles.append(other[0])
+            names.append(other[1])
         dropped: dict[str, str] = {}
         result = None
         if len(profiles) >= 2 and not stop.is_set():
@@ -263,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         from ortop.collectors.host import read_host
         from ortop.report import compare_page, write_report
 
-        page = compare_page(compare_json(args.model, args.budget, args.objective, result),
+        page = compare_page(compare_json(args.model, args.budget, args.objective, result, tol),
                             host=read_host().as_dict(), profiles=[("start profile", profile.to_toml())])
         write_report(args.report, page, protect=(args.model,))
     return 0 if result is not None else 1

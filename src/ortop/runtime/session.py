@@ -13,8 +13,11 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.config.providers import CUDA, TENSORRT
 from ortop.model import mixes
 from ortop.model.mixes import Variant
+from ortop.runtime import iobind
+from ortop.runtime.child import preload_cuda_libraries
 from ortop.runtime.serve import Server
 
 
@@ -55,6 +58,11 @@ class Session:
         self.feeds = self.feed_sets[0]
         self.shape_weights = mixes.weights(self.variants)
         self.trace: Any = None  # a runtime.trace.Trace when the workload replays one (set by the worker)
+        if profile.cuda_graph() and w.concurrency > 1:
+            raise ValueError(f"enable_cuda_graph with workload.concurrency = {w.concurrency}: ORT runs a graph-enabled "
+                             "session from one thread at a time; set concurrency = 1 (replicas serve in parallel)")
+        if profile.provider_name() in (CUDA, TENSORRT):
+            preload_cuda_libraries()  # before the provider's library loads; warns once per process when it fails
         so = ortopts.session_options(profile)
         t0 = time.perf_counter_ns()
         self.sess = ort.InferenceSession(profile.model, sess_options=so, providers=ortopts.provider_list(profile))
@@ -62,11 +70,11 @@ class Session:
         self.providers_active = list(self.sess.get_providers())
         self.output_names = [o.name for o in self.sess.get_outputs()]
         self.io_binding = profile.provider.io_binding
-        self.device = "cpu"
+        # CUDA and TensorRT bind on the GPU (as the exporters do); a provider that fell back binds on the CPU.
+        self.device = "cuda" if iobind.gpu_device(profile.provider_name(), self.providers_active) else "cpu"
         self.device_id = int(profile.provider.options.get("device_id", 0) or 0)
-        if profile.provider_name() == "CUDAExecutionProvider" and "CUDAExecutionProvider" in self.providers_active:
-            self.device = "cuda"
-        self._bound: dict[tuple[int, int], Any] = {}  # (caller, shape) -> IOBinding, made on that caller's thread
+        self.graphs = self.io_binding and profile.cuda_graph() and self.device == "cuda"
+        self._bound: dict[tuple[int, int], iobind.Bound] = {}  # (caller, shape) -> its binding, made on that thread
         self.warm_mean_ms = float("nan")  # mean of the warm-up runs, once warm() has run
         self.warmup_cut = False           # warm-up stopped at WARMUP_LIMIT_NS before warmup_runs
         self.members: tuple[Session, ...] = (self,)   # what a Loop drives: this session alone
@@ -88,7 +96,8 @@ class Session:
         """The first run (timed apart: it pays for lazy initialisation) and the profile's other warm-up runs.
 
         Runs on the session's first server thread; every other server then makes one run of its own, and each
-        distinct input shape of a mix is run once, so a shape the model refuses fails the build, named.
+        distinct input shape of a mix is run once, so a shape the model refuses fails the build, named. With CUDA
+        graphs the first run of each shape captures its graph here, on the thread that goes on to serve it.
         Returns (first run ns, mean ms of the other warm-up runs, nan when there were none).
         """
         out = self.servers[0].call(self._warm)
@@ -124,45 +133,40 @@ class Session:
         self.warm_mean_ms = mean_ms
         return first_ns, mean_ms
 
-    def binding(self, caller: int, shape: int = 0):
-        """One IOBinding per caller and input shape: inputs copied to the device once, outputs left there."""
-        import onnxruntime as ort
+    def bound(self, caller: int, shape: int = 0) -> iobind.Bound:
+        """The binding of one caller and input shape, made once, on the calling thread (the caller's server).
 
+        Without CUDA graphs: inputs copied to the device once, outputs left there by ORT. With them: outputs
+        allocated up front too, and the first run captures the shape's own graph (``gpu_graph_id`` = shape + 1),
+        which only this thread replays.
+        """
         b = self._bound.get((caller, shape))
         if b is None:
-            feeds = self.feed_sets[shape]
-            b = self.sess.io_binding()
-            for name, arr in feeds.items():
-                b.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, self.device, self.device_id))
-            if self.profile.cuda_graph():
-                # CUDA graph replay needs outputs at fixed addresses: preallocate them from the first plain run.
-                outs = self.sess.run(None, feeds)
-                for name, arr in zip(self.output_names, outs):
-                    value = ort.OrtValue.ortvalue_from_shape_and_type(arr.shape, arr.dtype, self.device, self.device_id)
-                    b.bind_ortvalue_output(name, value)
-            else:
-                for name in self.output_names:
-                    b.bind_output(name, self.device, self.device_id)
+            b = iobind.Bound(self.sess, self.feed_sets[shape], self.device, self.device_id,
+                             graph_id=shape + 1 if self.graphs else None)
             self._bound[(caller, shape)] = b
         return b
+
+    def binding(self, caller: int, shape: int = 0) -> Any:
+        """ORT's IOBinding of one caller and input shape (see :meth:`bound`)."""
+        return self.bound(caller, shape).binding
 
     def runner(self, caller: int = 0, shape: int = 0) -> Callable[[], Any]:
         """A zero-argument callable that makes one inference of input shape ``shape``: what the loop calls."""
         feeds = self.feed_sets[shape]
         if self.io_binding:
-            b = self.binding(caller, shape)
-            run = self.sess.run_with_iobinding
-            return lambda: run(b)
-        if any(a.dtype.name == "bfloat16" for a in feeds.values()):
-            # run() cannot take ml_dtypes arrays: bfloat16 goes in as an OrtValue of its raw bits.
+            b = self.bound(caller, shape)
+            b.check_thread()
+            return b.runner()
+        if any(a.dtype.kind not in "biufcOUS" for a in feeds.values()):
+            # run() cannot take ml_dtypes arrays (bfloat16, float8): they go in as OrtValues of their raw bits.
             import onnxruntime as ort
-            from onnx import TensorProto
 
             values = {}
             for name, arr in feeds.items():
-                if arr.dtype.name == "bfloat16":
+                if arr.dtype.kind not in "biufcOUS":
                     values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                        arr.view("uint16"), TensorProto.BFLOAT16)
+                        iobind.raw(arr), iobind.numpy_element_type(arr.dtype))
                 else:
                     values[name] = ort.OrtValue.ortvalue_from_numpy(arr)
             run_ov = self.sess.run_with_ort_values
@@ -211,7 +215,8 @@ class Replicas:
             m.close()
 
     def warm(self) -> tuple[int, float]:
-        """Warm every replica; the slowest first run and the mean of the warm-up means."""
+        """Warm every replica, one after the other (with CUDA graphs each captures under the process's capture lock,
+        so no replica allocates while another captures); the slowest first run and the mean of the warm-up means."""
         firsts, means = [], []
         for m in self.members:
             first_ns, mean_ms = m.warm()
