@@ -1,8 +1,9 @@
 """The worker process's own housekeeping, apart from what it measures: catching ORT's writes to fd 2, dying with
 its parent, naming threads for the OS, one lock around the parent connection, reading its own memory, checking
-LD_PRELOAD took effect and giving freed memory back.
+LD_PRELOAD took effect, loading the CUDA libraries for a CUDA or TensorRT session and giving freed memory back.
 
-Imports nothing heavy (no onnxruntime): the profiler's child (:mod:`ortop.runtime.opprof`) uses it too.
+Imports nothing heavy at import time (onnxruntime only inside :func:`preload_cuda_libraries`): the profiler's child
+(:mod:`ortop.runtime.opprof`) uses it too.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ortop.runtime import protocol as P
@@ -158,6 +160,70 @@ def check_preload(send) -> None:
     for entry in preload_missing(preload, maps):
         send(P.Log(f"LD_PRELOAD {entry} is not loaded in the worker (missing, or not a shared library): the "
                    "allocator is not in effect", "warning"))
+
+
+# ---- the CUDA libraries ------------------------------------------------------------------------------------------
+# onnxruntime-gpu's CUDA provider library carries no RUNPATH to the CUDA and cuDNN libraries the nvidia-* wheels
+# install (pip install 'onnxruntime-gpu[cuda,cudnn]'): without onnxruntime.preload_dlls() (onnxruntime 1.21 and
+# later) ORT fails to load the provider and runs on the CPU. preload_dlls() print()s each library it could not load
+# and returns nothing; those lines become one warning here.
+_preload: dict[str, str | None] = {}          # "done" -> the problem said, once per process
+_warning_sink: list[Callable[[str], None]] = []  # where a child's warnings go (the worker: a Log message)
+
+
+def set_warning_sink(fn: Callable[[str], None] | None) -> None:
+    """Send this process's one-line warnings to ``fn`` (the worker sends them to its parent as Log messages)."""
+    _warning_sink[:] = [fn] if fn is not None else []
+
+
+def warn(text: str) -> None:
+    """One warning line: to the sink when one is set, else to stderr (captured by the worker or the probe's log)."""
+    if _warning_sink:
+        _warning_sink[0](text)
+    else:
+        print(f"ortop: warning: {text}", file=sys.stderr, flush=True)
+
+
+def preload_problem() -> str | None:
+    """Call ``onnxruntime.preload_dlls()`` and say in one line what went wrong (None: nothing). Never raises."""
+    import contextlib
+    import io
+
+    try:
+        import onnxruntime as ort
+    except Exception as exc:  # the build that follows reports the import itself
+        return f"cannot import onnxruntime to preload the CUDA libraries: {' '.join(str(exc).split())[:300]}"
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return (f"onnxruntime {getattr(ort, '__version__', '?')} has no preload_dlls() (1.21 and later have it): the "
+                "CUDA and cuDNN libraries must be on the loader's path, or CUDA falls back to the CPU")
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said):
+            preload()
+    except Exception as exc:
+        return (f"onnxruntime.preload_dlls() failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}; "
+                "CUDA may fall back to the CPU")
+    missing = []
+    for m in re.finditer(r"Failed to load (\S+?): ", said.getvalue()):
+        name = os.path.basename(m.group(1))
+        if name not in missing:
+            missing.append(name)
+    if missing:
+        return (f"onnxruntime.preload_dlls() could not load {', '.join(missing)}: CUDA may fall back to the CPU "
+                "(pip install 'onnxruntime-gpu[cuda,cudnn]' installs them)")
+    return None
+
+
+def preload_cuda_libraries(warn_to: Callable[[str], None] | None = None) -> str | None:
+    """Preload the CUDA libraries once per process, before the first CUDA or TensorRT session; a problem is warned
+    once (to ``warn_to``, else :func:`warn`) and returned, never raised."""
+    if "done" in _preload:
+        return _preload["done"]
+    problem = _preload["done"] = preload_problem()
+    if problem:
+        (warn_to or warn)(problem)
+    return problem
 
 
 def process_rss() -> int:

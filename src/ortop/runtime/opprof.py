@@ -109,13 +109,18 @@ def probe(req: Request, out: dict[str, Any]) -> None:
     (raised) leaves what was learnt before it: ``stage`` says how far it got."""
     from dataclasses import replace
 
-    import onnxruntime as ort
-
     from ortop import model as model_mod
     from ortop.config import profile as profile_mod
-    from ortop.runtime import options, placement
+    from ortop.config.providers import CUDA, TENSORRT
+    from ortop.runtime import iobind, options, placement
+    from ortop.runtime.child import preload_cuda_libraries
 
     prof = replace(profile_mod.from_dict(req.profile), model=req.model_path)
+    said: list[str] = []
+    if prof.provider_name() in (CUDA, TENSORRT):
+        preload_cuda_libraries(said.append)  # before the provider's library loads; the problem goes in the notes
+    import onnxruntime as ort
+
     info = model_mod.load_model(req.model_path)
     w = prof.workload
     feeds, notes = model_mod.make_feeds(info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
@@ -128,19 +133,19 @@ def probe(req: Request, out: dict[str, Any]) -> None:
         so.profile_file_prefix = os.path.join(req.workdir, TRACE_PREFIX)
     out.update({"stage": "build", "providers_requested": prof.providers(),
                 "providers_available": list(ort.get_available_providers()),
-                "feeds": model_mod.describe_feeds(feeds), "notes": list(notes)})
+                "feeds": model_mod.describe_feeds(feeds), "notes": [*notes, *said]})
     t0 = time.perf_counter_ns()
     sess = ort.InferenceSession(prof.model, sess_options=so, providers=options.provider_list(prof))
     out["create_ms"] = (time.perf_counter_ns() - t0) / 1e6
     out["providers_active"] = list(sess.get_providers())
     out["placement"] = placement.assignment(sess) if req.placement else None
     out["stage"] = "run"
-    run, outputs = sess.run, [o.name for o in sess.get_outputs()]
+    run = _runner(prof, sess, feeds, out["notes"], iobind)
     for _ in range(req.warmup):
-        run(outputs, feeds)
+        run()
     t1 = time.perf_counter_ns()
     for _ in range(req.runs):
-        run(outputs, feeds)
+        run()
     out["runs"] = req.runs
     out["warmup"] = req.warmup
     out["wall_ms_per_run"] = (time.perf_counter_ns() - t1) / 1e6 / req.runs if req.runs else None
@@ -150,6 +155,30 @@ def probe(req: Request, out: dict[str, Any]) -> None:
             nodes, runs = parse_trace(json.load(fh), warmup=req.warmup)
         out["ops"] = op_table(nodes, runs)
     out["stage"] = "done"
+
+
+def _runner(prof: Any, sess: Any, feeds: dict[str, Any], notes: list[str], iobind: Any) -> Any:
+    """One run as the profile makes it: through an IO binding made once (on the device the worker binds on) or
+    plain ``run()``. A CUDA-graph profile runs with capture skipped (``gpu_graph_id = -1``): a replay launches the
+    captured kernels with no per-node events, and a capture through plain ``run()`` would record numpy copies."""
+    graphs = prof.cuda_graph()
+    if graphs:
+        notes.append("enable_cuda_graph: the runs here skip capture (gpu_graph_id = -1) so that every kernel runs "
+                     "and is timed; a graph replay's total is lower than the sum of its kernels launched one by one")
+    if prof.provider.io_binding:
+        device = "cuda" if iobind.gpu_device(prof.provider_name(), sess.get_providers()) else "cpu"
+        device_id = int(prof.provider.options.get("device_id", 0) or 0)
+        bound = iobind.Bound(sess, feeds, device, device_id, graph_id=iobind.SKIP_CAPTURE if graphs else None)
+        return bound.runner()
+    outputs = [o.name for o in sess.get_outputs()]
+    ro = iobind.graph_options(iobind.SKIP_CAPTURE) if graphs else None
+    if any(a.dtype.kind not in "biufcOUS" for a in feeds.values()):  # bfloat16, float8: OrtValues of their bits
+        import onnxruntime as ort
+
+        values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(iobind.raw(a), iobind.numpy_element_type(a.dtype))
+                  if a.dtype.kind not in "biufcOUS" else ort.OrtValue.ortvalue_from_numpy(a) for k, a in feeds.items()}
+        return lambda: sess.run_with_ort_values(outputs, values, ro)
+    return lambda: sess.run(outputs, feeds, ro)
 
 
 def read_log(path: str, limit: int = 2000) -> list[str]:

@@ -36,6 +36,7 @@ from ortop.runtime.child import (
     release_memory,
     rss_now,
     set_os_thread_name,
+    set_warning_sink,
 )
 
 FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms (the UI draws at 2–4 Hz)
@@ -433,6 +434,8 @@ def worker_main(conn, model_path: str) -> None:
     capture_stderr(send)
     die_with_parent()
     check_preload(send)
+    # A CUDA or TensorRT build preloads the CUDA libraries first (runtime.session); a failure is one warning here.
+    set_warning_sink(lambda text: send(P.Log(text, "warning")))
     set_os_thread_name("ortop-worker")  # the main thread: builds sessions and serves the parent's commands
     try:
         import onnxruntime  # noqa: F401  (loaded once, up front: a build's memory figure is then the session's own)
