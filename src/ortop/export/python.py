@@ -17,7 +17,7 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.ort_names import ENUM_NAMES, provider_list
 from ortop.config.profile import Profile
-from ortop.config.providers import CPU
+from ortop.config.providers import CPU, CUDA, TENSORRT
 from ortop.export.common import (
     VERSION_NOTES,
     device,
@@ -66,7 +66,9 @@ def _header(profile: Profile, model_path: str) -> list[str]:
             "# when onnxruntime loads. 'ortop export PROFILE --to env' prints them as shell lines.",
         ]
         lines += [f"#   {k} = {py_str(v)}" for k, v in profile.env.items()]
-    lines += [""] + (["import os", ""] if profile.workload.pin_replicas else [])
+    stdlib = (["import os"] if profile.workload.pin_replicas else []) + (
+        ["import weakref"] if profile.provider.io_binding and profile.cuda_graph() else [])
+    lines += [""] + ([*stdlib, ""] if stdlib else [])
     lines += ["import onnxruntime as ort", "", f"MODEL_PATH = {py_str(model_path)}"]
     entries = []
     for entry in provider_list(profile):
@@ -269,22 +271,14 @@ def _io_binding(profile: Profile) -> list[str]:
         "# The profile runs through IO binding: inputs are copied to the device once and outputs stay there.",
         f"DEVICE = {py_str(where)}",
         f"DEVICE_ID = {device_id}",
+    ]
+    if profile.cuda_graph():
+        return lines + _graph_binding()
+    return lines + [
         "",
         "",
         "def run_with_io_binding(session, feeds):",
-    ]
-    if profile.cuda_graph():
-        lines += [
-            '    """One run through IO binding; returns the outputs copied to numpy.',
-            "",
-            "    enable_cuda_graph replays fixed device addresses: for repeated runs build the binding once, keep",
-            "    its OrtValues, refresh inputs with OrtValue.update_inplace(array) and call",
-            "    session.run_with_iobinding(binding) again, with the same shapes every time.",
-            '    """',
-        ]
-    else:
-        lines.append('    """One run through IO binding; returns the outputs copied to numpy."""')
-    return lines + [
+        '    """One run through IO binding; returns the outputs copied to numpy."""',
         "    binding = session.io_binding()",
         "    for name, array in feeds.items():",
         "        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array, DEVICE, DEVICE_ID))",
@@ -292,6 +286,123 @@ def _io_binding(profile: Profile) -> list[str]:
         "        binding.bind_output(output.name, DEVICE, DEVICE_ID)",
         "    session.run_with_iobinding(binding)",
         "    return binding.copy_outputs_to_cpu()",
+    ]
+
+
+def _graph_binding() -> list[str]:
+    """GraphRunner and run_with_io_binding() for enable_cuda_graph: one binding per session, made once."""
+    return [
+        "",
+        "# enable_cuda_graph: the first run_with_iobinding() captures the run as a CUDA graph (after the regular runs",
+        "# ORT needs first, all inside that one call) and every later run replays it on the same device buffers. So",
+        "# the binding is made once per session: inputs and outputs allocated on the device and bound once, new",
+        "# inputs copied into the bound buffers in place (OrtValue.update_inplace), the shapes the same every time.",
+        "# A plain session.run() would capture ORT's own copies and buffers instead. ORT keeps the graph per thread:",
+        "# make all runs of a session from one thread.",
+        "ELEMENT_TYPES = {  # ORT type -> ONNX element type, as OrtValue.ortvalue_from_shape_and_type takes it",
+        '    "tensor(float)": 1, "tensor(uint8)": 2, "tensor(int8)": 3, "tensor(uint16)": 4, "tensor(int16)": 5,',
+        '    "tensor(int32)": 6, "tensor(int64)": 7, "tensor(bool)": 9, "tensor(float16)": 10, "tensor(double)": 11,',
+        '    "tensor(uint32)": 12, "tensor(uint64)": 13, "tensor(bfloat16)": 16, "tensor(float8e4m3fn)": 17,',
+        '    "tensor(float8e4m3fnuz)": 18, "tensor(float8e5m2)": 19, "tensor(float8e5m2fnuz)": 20,',
+        "}",
+        "",
+        "",
+        "def _bits(array):",
+        '    """``array`` as update_inplace takes it: numpy\'s own types as they are, others (ml_dtypes\' bfloat16,',
+        '    float8) as unsigned integers of the same size (ORT copies the bytes)."""',
+        '    return array if array.dtype.kind in "biufc" else array.view(f"u{array.dtype.itemsize}")',
+        "",
+        "",
+        "class GraphRunner:",
+        '    """One session\'s IO binding for CUDA graphs, made once: bound buffers on the device, refreshed in place.',
+        "",
+        "        runner = GraphRunner(session, feeds)   # allocates and binds; the first run() captures",
+        "        outputs = runner.run(new_feeds)         # copies new_feeds in place, replays, returns numpy outputs",
+        '    """',
+        "",
+        "    def __init__(self, session, feeds):",
+        "        self.session = session",
+        "        self.binding = session.io_binding()",
+        "        types = {i.name: ELEMENT_TYPES[i.type] for i in session.get_inputs()}",
+        "        self.inputs = {}",
+        "        for name, array in feeds.items():",
+        "            shape = list(array.shape)",
+        "            value = ort.OrtValue.ortvalue_from_shape_and_type(shape, types[name], DEVICE, DEVICE_ID)",
+        "            value.update_inplace(_bits(array))",
+        "            self.binding.bind_ortvalue_input(name, value)",
+        "            self.inputs[name] = value",
+        "        shapes = self._output_shapes()",
+        "        self.outputs = {}",
+        "        for output in session.get_outputs():",
+        "            shape, element = shapes[output.name], ELEMENT_TYPES[output.type]",
+        "            value = ort.OrtValue.ortvalue_from_shape_and_type(shape, element, DEVICE, DEVICE_ID)",
+        "            self.binding.bind_ortvalue_output(output.name, value)",
+        "            self.outputs[output.name] = value",
+        "",
+        "    def _output_shapes(self):",
+        '        """The outputs\' shapes: the model\'s own when fixed, else from one run that skips capture',
+        '        (run config entry gpu_graph_id = -1), its outputs placed by ORT."""',
+        "        outputs = self.session.get_outputs()",
+        "        if all(isinstance(d, int) for o in outputs for d in o.shape):",
+        "            return {o.name: list(o.shape) for o in outputs}",
+        "        for o in outputs:",
+        "            self.binding.bind_output(o.name, DEVICE, DEVICE_ID)",
+        "        skip = ort.RunOptions()",
+        '        skip.add_run_config_entry("gpu_graph_id", "-1")',
+        "        self.session.run_with_iobinding(self.binding, skip)",
+        "        shapes = {o.name: value.shape() for o, value in zip(outputs, self.binding.get_outputs())}",
+        "        self.binding.clear_binding_outputs()",
+        "        return shapes",
+        "",
+        "    def run(self, feeds=None):",
+        '        """Copy ``feeds`` (any inputs, same shapes) into the bound buffers, run, return the outputs."""',
+        "        for name, array in (feeds or {}).items():",
+        "            value = self.inputs[name]",
+        "            if list(array.shape) != value.shape():",
+        "                raise ValueError(f'input {name}: shape {list(array.shape)}, bound as {value.shape()}: '",
+        "                                 'a CUDA graph replays the shapes it captured')",
+        "            value.update_inplace(_bits(array))",
+        "        self.session.run_with_iobinding(self.binding)",
+        "        return self.binding.copy_outputs_to_cpu()",
+        "",
+        "",
+        "_runners = weakref.WeakKeyDictionary()  # session -> its GraphRunner",
+        "",
+        "",
+        "def run_with_io_binding(session, feeds):",
+        '    """One run through the session\'s GraphRunner (made on the first call); returns the outputs copied to',
+        '    numpy. Later calls copy ``feeds`` into the bound inputs in place and replay the graph."""',
+        "    runner = _runners.get(session)",
+        "    if runner is None:",
+        "        runner = _runners[session] = GraphRunner(session, feeds)",
+        "        return runner.run()",
+        "    return runner.run(feeds)",
+    ]
+
+
+def _preload_helper() -> list[str]:
+    """A once-per-process helper: the CUDA libraries loaded before the first CUDA or TensorRT session."""
+    return [
+        "",
+        "_cuda_libraries_ready = False",
+        "",
+        "",
+        "def _preload_cuda_libraries():",
+        '    """Load the CUDA and cuDNN libraries pip installs (onnxruntime-gpu[cuda,cudnn]) before the first session,',
+        "    once per process: onnxruntime's CUDA provider library does not find them by itself and the session",
+        "    runs on the CPU. onnxruntime.preload_dlls() exists from onnxruntime 1.21; it prints what it could not",
+        '    load, and a failure here is a warning (make_session then says whether the provider is active)."""',
+        "    global _cuda_libraries_ready",
+        "    if not _cuda_libraries_ready:",
+        "        _cuda_libraries_ready = True",
+        '        preload = getattr(ort, "preload_dlls", None)',
+        "        if preload is not None:",
+        "            try:",
+        "                preload()",
+        "            except Exception as exc:",
+        "                import warnings",
+        "",
+        '                warnings.warn(f"onnxruntime.preload_dlls() failed: {exc}", RuntimeWarning, stacklevel=3)',
     ]
 
 
@@ -303,6 +414,9 @@ def render(profile: Profile, model_path: str) -> str:
         lines += _global_pool_helper(pools)
     if shared_arena(profile):
         lines += _env_allocator_helper()
+    gpu = profile.provider_name() in (CUDA, TENSORRT)
+    if gpu:
+        lines += _preload_helper()
     many = replicas(profile) > 1 or profile.workload.pin_replicas
     if many:
         lines += _replica_helpers(profile)
@@ -337,6 +451,8 @@ def render(profile: Profile, model_path: str) -> str:
             '    """An InferenceSession with the profile\'s settings; ``providers`` overrides PROVIDERS. '
             'Warns (raises with strict=True) when the requested provider is not active."""',
         ]
+    if gpu:
+        lines.append("    _preload_cuda_libraries()")
     if pools:
         lines.append("    _global_thread_pools()")
     if shared_arena(profile):
