@@ -194,3 +194,20 @@ def test_compare_ort_python_adds_the_first_configuration_under_the_other_onnxrun
     assert [c["profile"] for c in data["configs"]] == ["defaults", f"defaults@ort-{OTHER_ORT}"]
     assert [c["ort_version"] for c in data["configs"]] == [ort.__version__, OTHER_ORT]
     assert data["workers"] == 2
+
+
+def test_a_worker_that_dies_before_it_starts_says_why(tmp_path):
+    """An interpreter that passes the check but cannot run the worker: its last words reach the caller as a Log."""
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -c ]; then exec {sys.executable} \"$@\"; fi\n"
+                    "echo 'ImportError: the worker cannot start here' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    got: list = []
+    ended = threading.Event()
+    w = launch(model, {PYTHON_VAR: str(fake)}, got.append, lambda wp: ended.set(), name="ortop-test-dies")
+    assert ended.wait(30)
+    assert w.exitcode == 1
+    logs = [m.line for m in got if isinstance(m, Proto.Log)]
+    assert logs == [f"{fake}: ImportError: the worker cannot start here"]
+    w.stop()

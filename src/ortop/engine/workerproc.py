@@ -238,7 +238,10 @@ class WorkerProc:
         finally:
             theirs.close()
         self.proc, self.conn = _Child(popen, log), Connection(mine.detach())
-        self._send_models([self.model_path])
+        try:
+            self._send_models([self.model_path])
+        except OSError:  # it died at once: the receiver sees the end and says why
+            pass
         self._receiver = threading.Thread(target=self._receive, name=f"{self.name}-receiver", daemon=True)
         self._receiver.start()
 
