@@ -130,3 +130,20 @@ def test_a_cosine_is_shown_under_its_floor_and_never_as_one():
     assert cosine_text(0.5) == "0.5000" and cosine_text(1.0) == "1"
     breach = Tolerance(rtol=None).breaches({"y": Agreement(0.1, 0.01, 0.99897, None, 10, False)})
     assert breach == ["y cosine 0.99897 < 0.999"]
+
+
+def test_samples_of_one_shape_taken_with_different_strides_meet_on_the_elements_both_hold():
+    from ortop.measure.agreement import MIN_CAP, TOTAL_CAP, output_cap
+
+    assert output_cap(1) == SAMPLE_CAP and output_cap(64) == TOTAL_CAP // 64 and output_cap(10**6) == MIN_CAP
+    n = 12 * 1000
+    a = np.arange(n, dtype=np.float32).reshape(1000, 12)
+    b = a.copy()
+    b[0, 6] += 1.0    # flat index 6: in the stride-2 and stride-3 samples, so in the common one (every 6th)
+    b[0, 4] += 50.0   # flat index 4: in the stride-2 sample only
+    ca, cb = compact(a, cap=n // 2), compact(b, cap=n // 3)
+    assert (ca["stride"], cb["stride"]) == (2, 3) and (ca["argmax_stride"], cb["argmax_stride"]) == (1, 1)
+    ag = agree(ca, cb)
+    assert isinstance(ag, Agreement) and ag.sampled and ag.elements == n // 6 and ag.max_abs == 1.0
+    # the arg-max is taken over the whole output in the worker: row 0's moved to column 4 (54 > 11), sampled or not
+    assert ag.top1 == 999 / 1000

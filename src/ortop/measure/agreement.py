@@ -1,9 +1,10 @@
 """How far a model's outputs are from another's on the same inputs: max abs error, mean relative error, cosine
 similarity and, where an output has a class axis, top-1 agreement. Pure numpy.
 
-The outputs travel from the workers as :func:`compact` copies: an output of up to ``SAMPLE_CAP`` elements whole,
-a larger one as every k-th element of its flat view (the same elements for two outputs of one shape), with the
-arg-max of each row when it has a class axis, computed in the worker over the whole output.
+The outputs travel from the workers as :func:`compact` copies: an output of up to ``SAMPLE_CAP`` elements whole
+(fewer each when a model has many outputs: :func:`output_cap`), a larger one as every k-th element of its flat view,
+with the arg-max of each row when it has a class axis, computed in the worker over the whole output. Two samples of
+one shape taken with different strides are compared on the elements both hold (every lcm-th).
 
 The figures, for a reference ``a`` and an output ``b`` of the same shape, over the elements finite in both:
 
@@ -29,6 +30,8 @@ from typing import Any
 import numpy as np
 
 SAMPLE_CAP = 1 << 18        # elements of one output kept whole; above it, a strided sample of about this many
+TOTAL_CAP = 1 << 21         # ... and of all a model's outputs together (a decoder's many key/value outputs)
+MIN_CAP = 1 << 12
 OTHER = "other"             # a compact output that is not a numeric tensor (a sequence, a map, strings)
 TENSOR = "tensor"
 
@@ -53,12 +56,18 @@ def has_class_axis(dtype: Any, shape: tuple[int, ...] | list[int]) -> bool:
     return name.startswith(("float", "bfloat")) and len(shape) in (2, 3) and int(shape[-1]) > 1
 
 
-def _stride(n: int) -> int:
-    return max(1, math.ceil(n / SAMPLE_CAP))
+def _stride(n: int, cap: int) -> int:
+    return max(1, math.ceil(n / cap))
 
 
-def compact(value: Any) -> dict[str, Any]:
-    """A copy of one output small enough to send to the parent (a plain dict of numpy arrays and numbers)."""
+def output_cap(outputs: int) -> int:
+    """The elements each of a model's ``outputs`` outputs keeps: ``SAMPLE_CAP``, less when they are many."""
+    return max(MIN_CAP, min(SAMPLE_CAP, TOTAL_CAP // max(1, outputs)))
+
+
+def compact(value: Any, cap: int = SAMPLE_CAP) -> dict[str, Any]:
+    """A copy of one output small enough to send to the parent (a plain dict of numpy arrays and numbers): its
+    elements whole up to ``cap``, else every k-th."""
     arr = as_numeric(value)
     if arr is None:
         return {"kind": OTHER, "type": type(value).__name__ if not isinstance(value, np.ndarray)
@@ -66,12 +75,12 @@ def compact(value: Any) -> dict[str, Any]:
     dtype = value.dtype.name
     shape = [int(d) for d in arr.shape]
     flat = arr.reshape(-1)
-    stride = _stride(flat.size)
+    stride = _stride(flat.size, cap)
     out: dict[str, Any] = {"kind": TENSOR, "dtype": dtype, "shape": shape, "size": int(flat.size),
                            "stride": stride, "values": np.array(flat[::stride]), "argmax": None, "argmax_stride": 1}
     if has_class_axis(dtype, shape) and flat.size:
         rows = arr.reshape(-1, shape[-1])
-        rs = _stride(rows.shape[0])
+        rs = _stride(rows.shape[0], cap)
         out["argmax"] = np.argmax(rows[::rs], axis=1).astype(np.int64)
         out["argmax_stride"] = rs
     return out
@@ -165,12 +174,28 @@ def agree(ref: Mapping[str, Any], other: Mapping[str, Any]) -> Agreement | str:
     if list(ref["shape"]) != list(other["shape"]):
         return (f"not compared: shape {'x'.join(map(str, other['shape'])) or 'scalar'} against "
                 f"{'x'.join(map(str, ref['shape'])) or 'scalar'}")
-    max_abs, mean_rel, cosine, n, nonfinite = figures(ref["values"], other["values"])
+    va, vb = _common(ref["values"], int(ref.get("stride", 1)), other["values"], int(other.get("stride", 1)))
+    max_abs, mean_rel, cosine, n, nonfinite = figures(va, vb)
     top1 = None
     ta, tb = ref.get("argmax"), other.get("argmax")
-    if ta is not None and tb is not None and len(ta) == len(tb) and len(ta):
-        top1 = float(np.mean(np.asarray(ta) == np.asarray(tb)))
-    return Agreement(max_abs, mean_rel, cosine, top1, n, int(ref.get("stride", 1)) > 1, nonfinite)
+    if ta is not None and tb is not None:
+        ta, tb = _common(ta, int(ref.get("argmax_stride", 1)), tb, int(other.get("argmax_stride", 1)))
+        if len(ta):
+            top1 = float(np.mean(np.asarray(ta) == np.asarray(tb)))
+    sampled = max(int(ref.get("stride", 1)), int(other.get("stride", 1))) > 1
+    return Agreement(max_abs, mean_rel, cosine, top1, n, sampled, nonfinite)
+
+
+def _common(a: Any, sa: int, b: Any, sb: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two strided samples (from index 0) of one array's elements, cut to the elements both hold."""
+    a, b = np.asarray(a), np.asarray(b)
+    if sa == sb:
+        n = min(len(a), len(b))
+        return a[:n], b[:n]
+    step = math.lcm(sa, sb)
+    a, b = a[::step // sa], b[::step // sb]
+    n = min(len(a), len(b))
+    return a[:n], b[:n]
 
 
 def agreement(ref: Mapping[str, Mapping[str, Any]],

@@ -29,9 +29,11 @@ def run_outputs(session: Any) -> dict[str, Any]:
 
 def compact_outputs(session: Any) -> dict[str, dict[str, Any]]:
     """:func:`run_outputs`, each output as :func:`ortop.measure.agreement.compact` (small enough to send)."""
-    from ortop.measure.agreement import compact
+    from ortop.measure.agreement import compact, output_cap
 
-    return {name: compact(value) for name, value in run_outputs(session).items()}
+    outputs = run_outputs(session)
+    cap = output_cap(len(outputs))
+    return {name: compact(value, cap) for name, value in outputs.items()}
 
 
 def feeds_digest(feeds: dict[str, Any]) -> str:
