@@ -101,6 +101,23 @@ def test_first_run_captures_and_later_runs_replay_the_same_buffers(gpu, fixed_mo
         s.close()
 
 
+def test_the_outputs_compared_across_models_replay_the_warm_up_graph(gpu, fixed_model):
+    """compare's output agreement runs the session once more after warm-up: a replay of its graph on its server
+    thread, not a second capture."""
+    from ortop.runtime.outputs import run_outputs
+
+    s = Session(graph_profile(fixed_model, **{"workload.warmup_runs": 1}), model_mod.load_model(fixed_model))
+    try:
+        s.warm()
+        out = run_outputs(s)
+        assert len(gpu.of("capture")) == 1 and len(gpu.of("replay")) == 1
+        assert {e[1] for e in gpu.events} == {s.servers[0]._thread.ident}
+        expected = fake._REAL_SESSION(fixed_model, providers=["CPUExecutionProvider"]).run(None, s.feeds)[0]
+        np.testing.assert_allclose(out["y"], expected, rtol=1e-6)
+    finally:
+        s.close()
+
+
 def test_a_graph_binding_is_refused_on_another_thread(gpu, fixed_model):
     s = Session(graph_profile(fixed_model), model_mod.load_model(fixed_model))
     try:

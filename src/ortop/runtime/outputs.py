@@ -18,9 +18,10 @@ def run_outputs(session: Any) -> dict[str, Any]:
 
     def one() -> list[Any]:
         if m.io_binding:
-            b = m.binding(0, 0)
-            m.sess.run_with_iobinding(b)
-            return list(b.copy_outputs_to_cpu())
+            # Through the caller's own runner: with CUDA graphs it replays the graph captured at warm-up (a bare
+            # run_with_iobinding would capture another, outside the capture lock).
+            m.runner(0, 0)()
+            return list(m.binding(0, 0).copy_outputs_to_cpu())
         values = m.runner(0, 0)()
         return [v if isinstance(v, np.ndarray) or not hasattr(v, "numpy") else v.numpy() for v in values]
 
