@@ -117,10 +117,10 @@ def test_the_tuner_never_proposes_a_cuda_graph_to_concurrent_callers() -> None:
     cuda = pm.merge(Profile(), **{"provider.name": "CUDAExecutionProvider"})
     assert "cuda_graph" in Space(cuda, _host(), facts).dimensions  # one caller: worth trying
     busy = pm.merge(cuda, **{"workload.concurrency": 4})
-    for dims in (None, ["cuda_graph", "io_binding", "conv_algo"]):
-        space = Space(busy, _host(), facts, dims)
-        assert "cuda_graph" not in space.dimensions
-        assert not any(c.profile.cuda_graph() for c in space.grid())
+    assert "cuda_graph" not in Space(busy, _host(), facts).dimensions  # every dimension: the grid is too big to list
+    space = Space(busy, _host(), facts, ["cuda_graph", "io_binding", "conv_algo"])
+    assert "cuda_graph" not in space.dimensions
+    assert not any(c.profile.cuda_graph() for c in space.grid())
     [why] = [n for n in Space(busy, _host(), facts, ["cuda_graph"]).pruned if n.startswith("cuda_graph")]
     assert "concurrency = 4" in why
     # replicas keep one caller per session: a graph is still a candidate, and it validates
