@@ -90,6 +90,19 @@ def test_a_full_queue_sheds_the_newest_arrivals_and_counts_them():
     assert disp.arrived == 31  # arrivals up to 30 ms (0..30), taken in or shed
 
 
+def test_waiting_before_counts_the_queued_and_the_due_not_yet_taken_in():
+    # Arrivals every 1 ms from t=0; one claim at 2.5 ms takes request 0 and queues 1 and 2.
+    disp = A.Dispatcher(A.offsets(A.FIXED, 1000.0, 0), A.shape_ids(1, None, 0), start_ns=0, max_queue=100)
+    assert disp.claim(2_500_000).index == 0
+    assert disp.queue_len == 2
+    assert disp.waiting_before(1_500_000) == 1          # request 1 (at 1 ms), queued
+    assert disp.waiting_before(5_500_000) == 5          # 1, 2 queued; 3, 4, 5 due but not taken in yet
+    assert disp.waiting_before(0) == 0
+    for _ in range(5):
+        disp.claim(6_000_000)
+    assert disp.waiting_before(5_500_000) == 0 and disp.waiting_before(6_500_000) == 1
+
+
 def test_a_free_server_takes_the_next_request_and_waits_for_it():
     disp = A.Dispatcher(A.offsets(A.FIXED, 100.0, 0), A.shape_ids(1, None, 0), start_ns=5_000, max_queue=8)
     r0 = disp.claim(0)

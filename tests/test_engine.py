@@ -687,6 +687,34 @@ def test_failed_build_leaves_the_running_session_running(worker):
     w.expect(lambda m: m == PR.State("idle", 1), 5, "idle")
 
 
+def test_an_open_block_records_every_request_that_arrived_in_its_window(worker, tmp_path):
+    """Offered twice what the session serves, a block's queue grows to its end. The block records the requests
+    that arrived in its window, each to its response: it serves on after the window until they have all started
+    (cut at the window's end, it would keep only the half that started in time, the quick ones)."""
+    from tests.models import make_matmul_model
+
+    w = worker(make_matmul_model(tmp_path / "mm.onnx", n=1024, batch=32))  # ~1 ms a run
+    w.build(0, session__intra_op_num_threads=1)
+    w.send(PR.Alternate((0,), 0.3, 0.05, 1))  # closed: what it serves back to back
+    w.expect(lambda m: isinstance(m, PR.AlternationDone), 15, "the closed block")
+    closed = next(m for m in w.seen if isinstance(m, PR.BlockDone))
+    capacity = closed.runs / ((closed.t_end_ns - closed.t_start_ns) / 1e9)
+    mark = len(w.seen)
+    window_s, rate = 0.3, 2 * capacity
+    w.send(PR.Alternate((0,), window_s, 0.05, 1, rate_hz=rate, arrival="poisson"))
+    w.expect(lambda m: isinstance(m, PR.AlternationDone), 15, "the open block")
+    done = next(m for m in w.seen[mark:] if isinstance(m, PR.BlockDone))
+    samples = next(m for m in w.seen[mark:] if isinstance(m, PR.Samples) and m.block == done.seq)
+    assert (done.t_end_ns - done.t_start_ns) / 1e9 == pytest.approx(window_s, abs=0.01)  # the window, no drain
+    arrival = samples.rows[:, 0] - samples.rows[:, 5]
+    assert arrival.min() >= done.t_start_ns and arrival.max() < done.t_end_ns
+    expected = rate * window_s
+    assert len(samples.rows) >= 0.85 * expected, (len(samples.rows), expected)  # not the ~50 % started in time
+    assert samples.traffic is not None and samples.traffic[1] == 0  # all served: none shed, none left waiting
+    response_ms = (samples.rows[:, 1] + samples.rows[:, 5]) / 1e6
+    assert response_ms.max() > 0.3 * window_s * 1e3  # the last arrivals waited for the backlog
+
+
 def test_alternate_sends_blocks_in_schedule_order_without_the_settle_runs(worker):
     from ortop.measure.compare import schedule
 

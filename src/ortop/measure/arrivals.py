@@ -185,6 +185,17 @@ class Dispatcher:
         shape = self._shape.get(i)
         return Request(i, a, 0 if shape is None else shape)
 
+    def waiting_before(self, t_ns: int) -> int:
+        """Requests that arrived before ``t_ns`` and no server has taken yet: queued, or due but not taken in."""
+        n = sum(1 for _, a in self._queue if a < t_ns)
+        j = self._next
+        while True:
+            a = self._arrival(j)
+            if a is None or a >= t_ns:
+                return n
+            n += 1
+            j += 1
+
     def ended(self) -> bool:
         """A finite schedule taken in whole and its queue empty."""
         return not self._queue and self._arrival(self._next) is None

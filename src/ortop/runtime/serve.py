@@ -315,6 +315,14 @@ class Loop:
         self._said = (arrived, dropped)
         return d_arr, d_drop, qlen, qmax
 
+    def waiting_before(self, t_ns: int) -> int:
+        """Open arrivals: requests that arrived before ``t_ns`` and have not started yet, over every queue."""
+        n = 0
+        for q, lock in zip(self.queues, self.locks):
+            with lock:
+                n += q.waiting_before(t_ns)
+        return n
+
     def halt(self) -> None:
         """Stop the servers' work and wait for it (a run in flight finishes first); the rows stay for take()."""
         self.stop.set()

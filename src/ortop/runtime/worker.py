@@ -40,11 +40,20 @@ from ortop.runtime.child import (
 )
 
 FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms (the UI draws at 2–4 Hz)
+DRAIN_MAX_NS = 2_000_000_000  # an open block serves its window's arrivals for at most this long after the window
+DRAIN_POLL_NS = 1_000_000
 
 
 
 class _Block:
-    """One block of an alternation in progress: a loop that settles, then records until its end."""
+    """One block of an alternation in progress: a loop that settles, then records until its end.
+
+    With open arrivals the block records the requests that *arrive* in its window, each to its response, so after
+    the window it goes on serving (arrivals still coming, the queue as it was) until every request that arrived in
+    the window has started, for at most ``DRAIN_MAX_NS``; those still waiting then are counted as shed. Cut at the
+    window's end instead, a block would leave out the requests a burst left queued — the slowest ones — and a short
+    block would read a percentile too low: the shorter the block, the larger that bias.
+    """
 
     def __init__(self, loop, seq: int, settle_ns: int, block_ns: int):
         self.loop = loop
@@ -55,6 +64,10 @@ class _Block:
         self.t_start = 0
         self.cpu_start = 0
         self.deadline = time.perf_counter_ns() + settle_ns
+        self.rec_end = 0           # open arrivals: the window's end, once draining
+        self.cpu_end = 0
+        self.drain_until = 0
+        self.window_traffic: tuple[int, int, int, int] | None = None
 
     def begin_recording(self) -> None:
         self.loop.take()  # settle runs: not recorded
@@ -63,6 +76,21 @@ class _Block:
         self.cpu_start = time.process_time_ns()
         self.recording = True
         self.deadline = self.t_start + self.block_ns
+
+    def drained(self, now: int) -> bool:
+        """At or after the deadline: True when the block may end (a closed loop at once; open arrivals once the
+        window's requests have all started, or the drain's time is up), else the next look is scheduled."""
+        if not self.loop.queues:
+            return True
+        if not self.rec_end:
+            self.rec_end = self.deadline
+            self.cpu_end = time.process_time_ns()
+            self.window_traffic = self.loop.traffic()
+            self.drain_until = now + DRAIN_MAX_NS
+        if self.loop.waiting_before(self.rec_end) == 0 or now >= self.drain_until:
+            return True
+        self.deadline = now + DRAIN_POLL_NS
+        return False
 
 
 class _Alternation:
@@ -167,7 +195,7 @@ class Worker:
             b = alt.block
             if not b.recording:
                 b.begin_recording()
-            else:
+            elif b.drained(now):
                 self._finish_block()
                 if self.errors:
                     self._on_errors()
@@ -297,6 +325,7 @@ class Worker:
         alt = self.alt
         assert alt is not None and alt.block is not None
         b = alt.block
+        unserved = b.loop.waiting_before(b.rec_end) if b.rec_end else 0
         b.loop.halt()
         t_end = time.perf_counter_ns()
         cpu_end = time.process_time_ns()
@@ -305,7 +334,15 @@ class Worker:
         if self.errors:
             return  # reported by the caller of this; the block is not recorded
         rows = b.loop.take()
-        rows = rows[rows[:, 0] >= b.t_start]
+        if b.rec_end:  # open arrivals: the requests that arrived in the window, each to its response
+            arrival = rows[:, 0] - rows[:, 5]
+            rows = rows[(arrival >= b.t_start) & (arrival < b.rec_end)]
+            t_end, cpu_end = b.rec_end, b.cpu_end
+            arrived, dropped, qlen, qmax = b.window_traffic or (0, 0, 0, 0)
+            qmax = max(qmax, b.traffic[3]) if b.traffic else qmax
+            b.traffic = (arrived, dropped + unserved, qlen, qmax)  # still waiting after the drain: as good as shed
+        else:
+            rows = rows[rows[:, 0] >= b.t_start]
         cid = b.loop.config_id
         between = int(rows[:, 3].sum()) if b.loop.tracks_cpu else -1
         self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now(), b.traffic))
