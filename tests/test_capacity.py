@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import Point, Search, Slo, grid, parse_slo, predict_knee, simulate, t95
+from ortop.engine.capacity import MET_MIN_S, Point, Search, Slo, grid, parse_slo, predict_knee, simulate, t95
 from ortop.errors import UsageError
 from tests.models import make_matmul_model
 from tests.test_cli import one_error_line, ortop
@@ -199,3 +199,16 @@ def test_a_step_heads_for_the_prediction_from_the_last_points_service_times_with
     assert d.next_rate() == grid(700.0)
     d.predicted_per_s = 100.0                   # at most halved
     assert d.next_rate() == grid(grid(1200.0) / 2)
+
+
+def test_a_point_meets_the_slo_only_after_two_seconds_recorded():
+    slo = Slo("p99", 10.0)
+    p = Point(100.0)
+    for k in range(1, 8):
+        p.add(np.full(100, 2.0), 0.3, 100, 0, slo)   # nothing near the SLO, 0.3 s a block
+        assert p.decide(slo) == ("met" if k * 0.3 >= MET_MIN_S else "undecided"), k
+    assert p.decision == "met"
+    missed = Point(100.0)
+    for _ in range(4):
+        missed.add(np.full(100, 20.0), 0.3, 100, 0, slo)
+    assert missed.decide(slo) == "not met"          # a miss needs no such wait

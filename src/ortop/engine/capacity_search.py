@@ -101,8 +101,8 @@ class CapacitySearch:
         self.stop = stop or threading.Event()
         self.on_point = on_point
         # A point still undecided after this long straddles the SLO: it is at the knee, within what more time
-        # would tell, and the bracket moves by its estimate (a tenth of the budget, 4 … 20 s).
-        self.point_max_s = point_max_s if point_max_s is not None else max(4.0, min(20.0, budget_s / 10))
+        # would tell, and the bracket moves by its estimate (a twelfth of the budget, 4 … 20 s).
+        self.point_max_s = point_max_s if point_max_s is not None else max(4.0, min(20.0, budget_s / 12))
         self.searches = [Search(i, self.names[i], p) for i, p in enumerate(self.profiles)]
         self._channels: list[_Channel] = []
         self._where: list[tuple[int, int]] = []  # per profile: (channel index, config id)
@@ -230,7 +230,7 @@ class CapacitySearch:
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
-        block_s = max(0.3, min(1.5, 150.0 / rate))       # ~150 requests a block
+        block_s = max(0.5, min(1.5, 300.0 / rate))       # ~300 requests a block, 0.5 s at least
         settle_s = max(0.2, min(0.6, 50.0 / rate))       # let the queue reach its working level first
         points = {s.index: s.points.setdefault(rate, Point(rate)) for s in group}
         t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
