@@ -170,10 +170,14 @@ def test_the_search_looks_at_the_prediction_first_then_steps_ten_percent_then_ha
     up = grid(grid(400.0) * 1.1)
     assert s.next_rate() == up
     s.points[up] = Point(up)
-    s.hi = up                               # missed: both ends measured, halve
+    s.hi = up                               # missed: a 10 % bracket, done
+    assert s.done()
+    s.hi = grid(600.0)                      # a wider one: both ends measured, halve
     assert s.lo < s.next_rate() < s.hi and s.done() is False
-    s.lo = s.hi / 1.04
-    assert s.done()                         # within 5 %
+    s.lo = s.hi / 1.15
+    assert not s.done()
+    s.lo = s.hi / 1.09
+    assert s.done()                         # within 10 %
     down = Search(0, "b", Profile(), ceiling_per_s=1000.0, hi=grid(1000.0), predicted_per_s=400.0)
     down.points[grid(400.0)] = Point(grid(400.0))
     down.hi = grid(400.0)                   # the prediction missed: step down 10 %

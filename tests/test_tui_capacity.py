@@ -41,7 +41,7 @@ HOST = (8, 4)  # logical, physical cores the alternatives are offered for
 
 class FakeSearch:
     """Bisection over ``floor_ms / (1 − rate / ceiling)`` per profile; four blocks a point, each of 200 requests at
-    that latency, decided by the engine's own rule; 2 s of (fake) time a point."""
+    that latency over at least 0.5 s, decided by the engine's own rule; 2 s of (fake) time a point."""
 
     def __init__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
                  names: Sequence[str], stop: threading.Event, on_point: Callable[[Any, Any], None],
@@ -84,8 +84,8 @@ class FakeSearch:
                 rate = s.next_rate()
                 p = s.points.setdefault(rate, Point(rate))
                 served = min(rate, self.ceilings[s.index])
-                for _ in range(4):
-                    p.add(np.full(200, self.latency(s.index, rate)), 200 / served, 200, 0, self.slo)
+                for _ in range(4):  # at least half a second each: the 2 s a point needs before it may meet the SLO
+                    p.add(np.full(200, self.latency(s.index, rate)), max(0.5, 200 / served), 200, 0, self.slo)
                 if p.decide(self.slo, final=True) == "met":
                     s.lo = max(s.lo, rate)
                 else:
@@ -376,7 +376,7 @@ async def test_the_profile_that_serves_more_is_highlighted_and_enter_applies_it(
         res = screen.result
         assert res is not None and not res.stopped and res.best() == 1
         running, alt = res.searches
-        assert 0.97 * 300 <= running.lo <= 300 < running.hi and 0.97 * 600 <= alt.lo <= 600 < alt.hi  # the knees
+        assert 0.9 * 300 <= running.lo <= 300 < running.hi and 0.9 * 600 <= alt.lo <= 600 < alt.hi  # 10 % below at most
         assert text_of(screen, "cap-verdict").startswith("serves more  2 replicas pinned: ")
         assert cells(screen)[1][5] == "serves more"
         assert screen.selected().name == "2 replicas pinned"

@@ -10,12 +10,12 @@ The search per profile:
    cross the SLO if service under load were what it is back to back. It is only where the search looks first:
    under open load runs follow idle gaps, caches go cold and pools stop spinning, so the real knee is measured.
 3. From the prediction, steps up (while points meet the SLO) or down (while they do not) until a rate that meets
-   it and one that does not are known, then bisection between them until they are 5 % apart. A step goes toward
-   the prediction made again from the last point's own service times — service under that load, not back to
-   back — and is at least 10 % and at most a factor of two. Each
-   point is Poisson arrivals, measured in blocks until it is decided or its time is up; a point still undecided
-   then lies where the interval straddles the SLO — at the knee, within what more time would tell — and moves the
-   bracket by its estimate, marked undecided.
+   it and one that does not are known, then bisection between them until they are 10 % apart: the capacity
+   reported, the rate that met it, is then within 10 % of the knee, and each point more costs seconds. A step goes
+   toward the prediction made again from the last point's own service times — service under that load, not back
+   to back — and is at least 10 % and at most a factor of two. Each point is Poisson arrivals, measured in blocks
+   until it is decided or its time is up; a point still undecided then lies where the interval straddles the SLO
+   — at the knee, within what more time would tell — and moves the bracket by its estimate, marked undecided.
 4. A point is decided by *batch means* over its blocks. Each block is an independent replication: the worker
    starts the arrival sequence afresh (from the same seed for every profile: common random numbers), lets the
    queue settle, then records. For a percentile SLO (p99 ≤ 50 ms) the block statistic is the share of requests
@@ -47,7 +47,7 @@ from ortop.errors import UsageError
 SLO_METRICS = ("p50", "p90", "p95", "p99", "p999", "mean")
 QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 GRID = 1.02             # rates are rounded to this geometric grid, so profiles can share a point
-NARROW = 0.05           # stop narrowing a bracket when hi − lo ≤ 5 % of hi (the capacity, lo, within 5 % of the knee)
+NARROW = 0.10           # stop narrowing a bracket when hi − lo ≤ 10 % of hi (the capacity, lo, within 10 % of the knee)
 STEP = 1.1              # from the prediction, steps of 10 % until the knee is bracketed
 MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
 MET_MIN_S = 2.0         # recorded seconds before a point may meet the SLO: a host's stalls come every second or
