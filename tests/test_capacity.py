@@ -216,3 +216,21 @@ def test_a_point_meets_the_slo_only_after_two_seconds_recorded():
     for _ in range(4):
         missed.add(np.full(100, 20.0), 0.3, 100, 0, slo)
     assert missed.decide(slo) == "not met"          # a miss needs no such wait
+
+
+def test_a_measured_point_scales_the_simulated_curve_before_it_is_crossed():
+    """M/M/1 (mean 4 ms): p99 = ln 100 / (μ − λ). A point measured at 150/s reading 2× the queue's p99 there (a
+    host whose stalls come in runs) moves the knee to where the queue's p99 is half the SLO."""
+    service = np.random.default_rng(0).exponential(4.0, 20000)
+    mu = 1e3 / service.mean()
+    slo = Slo("p99", 100.0)
+    plain = predict_knee(service, slo, n=60000)
+    simulated_at_150 = math.log(100) / (mu - 150.0) * 1e3
+    same = predict_knee(service, slo, n=60000, at=(150.0, simulated_at_150))
+    assert same == pytest.approx(plain, rel=0.04)                  # the point agrees with the queue: no change
+    worse = predict_knee(service, slo, n=60000, at=(150.0, 2 * simulated_at_150))
+    want = mu - math.log(100) / (slo.ms / 2 / 1e3)                 # where the queue's p99 is 50 ms
+    assert worse == pytest.approx(want, rel=0.06) and worse < plain
+    better = predict_knee(service, slo, n=60000, at=(150.0, simulated_at_150 / 2))
+    assert better > plain
+    assert predict_knee(service, slo, at=(150.0, math.nan)) == pytest.approx(predict_knee(service, slo))

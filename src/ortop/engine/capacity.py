@@ -13,9 +13,10 @@ The search per profile:
    it and one that does not are known, then bisection between them until they are 10 % apart: the capacity
    reported, the rate that met it, is then within 10 % of the knee, and each point more costs seconds. A step goes
    toward the prediction made again from the last point's own service times — service under that load, not back
-   to back — and is at least 10 % and at most a factor of two. Each point is Poisson arrivals, measured in blocks
-   until it is decided or its time is up; a point still undecided then lies where the interval straddles the SLO
-   — at the knee, within what more time would tell — and moves the bracket by its estimate, marked undecided.
+   to back — with the simulated curve scaled to pass through what the point measured, and is at least 10 % and at
+   most a factor of two. Each point is Poisson arrivals, measured in blocks until it is decided or its time is up;
+   a point still undecided then lies where the interval straddles the SLO — at the knee, within what more time
+   would tell — and moves the bracket by its estimate, marked undecided.
 4. A point is decided by *batch means* over its blocks. Each block is an independent replication: the worker
    starts the arrival sequence afresh (from the same seed for every profile: common random numbers), lets the
    queue settle, then records. For a percentile SLO (p99 ≤ 50 ms) the block statistic is the share of requests
@@ -127,12 +128,17 @@ def simulate(service_ms: np.ndarray, gaps: np.ndarray, rate_per_s: float, server
 
 
 def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int = 1, n: int = 20000,
-                 seed: int = 0) -> float:
+                 seed: int = 0, at: tuple[float, float] | None = None) -> float:
     """The offered rate (requests/s, all ``queues`` together) at which the SLO metric of response time would
     cross the SLO if every run took what the closed loop's runs took (``service_ms``, resampled): Poisson
     arrivals split evenly over ``queues`` FIFO queues (replicas) of ``servers`` callers each, simulated with common
     random numbers so the metric grows with the rate, and the rate bisected. 0 when even a lone request misses;
-    nan without service times."""
+    nan without service times.
+
+    ``at = (rate, measured_ms)``: a point measured the SLO metric at that offered rate. The simulation's curve is
+    then scaled to pass through it (measured over simulated, at that rate) before it is crossed with the SLO: the
+    simulation knows the curve's shape, the point its level — stalls of the host that come in runs, which a queue
+    of independent service times does not have, raise it."""
     svc = np.asarray(service_ms, dtype=float)
     svc = svc[np.isfinite(svc) & (svc > 0)]
     if svc.size < 10:
@@ -148,12 +154,19 @@ def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int
         return float(r.mean()) if slo.quantile is None else float(np.quantile(r, slo.quantile))
 
     top = servers * 1e3 / float(svc.mean())  # one queue's ceiling: beyond it the queue grows without bound
-    if metric(top * 1e-3) > slo.ms:
+    limit = slo.ms
+    if at is not None:
+        rate, measured = at
+        if rate > 0 and measured > 0 and math.isfinite(measured):
+            simulated = metric(min(rate / queues, top * 0.999))
+            if simulated > 0 and math.isfinite(simulated):
+                limit = slo.ms * simulated / measured
+    if metric(top * 1e-3) > limit:
         return 0.0
     lo, hi = top * 1e-3, top
     for _ in range(30):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if metric(mid) <= slo.ms else (lo, mid)
+        lo, hi = (mid, hi) if metric(mid) <= limit else (lo, mid)
         if hi - lo <= 1e-3 * hi:
             break
     return lo * queues

@@ -258,10 +258,11 @@ class CapacitySearch:
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
-            if p.service:  # where the next step heads: this load's service times, queued
+            if p.service:  # where the next step heads: this load's service times, queued, through this point
                 w = s.profile.workload
                 s.predicted_per_s = predict_knee(np.concatenate(p.service), self.slo,
-                                                 servers=max(1, w.concurrency), queues=max(1, w.replicas))
+                                                 servers=max(1, w.concurrency), queues=max(1, w.replicas),
+                                                 at=(rate, p.value(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
 
