@@ -37,7 +37,8 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
         "leaderboard (stop, apply or save any row)", footer=False),
     Key("c", "capacity", "capacity", "capacity: the most traffic the running profile and one alternative serve "
-        "within a latency SLO, the latency–load curve drawn as points are measured (apply or save either)",
+        "within a latency SLO, the latency–load curve drawn as points are measured (apply or save either, w writes "
+        "the HTML report)",
         footer=False),
     Key("plus,equals_sign", "threads_up", quick.label(quick.THREADS), "intra-op threads up by one (from ORT's "
         "default: its count, the physical cores, plus one)", "+", short="thr", bar="+/-"),
