@@ -4,7 +4,6 @@ tables (pure, on synthetic traces), then the real thing in a child process on th
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from ortop.cli.ops import ops_main
 from ortop.config.profile import Profile
 from ortop.engine import ops
+from ortop.engine.workerproc import run_child
 from ortop.model.demo import build_demo
 from ortop.runtime.opprof import op_table, parse_trace
 from tests.models import make_add_model, make_initializer_input_model
@@ -116,11 +116,10 @@ def test_a_session_that_fails_to_run_is_exit_1_and_bad_input_exit_2(tmp_path: Pa
     assert all(line.startswith("ortop: error: ") for line in capsys.readouterr().err.splitlines())
 
 
+def _dies(conn, request) -> None:
+    os._exit(3)
+
+
 def test_a_child_that_dies_without_a_word_is_reported() -> None:
-    ctx = mp.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=os._exit, args=(3,))
-    proc.start()
-    send.close()
-    result, why = ops._wait(proc, recv, timeout_s=30, stop=None)
+    result, why = run_child(_dies, None, {}, "ortop-test-dies", timeout_s=30, stop=None)
     assert result is None and why == "died (exit code 3)"

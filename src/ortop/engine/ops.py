@@ -9,11 +9,9 @@ outlives its time is reported with the last lines of that log.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import tempfile
 import threading
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -42,50 +40,21 @@ def probe(model_path: str, profile: Profile, *, runs: int = 0, warmup: int = 0, 
     Raises:
         ProbeError: the child died, timed out, or was stopped.
     """
-    from ortop.engine.workerproc import spawn_with_env, worker_env
+    from ortop.engine.workerproc import run_child, worker_env
     from ortop.runtime import opprof
 
     profile = replace(profile, model=model_path)
     with tempfile.TemporaryDirectory(prefix="ortop-ops-") as workdir:
         req = opprof.Request(model_path, profile.to_dict(full=True), workdir, runs=runs, warmup=warmup,
                              trace=trace, placement=placement)
-        ctx = mp.get_context("spawn")
-        recv, send = ctx.Pipe(duplex=False)
         env, said = worker_env(profile.env)
-        proc = spawn_with_env(ctx, opprof.child_main, (send, req), env, "ortop-ops")
-        send.close()
-        try:
-            result, why = _wait(proc, recv, timeout_s, stop)
-        finally:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(5)
-            recv.close()
+        result, why = run_child(opprof.child_main, req, env, "ortop-ops", timeout_s, stop)
         if result is None:
             log = opprof.read_log(os.path.join(workdir, opprof.LOG_NAME))
             tail = f"; its last log line: {log[-1]}" if log else ""
             raise ProbeError(f"the profiling process {why}{tail}", {"log": log, "env_warnings": said})
     result["env_warnings"] = said
     return result
-
-
-def _wait(proc: Any, conn: Any, timeout_s: float | None,
-          stop: threading.Event | None) -> tuple[dict[str, Any] | None, str]:
-    """The child's one message, or (None, why not)."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        try:
-            if conn.poll(0.1):
-                return conn.recv(), ""
-        except (EOFError, OSError):  # it closed the pipe without a word: it is dying
-            proc.join(5)
-        if not proc.is_alive():
-            code = proc.exitcode
-            return None, f"died ({f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'})"
-        if stop is not None and stop.is_set():
-            return None, "was stopped"
-        if deadline is not None and time.monotonic() > deadline:
-            return None, f"did not finish in {timeout_s:g} s"
 
 
 def profile_ops(model_path: str, profile: Profile, *, runs: int = 20, warmup: int | None = None,

@@ -12,7 +12,6 @@ inputs); :func:`default_out_dir` where, when the caller names no folder.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import tempfile
 import threading
@@ -120,26 +119,15 @@ def make_variants(model_path: str, profile: Profile, out_dir: str, kinds: list[s
     Raises:
         VariantsError: the child died, timed out, was stopped, or could not import onnxruntime's tools.
     """
-    from ortop.engine.ops import _wait
-    from ortop.engine.workerproc import spawn_with_env, worker_env
+    from ortop.engine.workerproc import run_child, worker_env
     from ortop.runtime import variants as rv
 
     profile = replace(profile, model=model_path)
     with tempfile.TemporaryDirectory(prefix="ortop-variants-") as logdir:
         req = rv.Request(os.path.abspath(model_path), out_dir, logdir, profile.to_dict(full=True), tuple(kinds),
                          os.path.abspath(calibrate) if calibrate else None)
-        ctx = mp.get_context("spawn")
-        recv, send = ctx.Pipe(duplex=False)
         env, _said = worker_env(profile.env)
-        proc = spawn_with_env(ctx, rv.child_main, (send, req), env, "ortop-variants")
-        send.close()
-        try:
-            result, why = _wait(proc, recv, timeout_s, stop)
-        finally:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(5)
-            recv.close()
+        result, why = run_child(rv.child_main, req, env, "ortop-variants", timeout_s, stop)
         if result is None:
             log = rv.read_log(os.path.join(logdir, rv.LOG_NAME))
             tail = f"; its last log line: {log[-1]}" if log else ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,43 @@ def spawn_with_env(ctx: Any, target: Any, args: tuple, env: Mapping[str, str], n
                 else:
                     os.environ[k] = v
     return proc
+
+
+def run_child(target: Any, request: Any, env: Mapping[str, str], name: str, timeout_s: float | None,
+              stop: threading.Event | None) -> tuple[dict[str, Any] | None, str]:
+    """Run ``target(conn, request)`` once in a spawned child with ``env`` (see :func:`spawn_with_env`) and return
+    the one message it sends, or (None, why not): it died, was stopped, or did not finish in ``timeout_s``. The
+    child is killed if it is still alive when this returns (the short-lived probes: operators, variants)."""
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = spawn_with_env(ctx, target, (send, request), env, name)
+    send.close()
+    try:
+        return _one_message(proc, recv, timeout_s, stop)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        recv.close()
+
+
+def _one_message(proc: Any, conn: Any, timeout_s: float | None,
+                 stop: threading.Event | None) -> tuple[dict[str, Any] | None, str]:
+    """The child's one message, or (None, why not)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        try:
+            if conn.poll(0.1):
+                return conn.recv(), ""
+        except (EOFError, OSError):  # it closed the pipe without a word: it is dying
+            proc.join(5)
+        if not proc.is_alive():
+            code = proc.exitcode
+            return None, f"died ({f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'})"
+        if stop is not None and stop.is_set():
+            return None, "was stopped"
+        if deadline is not None and time.monotonic() > deadline:
+            return None, f"did not finish in {timeout_s:g} s"
 
 
 def worker_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
