@@ -22,6 +22,18 @@ def matmul_model(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def fixed_model(tmp_path_factory) -> str:
+    """A tiny MatMul model with every shape fixed (x: float32[2x8]): CUDA graphs need no run to size outputs."""
+    return make_matmul_model(tmp_path_factory.mktemp("models") / "fixed.onnx", n=8, batch=2)
+
+
+@pytest.fixture(scope="session")
+def free_model(tmp_path_factory) -> str:
+    """The same with a free batch dim (x: float32[batch x 8]): outputs sized by a run that skips capture."""
+    return make_matmul_model(tmp_path_factory.mktemp("models") / "free.onnx", n=8)
+
+
+@pytest.fixture(scope="session")
 def broadcast_model(tmp_path_factory) -> str:
     """a [N] + b [M]: runs with the default N = M = 1, fails in Run() with --dim N=2 --dim M=3."""
     path = tmp_path_factory.mktemp("models") / "broadcast.onnx"

@@ -22,7 +22,7 @@ from ortop.runtime import child, iobind
 from ortop.runtime.serve import Loop
 from ortop.runtime.session import Replicas, Session, build
 from tests.fakes import cuda_graph as fake
-from tests.models import make_cast_model, make_matmul_model
+from tests.models import make_cast_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,16 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 def gpu(monkeypatch) -> fake.World:
     monkeypatch.setattr(child, "_preload", {"done": None})  # the CUDA libraries: tested on their own below
     return fake.install(monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def fixed_model(tmp_path_factory) -> str:
-    return make_matmul_model(tmp_path_factory.mktemp("m") / "fixed.onnx", n=8, batch=2)
-
-
-@pytest.fixture(scope="module")
-def free_model(tmp_path_factory) -> str:
-    return make_matmul_model(tmp_path_factory.mktemp("m") / "free.onnx", n=8)
 
 
 def graph_profile(model: str, **changes) -> pm.Profile:

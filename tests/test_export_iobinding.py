@@ -14,20 +14,9 @@ import pytest
 from ortop.config import profile as pm
 from ortop.export import render
 from tests.fakes import cuda_graph as fake
-from tests.models import make_matmul_model
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPH = REPO / "profiles" / "cuda-graph.toml"
-
-
-@pytest.fixture(scope="module")
-def fixed_model(tmp_path_factory) -> str:
-    return make_matmul_model(tmp_path_factory.mktemp("m") / "fixed.onnx", n=8, batch=2)
-
-
-@pytest.fixture(scope="module")
-def free_model(tmp_path_factory) -> str:
-    return make_matmul_model(tmp_path_factory.mktemp("m") / "free.onnx", n=8)
 
 
 @pytest.fixture
