@@ -9,7 +9,19 @@ import numpy as np
 import pytest
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import MET_MIN_S, Point, Search, Slo, grid, parse_slo, predict_knee, simulate, t95
+from ortop.engine.capacity import (
+    MET_MIN_S,
+    Point,
+    Search,
+    Slo,
+    busy_ms,
+    grid,
+    parse_slo,
+    predict_knee,
+    queue_model,
+    simulate,
+    t95,
+)
 from ortop.errors import UsageError
 from tests.models import make_matmul_model
 from tests.test_cli import one_error_line, ortop
@@ -234,3 +246,77 @@ def test_a_measured_point_scales_the_simulated_curve_before_it_is_crossed():
     better = predict_knee(service, slo, n=60000, at=(150.0, simulated_at_150 / 2))
     assert better > plain
     assert predict_knee(service, slo, at=(150.0, math.nan)) == pytest.approx(predict_knee(service, slo))
+
+
+def _served(arrive_ns: np.ndarray, service_ns: np.ndarray, gap_ns: np.ndarray, caller: int = 0) -> np.ndarray:
+    """A single server's rows as the worker writes them (start, service, -, -, caller, queue, shape, idle): FIFO,
+    each run starting ``gap_ns`` after the server could take it (a wake-up late, the loop's own work)."""
+    rows, free = [], 0
+    for a, s, g in zip(arrive_ns.tolist(), service_ns.tolist(), gap_ns.tolist()):
+        start = max(a, free) + g
+        rows.append((start, s, -1, -1, caller, start - a, 0, max(0, start - free)))
+        free = start + s
+    return np.array(rows, dtype=np.int64)
+
+
+def test_busy_times_replayed_on_the_same_arrivals_give_back_the_responses_measured():
+    rng = np.random.default_rng(5)
+    n = 2000
+    arrive = np.cumsum(rng.exponential(5e6, n)).astype(np.int64)        # 200/s
+    service = rng.normal(4e6, 3e5, n).astype(np.int64)
+    gap = rng.exponential(2e5, n).astype(np.int64)                      # 0.2 ms between runs on average
+    gap[0] = 0  # the first request's busy time is its service alone (no earlier end to count from)
+    rows = _served(arrive, service, gap)
+    busy = busy_ms(rows)
+    assert np.all(busy >= rows[:, 1] / 1e6 - 1e-9) and busy[1:].mean() > service[1:].mean() / 1e6
+    # Lindley with the busy times on the same arrivals is the measured response of every request after the first
+    measured = (rows[:, 1] + rows[:, 5]) / 1e6
+    replay = simulate(busy, np.diff(np.r_[0, arrive]) / 1e6, 1e3)  # gaps in ms at "1000/s" = the gaps themselves
+    assert np.allclose(replay, measured, rtol=0, atol=1e-6)
+    assert not np.allclose(simulate(rows[:, 1] / 1e6, np.diff(np.r_[0, arrive]) / 1e6, 1e3), measured, atol=0.1)
+    # two callers' rows come one caller after the other; each is its own server
+    other = _served(arrive + 1, service, gap, caller=1)
+    both = busy_ms(np.concatenate([rows, other]))
+    assert np.allclose(np.sort(both), np.sort(np.r_[busy, busy_ms(other)]))
+
+
+def test_the_queue_model_matches_the_mm1_queue_and_its_interval_holds_it():
+    """Busy times exponential of mean 4 ms (μ = 250/s) under Poisson arrivals: M/M/1, p99 = ln 100 / (μ − λ)."""
+    busy = [np.random.default_rng(k).exponential(4.0, 1500) for k in range(4)]  # 6 000 measured, in 4 blocks
+    mu = 1e3 / np.concatenate(busy).mean()
+    for rate in (120.0, 170.0):
+        est, lo, hi = queue_model(busy, Slo("p99", 50.0), rate)
+        want = math.log(100) / (mu - rate) * 1e3
+        assert est == pytest.approx(want, rel=0.08) and lo < want < hi, (rate, est, lo, hi, want)
+        assert hi / lo < 1.6
+        mean, _, _ = queue_model(busy, Slo("mean", 50.0), rate)
+        assert mean == pytest.approx(1e3 / (mu - rate), rel=0.08)
+    assert queue_model(busy, Slo("p99", 50.0), 1.01 * mu)[0] == math.inf  # over the ceiling: no long run
+    assert math.isnan(queue_model([np.ones(20)], Slo("p99", 50.0), 100.0)[0])  # too few to model
+    # two callers on one queue wait less than one; two replicas at twice the rate are one queue at the rate
+    one, _, _ = queue_model(busy, Slo("p99", 50.0), 170.0)
+    assert queue_model(busy, Slo("p99", 50.0), 170.0, servers=2)[0] < one
+    assert queue_model(busy, Slo("p99", 50.0), 340.0, queues=2)[0] == pytest.approx(one, rel=1e-9)
+
+
+def test_blocks_that_saw_no_clump_do_not_meet_an_slo_the_queue_misses_in_the_long_run():
+    """At 80 % load (M/M/1, μ = 250/s at 200/s) the long-run p99 is ln 100 / 50/s = 92 ms. Four short blocks
+    whose requests all came in under a 50 ms SLO — a calm stretch of arrivals — used to be "met": their
+    share over the SLO was 0 with no spread. With the busy times they measured, the point is not met."""
+    slo = Slo("p99", 50.0)
+    rng = np.random.default_rng(2)
+    calm = Point(200.0)
+    for _ in range(4):
+        calm.add(np.full(300, 12.0), 0.6, 300, 0, slo, busy_ms=rng.exponential(4.0, 300))
+    assert calm.decide(slo) == "not met"
+    mu = 1e3 / np.concatenate(calm.busy).mean()  # the sample's own service rate (about 250/s)
+    assert calm.model[1] > slo.ms and calm.estimate(slo) == pytest.approx(math.log(100) / (mu - 200) * 1e3, rel=0.1)
+    assert calm.value(slo) == 12.0  # what was measured is still what the curve shows
+    light = Point(100.0)  # 40 % load: p99 = ln 100 / 150/s = 31 ms, clear of the SLO
+    for _ in range(4):
+        light.add(np.full(300, 9.0), 0.6, 300, 0, slo, busy_ms=rng.exponential(4.0, 300))
+    assert light.decide(slo) == "met" and light.model[2] < slo.ms
+    seen = Point(100.0)  # requests seen over the SLO in numbers are believed, whatever the model says
+    for _ in range(4):
+        seen.add(np.r_[np.full(270, 9.0), np.full(30, 80.0)], 0.6, 300, 0, slo, busy_ms=rng.exponential(4.0, 300))
+    assert seen.decide(slo) == "not met"

@@ -163,25 +163,27 @@ def _result(points: dict[int, dict[float, float]], slo: Slo = SLO20) -> Capacity
     return CapacityResult("/models/m.onnx", slo, searches, 30.0, 60.0)
 
 
-def test_the_curve_marks_each_knee_under_the_point_it_is_at():
+def test_the_curve_marks_each_knee_where_the_slo_is_crossed_between_its_brackets_points():
     res = _result({0: {200.0: 8.0, 300.0: 30.0, 250.0: 15.0}, 1: {400.0: 10.0, 600.0: 40.0}})
     width, height = 80, 18
     text = panel.curve(res, width, height).plain
     lines = text.split("\n")
-    assert "SLO 20" in text and "↑250/s" in text and "↑400/s" in text
+    # 250/s met at 15 ms, 300/s missed at 30: 1/latency linear in the rate crosses 20 ms at 275/s; 400…600 at 533
+    assert "SLO 20" in text and "↑275/s" in text and "↑533/s" in text
     axis = next(line for line in lines if "└" in line)
     knees = [x for x, ch in enumerate(axis) if ch == "┴"]
     assert len(knees) == 2
-    # each knee's column is the column of that profile's highest met point, on text_curve's own axis
-    for mark, rate_col in (("●", knees[0]), ("▲", knees[1])):
-        column = "".join(line[rate_col] if rate_col < len(line) else " " for line in lines[1:-3])
-        assert mark in column
+    # each knee's column lies between the columns of its bracket's two points, on text_curve's own axis
+    for (lo_mark, hi_mark), col in ((("●", "○"), knees[0]), (("▲", "△"), knees[1])):
+        lo_col = max(line.rfind(lo_mark) for line in lines[1:-3])
+        hi_col = max(line.find(hi_mark) for line in lines[1:-3])
+        assert lo_col < col < hi_col, (lo_col, col, hi_col)
     knee_line = lines[-1]
-    assert knee_line.index("↑250/s") == knees[0] and knee_line.index("↑400/s") == knees[1]
-    # the knee's dotted column runs from under the SLO line down to the axis, around the point itself
+    assert knee_line.index("↑275/s") == knees[0] and knee_line.index("↑533/s") == knees[1]
+    # the knee's dotted column runs from under the SLO line down to the axis
     slo_row = next(i for i, line in enumerate(lines) if "┄" in line)
     below = [lines[k][knees[0]] for k in range(slo_row + 1, lines.index(axis))]
-    assert set(below) <= {"┊", "●"} and "┊" in below
+    assert set(below) == {"┊"}
 
 
 def test_the_curve_before_any_point_and_without_a_knee():
@@ -194,12 +196,13 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     res = _result({0: {200.0: 8.0, 300.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}})
     profiles = [Profile(), profile_mod.merge(Profile(), **{"workload.replicas": 2, "workload.pin_replicas": True})]
     rows = panel.rows(["running", "2 replicas pinned"], profiles, res, done=True)
-    assert [r.cells for r in rows] == [("● running", "200/s", "200…300", "1.0k/s", "2", "out of time"),
-                                       ("▲ 2 replicas pinned", "400/s", "400…600", "1.0k/s", "2", "serves more")]
+    # the capacity is where 1/latency, linear in the rate, crosses the SLO between the bracket's points
+    assert [r.cells for r in rows] == [("● running", "282/s", "200…300", "1.0k/s", "2", "out of time"),
+                                       ("▲ 2 replicas pinned", "533/s", "400…600", "1.0k/s", "2", "serves more")]
     assert rows[1].style == "bold green" and rows[1].profile is profiles[1]
-    assert panel.verdict(res, True).plain == ("serves more  2 replicas pinned: 400/s within p99 ≤ 20 ms · ×2.00 "
+    assert panel.verdict(res, True).plain == ("serves more  2 replicas pinned: 533/s within p99 ≤ 20 ms · ×1.89 "
                                                "running (×1.33…×3.00 by the brackets)")
-    assert panel.verdict(res, False).plain.startswith("so far  2 replicas pinned: 400/s")
+    assert panel.verdict(res, False).plain.startswith("so far  2 replicas pinned: 533/s")
     detail = panel.detail(rows[1], res, profiles[0]).plain
     assert detail.startswith("2 replicas pinned  changes replicas 2 · pin replicas on\n"
                              "ceiling 1.0k/s back to back · p99 4.00 ms at no load\n")
@@ -211,7 +214,7 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert not panel.separated(close, 1) and panel.separated(res, 1)
     assert panel.rows(["running", "2 replicas pinned"], profiles, close, done=True)[1].cells[5] == "ahead"
     assert panel.verdict(close, True).plain == (
-        "ahead  2 replicas pinned: 300/s within p99 ≤ 20 ms · ×1.50 running (×0.75…×3.00 by the brackets)\n"
+        "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms · ×1.38 running (×0.75…×3.00 by the brackets)\n"
         "the brackets overlap, so neither is shown to serve more: a longer budget (b) narrows them")
     none = _result({0: {300.0: 30.0}, 1: {600.0: 40.0}})
     assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"

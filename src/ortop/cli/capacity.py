@@ -112,7 +112,7 @@ def format_result(result: Any, *, plot: bool = True) -> str:
             continue
         hi = _rate(s.hi)
         bracket = f"{_rate(s.lo)}…{hi}/s"
-        cap = f"{_rate(s.lo)}/s" if s.met else "0"
+        cap = f"{_rate(s.capacity(slo))}/s" if s.met else "0"
         lines.append(f"  {s.index}  {s.name:<{width}}  {cap:>9}  {bracket:>15}  {_rate(s.ceiling_per_s):>6}/s  "
                      f"{s.floor_ms:.3g} ms")
         if s.note:
@@ -120,19 +120,22 @@ def format_result(result: Any, *, plot: bool = True) -> str:
     best = result.best()
     if best is not None and len(result.searches) > 1:
         b = result.searches[best]
-        lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.lo)}/s"]
+        lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s"]
         for s in result.searches:
             if s.index != best and s.met:
                 est, lo, hi = result.ratio(best, s.index)
                 lines.append(f"  {b.name} / {s.name}: ×{est:.2f} (within ×{lo:.2f}…×{hi:.2f} by the brackets)")
     elif best is None:
         lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
-    lines += ["", "points (offered → served, SLO metric, decision):"]
+    lines += ["", "points (offered → served, SLO metric measured, in the long run by the queue model, decision):"]
     for s in result.searches:
         for rate, p in sorted(s.points.items()):
             v = p.value(slo)
+            est, lo, hi = p.model
+            model = (f"  long run {est:.3g} ({lo:.3g}…{hi:.3g})" if math.isfinite(hi) else
+                     "  long run: unbounded" if est == math.inf else "")
             lines.append(f"  {s.name:<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  {slo.metric} "
-                         f"{v:>8.3g} ms  {p.decision}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
+                         f"{v:>8.3g} ms{model}  {p.decision}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
     if plot and any(s.points for s in result.searches):
         lines += ["", text_curve(result)]
     for w in result.warnings:

@@ -131,7 +131,7 @@ def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tup
         why = base.note or base.failed or "see ortop capacity"
         raise RuntimeFailure(f"the baseline meets {slo.text()} at no rate here ({why}): nothing to race at its knee")
     rate = KNEE_RATE * base.lo
-    print(f"ortop tune: the baseline serves {base.lo:.0f}/s within {slo.text()} (bracket {base.lo:.0f}…"
+    print(f"ortop tune: the baseline serves {base.capacity(slo):.0f}/s within {slo.text()} (bracket {base.lo:.0f}…"
           f"{base.hi:.0f}/s, {found.elapsed_s:.0f} s); racing on {slo.metric} under Poisson arrivals at "
           f"{rate:.0f}/s", file=sys.stderr)
     raced = P.merge(profile, **{"workload.arrival": "poisson", "workload.rate_hz": round(rate, 1)})

@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee
+from ortop.engine.capacity import CapacityResult, Point, Search, Slo, busy_ms, grid, predict_knee
 from ortop.errors import RuntimeFailure
 
-_Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, service ms
+# response ms, wall s, queue counters, service ms, busy ms (time on the server: busy_ms)
+_Block = tuple[np.ndarray, float, "tuple | None", np.ndarray, np.ndarray]
 
 
 class _Channel:
@@ -172,7 +173,7 @@ class CapacitySearch:
     def _blocks(self, searches: list[Search], rounds: int, block_s: float, settle_s: float,
                 rate: float | None, arrival: str) -> dict[int, list[_Block]]:
         """Alternate the searches' sessions (per worker) for ``rounds`` rounds; each block's response times (ms),
-        wall time, queue counters and service times (ms), per search index."""
+        wall time, queue counters, service and busy times (ms), per search index."""
         from ortop.runtime import protocol as P
 
         out: dict[int, list[_Block]] = {s.index: [] for s in searches}
@@ -200,7 +201,7 @@ class CapacitySearch:
                 s = group[ids.index(cid)]
                 r, traffic = rows.get((cid, seq), (np.zeros((0, 8), dtype=np.int64), None))
                 resp = (r[:, 1] + (r[:, 5] if r.shape[1] > 5 else 0)) / 1e6
-                out[s.index].append((resp, wall, traffic, r[:, 1] / 1e6))
+                out[s.index].append((resp, wall, traffic, r[:, 1] / 1e6, busy_ms(r)))
         self._round += rounds  # the next blocks draw fresh arrivals
         return out
 
@@ -215,9 +216,9 @@ class CapacitySearch:
             if not blocks:
                 s.failed = "no closed-loop block finished"
                 continue
-            rates = [len(resp) / wall for resp, wall, _, _ in blocks if wall > 0]
+            rates = [len(resp) / wall for resp, wall, *_ in blocks if wall > 0]
             s.ceiling_per_s = float(np.median(rates)) if rates else math.nan
-            svc = np.concatenate([resp for resp, _, _, _ in blocks])
+            svc = np.concatenate([resp for resp, *_ in blocks])
             q = self.slo.quantile
             s.floor_ms = float(svc.mean()) if q is None else float(np.percentile(svc, 100 * q)) if svc.size else \
                 math.nan
@@ -232,15 +233,17 @@ class CapacitySearch:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
         block_s = max(0.5, min(1.5, 300.0 / rate))       # ~300 requests a block, 0.5 s at least
         settle_s = max(0.2, min(0.6, 50.0 / rate))       # let the queue reach its working level first
-        points = {s.index: s.points.setdefault(rate, Point(rate)) for s in group}
+        points = {s.index: s.points.setdefault(rate, Point(rate, servers=max(1, s.profile.workload.concurrency),
+                                                           queues=max(1, s.profile.workload.replicas)))
+                  for s in group}
         t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
         pending = list(group)
         while pending and not self.stop.is_set():
             got = self._blocks(pending, 2, block_s, settle_s, rate, "poisson")
             for s in pending:
-                for resp, wall, traffic, service in got[s.index]:
+                for resp, wall, traffic, service, busy in got[s.index]:
                     arrived, dropped = (traffic[0], traffic[1]) if traffic else (len(resp), 0)
-                    points[s.index].add(resp, wall, arrived, dropped, self.slo, service)
+                    points[s.index].add(resp, wall, arrived, dropped, self.slo, service, busy)
             final = time.monotonic() >= t_end or self.left() <= 0
             for s in list(pending):
                 d = points[s.index].decide(self.slo, final=final)
@@ -253,16 +256,14 @@ class CapacitySearch:
             if p.decision == "undecided":
                 p.decide(self.slo, final=True)
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
-            meets = p.decision == "met" or (p.decision == "undecided" and p.value(self.slo) <= self.slo.ms)
+            meets = p.decision == "met" or (p.decision == "undecided" and p.estimate(self.slo) <= self.slo.ms)
             if meets:
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
-            if p.service:  # where the next step heads: this load's service times, queued, through this point
-                w = s.profile.workload
-                s.predicted_per_s = predict_knee(np.concatenate(p.service), self.slo,
-                                                 servers=max(1, w.concurrency), queues=max(1, w.replicas),
-                                                 at=(rate, p.value(self.slo)))
+            if p.busy:  # where the next step heads: this load's busy times, queued, through this point
+                s.predicted_per_s = predict_knee(np.concatenate(p.busy), self.slo, servers=p.servers,
+                                                 queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
 

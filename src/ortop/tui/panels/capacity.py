@@ -104,7 +104,7 @@ def knee_columns(result: CapacityResult, width: int) -> dict[int, int]:
     top = _x_top(result)
     if not math.isfinite(top):
         return {}
-    return {s.index: min(width - 1, int(round(s.lo / top * (width - 1)))) for s in result.searches
+    return {s.index: min(width - 1, int(round(s.capacity(result.slo) / top * (width - 1)))) for s in result.searches
             if s.lo > 0 and not s.failed}
 
 
@@ -154,7 +154,7 @@ def _knee_line(result: CapacityResult, knees: dict[int, int]) -> Text:
     t = Text(f"{'knee':>7}  ", style="dim")
     at = 0
     for i, col in sorted(knees.items(), key=lambda kv: kv[1]):
-        label = f"↑{fmt_rate(result.searches[i].lo)} "
+        label = f"↑{fmt_rate(result.searches[i].capacity(result.slo))} "
         if col > at:
             t.append(" " * (col - at))
             at = col
@@ -213,7 +213,8 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
             state, style = "stopped" if result.stopped else "out of time", "yellow"
         else:
             state, style = "searching", ""
-        cap = fmt_rate(s.lo) if s.lo > 0 else ("0" if s.note else DASH)  # no rate found to meet it: unknown
+        # no rate found to meet it: unknown
+        cap = fmt_rate(s.capacity(result.slo)) if s.lo > 0 else ("0" if s.note else DASH)
         out.append(Row(i, name, (label, cap, _bracket(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))), state),
                        style, profile))
     return tuple(out)
@@ -248,7 +249,7 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
         t.append("serves more  " if len(result.searches) > 1 else "capacity  ", style="bold")
     else:
         t.append("ahead  ", style="bold yellow")
-    t.append(f"{b.name}: {fmt_rate(b.lo)} within {slo}", style="bold green" if done and sure else "")
+    t.append(f"{b.name}: {fmt_rate(b.capacity(result.slo))} within {slo}", style="bold green" if done and sure else "")
     for s in result.searches:
         if s.index == best:
             continue
@@ -284,5 +285,7 @@ def detail(row: Row | None, result: CapacityResult | None, running: Profile) -> 
         shed = f"  ({p.dropped} shed)" if p.dropped else ""
         t.append(f"\n  {fmt_rate(rate):>8} → {fmt_rate(p.served_per_s()):>8}  {result.slo.metric} "
                  f"{fmt_ms(p.value(result.slo)):>6} ms  ")
+        if math.isfinite(p.model[0]):  # what the point's busy times give in the long run (the judged figure)
+            t.append(f"long run {fmt_ms(p.model[0])}  ", style="dim")
         t.append(p.decision + shed, style={"met": "green", "not met": "red"}.get(p.decision, "yellow"))
     return t
