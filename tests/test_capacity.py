@@ -14,11 +14,11 @@ from ortop.engine.capacity import (
     Point,
     Search,
     Slo,
-    busy_ms,
     grid,
     parse_slo,
     predict_knee,
     queue_model,
+    server_times,
     simulate,
     t95,
 )
@@ -259,31 +259,43 @@ def _served(arrive_ns: np.ndarray, service_ns: np.ndarray, gap_ns: np.ndarray, c
     return np.array(rows, dtype=np.int64)
 
 
-def test_busy_times_replayed_on_the_same_arrivals_give_back_the_responses_measured():
+def test_server_times_replayed_on_the_same_arrivals_give_back_the_responses_measured():
     rng = np.random.default_rng(5)
     n = 2000
     arrive = np.cumsum(rng.exponential(5e6, n)).astype(np.int64)        # 200/s
     service = rng.normal(4e6, 3e5, n).astype(np.int64)
     gap = rng.exponential(2e5, n).astype(np.int64)                      # 0.2 ms between runs on average
-    gap[0] = 0  # the first request's busy time is its service alone (no earlier end to count from)
+    gap[0] = 0  # the first request's gap is not known (no earlier end to count from)
     rows = _served(arrive, service, gap)
-    busy = busy_ms(rows)
-    assert np.all(busy >= rows[:, 1] / 1e6 - 1e-9) and busy[1:].mean() > service[1:].mean() / 1e6
-    # Lindley with the busy times on the same arrivals is the measured response of every request after the first
+    t = server_times(rows)
+    assert np.allclose(t[:, 0], service / 1e6) and np.allclose(t[1:, 1], gap[1:] / 1e6)
+    # idle: the request came after its server's previous end (then its gap is a wake-up)
+    ends = (rows[:, 0] + rows[:, 1])[:-1]
+    assert np.array_equal(t[1:, 2] > 0, arrive[1:] > ends) and 0.05 < t[:, 2].mean() < 0.5  # 80 % load
+    # Lindley with service + gap on the same arrivals is the measured response of every request
     measured = (rows[:, 1] + rows[:, 5]) / 1e6
-    replay = simulate(busy, np.diff(np.r_[0, arrive]) / 1e6, 1e3)  # gaps in ms at "1000/s" = the gaps themselves
+    replay = simulate(t[:, 0] + t[:, 1], np.diff(np.r_[0, arrive]) / 1e6, 1e3)  # "1000/s": the gaps in ms as given
     assert np.allclose(replay, measured, rtol=0, atol=1e-6)
-    assert not np.allclose(simulate(rows[:, 1] / 1e6, np.diff(np.r_[0, arrive]) / 1e6, 1e3), measured, atol=0.1)
+    assert not np.allclose(simulate(t[:, 0], np.diff(np.r_[0, arrive]) / 1e6, 1e3), measured, atol=0.1)
+    # ... and so is the queue that adds the gap as a wake-up only to requests that found the server idle
+    queued = np.where(t[:, 2] > 0, 0.0, t[:, 1])
+    woke = simulate(t[:, 0] + queued, np.diff(np.r_[0, arrive]) / 1e6, 1e3, wake_ms=t[:, 1] - queued)
+    assert np.allclose(woke, measured, rtol=0, atol=1e-6)
     # two callers' rows come one caller after the other; each is its own server
     other = _served(arrive + 1, service, gap, caller=1)
-    both = busy_ms(np.concatenate([rows, other]))
-    assert np.allclose(np.sort(both), np.sort(np.r_[busy, busy_ms(other)]))
+    both = server_times(np.concatenate([rows, other]))
+    assert np.allclose(np.sort(both[:, 1]), np.sort(np.r_[t[:, 1], server_times(other)[:, 1]]))
+
+
+def mm1(rng: np.random.Generator, n: int = 300, mean_ms: float = 4.0) -> np.ndarray:
+    """server_times for ``n`` requests of exponential service, no gaps: with Poisson arrivals, an M/M/1 queue."""
+    return np.column_stack([rng.exponential(mean_ms, n), np.zeros(n), np.zeros(n)])
 
 
 def test_the_queue_model_matches_the_mm1_queue_and_its_interval_holds_it():
-    """Busy times exponential of mean 4 ms (μ = 250/s) under Poisson arrivals: M/M/1, p99 = ln 100 / (μ − λ)."""
-    busy = [np.random.default_rng(k).exponential(4.0, 1500) for k in range(4)]  # 6 000 measured, in 4 blocks
-    mu = 1e3 / np.concatenate(busy).mean()
+    """Service exponential of mean 4 ms (μ = 250/s) under Poisson arrivals: M/M/1, p99 = ln 100 / (μ − λ)."""
+    busy = [mm1(np.random.default_rng(k), 1500) for k in range(4)]  # 6 000 measured, in 4 blocks
+    mu = 1e3 / np.concatenate(busy)[:, 0].mean()
     for rate in (120.0, 170.0):
         est, lo, hi = queue_model(busy, Slo("p99", 50.0), rate)
         want = math.log(100) / (mu - rate) * 1e3
@@ -292,11 +304,26 @@ def test_the_queue_model_matches_the_mm1_queue_and_its_interval_holds_it():
         mean, _, _ = queue_model(busy, Slo("mean", 50.0), rate)
         assert mean == pytest.approx(1e3 / (mu - rate), rel=0.08)
     assert queue_model(busy, Slo("p99", 50.0), 1.01 * mu)[0] == math.inf  # over the ceiling: no long run
-    assert math.isnan(queue_model([np.ones(20)], Slo("p99", 50.0), 100.0)[0])  # too few to model
+    assert math.isnan(queue_model([np.ones((20, 3))], Slo("p99", 50.0), 100.0)[0])  # too few to model
     # two callers on one queue wait less than one; two replicas at twice the rate are one queue at the rate
     one, _, _ = queue_model(busy, Slo("p99", 50.0), 170.0)
     assert queue_model(busy, Slo("p99", 50.0), 170.0, servers=2)[0] < one
     assert queue_model(busy, Slo("p99", 50.0), 340.0, queues=2)[0] == pytest.approx(one, rel=1e-9)
+
+
+def test_a_wake_up_costs_only_the_requests_that_find_the_server_idle():
+    """4 ms of service, and 1 ms late whenever the thread slept: at 200/s a queue charging that 1 ms to every
+    request would be at 100 % load and grow without bound; charged only after idle, the queue keeps up."""
+    n = 4000
+    idle = (np.arange(n) % 3 == 0).astype(float)  # a third of the requests found the server idle
+    times = np.column_stack([np.full(n, 4.0), idle * 1.0, idle])
+    est, _, hi = queue_model([times], Slo("p99", 100.0), 200.0)
+    assert math.isfinite(hi) and 4.0 < est < 100.0
+    every = np.column_stack([np.full(n, 4.0), np.full(n, 1.0), np.zeros(n)])  # the same 1 ms between every run
+    assert queue_model([every], Slo("p99", 100.0), 200.0)[0] == math.inf
+    # at light load nearly every request finds the server idle and pays the wake-up
+    light, _, _ = queue_model([times], Slo("mean", 100.0), 20.0)
+    assert light == pytest.approx(5.0, abs=0.2)
 
 
 def test_blocks_that_saw_no_clump_do_not_meet_an_slo_the_queue_misses_in_the_long_run():
@@ -307,16 +334,16 @@ def test_blocks_that_saw_no_clump_do_not_meet_an_slo_the_queue_misses_in_the_lon
     rng = np.random.default_rng(2)
     calm = Point(200.0)
     for _ in range(4):
-        calm.add(np.full(300, 12.0), 0.6, 300, 0, slo, busy_ms=rng.exponential(4.0, 300))
+        calm.add(np.full(300, 12.0), 0.6, 300, 0, slo, busy=mm1(rng))
     assert calm.decide(slo) == "not met"
-    mu = 1e3 / np.concatenate(calm.busy).mean()  # the sample's own service rate (about 250/s)
+    mu = 1e3 / np.concatenate(calm.busy)[:, 0].mean()  # the sample's own service rate (about 250/s)
     assert calm.model[1] > slo.ms and calm.estimate(slo) == pytest.approx(math.log(100) / (mu - 200) * 1e3, rel=0.1)
     assert calm.value(slo) == 12.0  # what was measured is still what the curve shows
     light = Point(100.0)  # 40 % load: p99 = ln 100 / 150/s = 31 ms, clear of the SLO
     for _ in range(4):
-        light.add(np.full(300, 9.0), 0.6, 300, 0, slo, busy_ms=rng.exponential(4.0, 300))
+        light.add(np.full(300, 9.0), 0.6, 300, 0, slo, busy=mm1(rng))
     assert light.decide(slo) == "met" and light.model[2] < slo.ms
     seen = Point(100.0)  # requests seen over the SLO in numbers are believed, whatever the model says
     for _ in range(4):
-        seen.add(np.r_[np.full(270, 9.0), np.full(30, 80.0)], 0.6, 300, 0, slo, busy_ms=rng.exponential(4.0, 300))
+        seen.add(np.r_[np.full(270, 9.0), np.full(30, 80.0)], 0.6, 300, 0, slo, busy=mm1(rng))
     assert seen.decide(slo) == "not met"

@@ -26,9 +26,10 @@ The search per profile:
    narrow; blocks are not. But the blocks cannot show that a rate meets a percentile SLO: the requests over it
    come in the clumps of a queue's rare long busy periods, so a few seconds of blocks mostly hold none, and their
    interval is narrow exactly when it should not be (a rapid classifier's point read p99 29 ms from 1 000
-   requests where its queue's long run is 41). So each point also measures its server — every request's time on
-   it, service plus the dispatch gap before it (:func:`busy_ms`) — and :func:`queue_model` replays those times
-   through a simulated queue for tens of thousands of arrivals: the SLO metric in the long run, with an interval.
+   requests where its queue's long run is 41). So each point also measures its server — every request's service
+   and the gap before it, a wake-up after idle or the loop's work between runs (:func:`server_times`) — and
+   :func:`queue_model` replays those through a simulated queue for tens of thousands of arrivals: the SLO metric
+   in the long run, with an interval.
    The point meets the SLO when that interval lies below the SLO and at least 2 s were recorded; it fails when
    the interval lies above it or the blocks say so; an undecided point moves the bracket by the model's estimate.
 5. Points of profiles whose brackets share a rate (rates are rounded to a 2 % grid) are measured together,
@@ -117,19 +118,29 @@ def grid(rate: float) -> float:
     return float(GRID ** round(math.log(rate) / math.log(GRID)))
 
 
-def simulate(service_ms: np.ndarray, gaps: np.ndarray, rate_per_s: float, servers: int = 1) -> np.ndarray:
+def simulate(service_ms: np.ndarray, gaps: np.ndarray, rate_per_s: float, servers: int = 1,
+             wake_ms: np.ndarray | None = None) -> np.ndarray:
     """Response times (ms) of a FIFO queue with ``servers`` servers: request *n* arrives ``gaps[n] / rate`` after
-    request *n − 1* (``gaps``: unit-mean inter-arrival draws) and needs ``service_ms[n]``."""
+    request *n − 1* (``gaps``: unit-mean inter-arrival draws) and needs ``service_ms[n]``; ``wake_ms[n]`` more when
+    it finds its server idle (a sleeping thread wakes late; a busy one takes the next request at once)."""
     arrive = np.cumsum(gaps) * (1e3 / rate_per_s)
     if servers <= 1:
-        # Lindley's recursion in closed form: D_n = C_n + max_{j≤n} (A_j − C_{j−1}), C the cumulative service.
-        done = np.cumsum(service_ms)
-        depart = done + np.maximum.accumulate(arrive - (done - service_ms))
+        def lindley(work: np.ndarray) -> np.ndarray:
+            # Lindley's recursion in closed form: D_n = C_n + max_{j≤n} (A_j − C_{j−1}), C the cumulative work.
+            done = np.cumsum(work)
+            return done + np.maximum.accumulate(arrive - (done - work))
+
+        depart = lindley(service_ms)
+        if wake_ms is not None:  # who found the server idle, from the queue without the wake-ups, then with them
+            idle = np.r_[True, arrive[1:] >= depart[:-1]]
+            depart = lindley(service_ms + np.where(idle, wake_ms, 0.0))
         return depart - arrive
     free = [0.0] * servers  # a heap of the times each server is next free
     out = np.empty(arrive.size)
-    for n, (a, s) in enumerate(zip(arrive.tolist(), service_ms.tolist())):
-        start = max(a, heapq.heappop(free))
+    wake = wake_ms.tolist() if wake_ms is not None else [0.0] * arrive.size
+    for n, (a, s, w) in enumerate(zip(arrive.tolist(), service_ms.tolist(), wake)):
+        f = heapq.heappop(free)
+        start = a + w if a >= f else f
         heapq.heappush(free, start + s)
         out[n] = start + s - a
     return out
@@ -180,64 +191,79 @@ def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int
     return lo * queues
 
 
-def busy_ms(rows: np.ndarray) -> np.ndarray:
-    """Each request's time on its server (ms, in start order per server), from a block's rows: from when it could
-    have started — its arrival, or its server's previous end when that came later — to its end. That is its
-    service plus the dispatch gap before it (a wake-up late, the serving loop's own work between runs): replayed
-    through Lindley's recursion on the same arrivals these give back the responses measured, so a queue simulated
-    with them is this server, not an ideal one. The first request of each server counts its service alone."""
+BUSY_COLUMNS = 3  # server_times' columns: service ms, the gap before the run ms, 1 when the server was idle
+
+
+def server_times(rows: np.ndarray) -> np.ndarray:
+    """What each request cost its server (ms, in start order per server), from a block's rows: (service, gap,
+    idle) — the gap from when it could have started (its arrival, or its server's previous end when that came
+    later) to its start, and whether the server was idle when it arrived. A queued request's gap is the serving
+    loop's own work between runs; an idle server's is how late its thread woke. Replayed through Lindley's
+    recursion on the same arrivals, service + gap gives back the responses measured, so a queue simulated with
+    them is this server, not an ideal one. The first request of each server counts its service alone."""
     if rows.ndim != 2 or not len(rows):
-        return np.zeros(0)
+        return np.zeros((0, BUSY_COLUMNS))
     if rows.shape[1] < 6:
-        return rows[:, 1] / 1e6
+        return np.column_stack([rows[:, 1] / 1e6, np.zeros(len(rows)), np.zeros(len(rows))])
     out = []
     for caller in np.unique(rows[:, 4]):
         r = rows[rows[:, 4] == caller]
         r = r[np.argsort(r[:, 0], kind="stable")]
         start, service = r[:, 0], r[:, 1]
-        end = start + service
-        free = np.concatenate((start[:1], end[:-1]))      # when the server could take it
-        out.append(end - np.maximum(start - r[:, 5], free))  # start − queue: its arrival
-    return np.concatenate(out) / 1e6
+        arrive = start - r[:, 5]
+        free = np.concatenate((start[:1], (start + service)[:-1]))  # when the server could take it
+        ready = np.maximum(arrive, free)
+        out.append(np.column_stack([service / 1e6, (start - ready) / 1e6, (arrive > free).astype(float)]))
+    return np.concatenate(out)
 
 
 def _runs_of(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` busy times drawn from ``pool`` in runs of CHUNK consecutive ones (a moving-block bootstrap)."""
+    """Indices of ``n`` draws from ``pool`` in runs of CHUNK consecutive ones (a moving-block bootstrap)."""
     k = -(-n // CHUNK)
     starts = rng.integers(0, max(1, pool.size - CHUNK + 1), size=k)
-    idx = np.minimum((starts[:, None] + np.arange(CHUNK)[None, :]).ravel()[:n], pool.size - 1)
-    return pool[idx]
+    return np.minimum((starts[:, None] + np.arange(CHUNK)[None, :]).ravel()[:n], pool.size - 1)
 
 
-def queue_model(busy: list[np.ndarray], slo: Slo, rate_per_s: float, servers: int = 1, queues: int = 1,
+def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: int = 1, queues: int = 1,
                 seed: int = 0) -> tuple[float, float, float]:
-    """The SLO metric of response time at ``rate_per_s`` in the long run, from the busy times a point measured
-    (:func:`busy_ms`, per block): (estimate, low, high), the bounds 95 % over replicates; nans with under 50.
+    """The SLO metric of response time at ``rate_per_s`` in the long run, from what a point's requests cost their
+    server (:func:`server_times`, per block): (estimate, low, high), the bounds 95 % over replicates; nans with
+    under 50 requests.
 
     Why: a point's own percentile comes from a few seconds of one arrival sequence, and a queue's tail lives in
     its rare long busy periods. At 75 % load a p99 read from 1 000 requests swings by a quarter from one sequence
     to the next, and its requests over the SLO come in clumps, so blocks mostly hold none and a t-interval over
     them is narrow exactly when it should not be. What varies from one sequence to the next is the arrivals;
-    what the point has to measure is the server. So the measured busy times — service under this load, the
-    dispatch gaps, the host's slow spells, resampled in runs of CHUNK to keep them together — are replayed
-    through a simulated FIFO queue (``servers`` callers per queue, Poisson arrivals split over ``queues``), for
-    MODEL_N requests per replicate, each replicate a fresh resample and fresh arrivals: the median is the
-    estimate, and the bounds are the replicates' spread (of one replicate, not of their mean: a deliberately wide
-    interval, which holds the sampling of the busy times and what one replicate's arrivals leave in)."""
-    seqs = [np.asarray(b, dtype=float) for b in busy if len(b)]
-    pool = np.concatenate(seqs) if seqs else np.zeros(0)
-    pool = pool[np.isfinite(pool) & (pool > 0)]
-    if pool.size < 50 or not rate_per_s > 0:
+    what the point has to measure is the server. So the measured service times — service under this load, the
+    host's slow spells, resampled in runs of CHUNK to keep them together — are replayed through a simulated FIFO
+    queue (``servers`` callers per queue, Poisson arrivals split over ``queues``), each request costing what the
+    point's requests in its situation cost: queued (the loop's gap between runs, warm caches) or finding its
+    server idle (a wake-up, cold caches: a queue that charged those to every request would read busy periods
+    too long), for MODEL_N requests per replicate, each replicate a fresh resample and fresh arrivals: the median is
+    the estimate, and the bounds are the replicates' spread (of one replicate, not of their mean: a deliberately
+    wide interval, which holds the sampling of the service times and what one replicate's arrivals leave in)."""
+    seqs = [np.asarray(t, dtype=float).reshape(-1, BUSY_COLUMNS) for t in times if len(t)]
+    table = np.concatenate(seqs) if seqs else np.zeros((0, BUSY_COLUMNS))
+    table = table[np.isfinite(table).all(axis=1) & (table[:, 0] > 0)]
+    if len(table) < 50 or not rate_per_s > 0:
         return (math.nan, math.nan, math.nan)
+    work = table[:, 0] + np.maximum(table[:, 1], 0.0)
+    idle = table[:, 2] > 0
+    # Two pools: what a request cost when it was queued (the server busy, warm), and when it found the server idle
+    # (a wake-up, caches gone cold). A pool with under 10 requests borrows the other.
+    queued = work[~idle] if np.count_nonzero(~idle) >= 10 else work
+    after_idle = work[idle] if np.count_nonzero(idle) >= 10 else queued
     rng = np.random.default_rng(seed)
     servers, queues = max(1, servers), max(1, queues)
     n, reps = (MODEL_N, MODEL_REPS) if servers == 1 else (6000, 8)  # the heap is a Python loop: fewer, shorter
     per_queue = rate_per_s / queues
-    if per_queue * float(pool.mean()) / 1e3 >= servers:  # over the ceiling: the queue grows without bound
+    if per_queue * float(queued.mean()) / 1e3 >= servers:  # past the ceiling: no long run
         return (math.inf, math.inf, math.inf)
     vals = np.empty(reps)
     for k in range(reps):
-        r = simulate(_runs_of(pool, n, rng), rng.exponential(1.0, n), per_queue, servers)[n // 10:]
+        busy = queued[_runs_of(queued, n, rng)]
+        wake = after_idle[rng.integers(0, after_idle.size, n)] - busy  # found idle: the other pool's cost instead
+        r = simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:]
         vals[k] = r.mean() if slo.quantile is None else np.quantile(r, slo.quantile)
     lo, mid, hi = np.percentile(vals, (2.5, 50, 97.5))
     return (float(mid), float(lo), float(hi))
@@ -250,8 +276,7 @@ class Point:
     rate_per_s: float
     blocks: list[dict[str, Any]] = field(default_factory=list)  # per block: runs, over, arrived, dropped, wall, …
     response: list[np.ndarray] = field(default_factory=list)
-    service: list[np.ndarray] = field(default_factory=list)   # the same requests' service times (ms), no queue
-    busy: list[np.ndarray] = field(default_factory=list)      # ... and their time on the server (busy_ms)
+    busy: list[np.ndarray] = field(default_factory=list)      # what the same requests cost their server (server_times)
     servers: int = 1                                          # callers per queue, and queues (replicas): the
     queues: int = 1                                           # queue model's shape
     decision: str = "undecided"
@@ -259,12 +284,10 @@ class Point:
     model: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # queue_model's estimate, low, high
 
     def add(self, response_ms: np.ndarray, wall_s: float, arrived: int, dropped: int, slo: Slo,
-            service_ms: np.ndarray | None = None, busy_ms: np.ndarray | None = None) -> None:
+            busy: np.ndarray | None = None) -> None:
         self.response.append(response_ms)
-        if service_ms is not None:
-            self.service.append(service_ms)
-        if busy_ms is not None:
-            self.busy.append(busy_ms)
+        if busy is not None:
+            self.busy.append(busy)
         over = int(np.count_nonzero(response_ms > slo.ms))
         self.blocks.append({"runs": int(response_ms.size), "over": over, "wall_s": wall_s, "arrived": arrived,
                             "dropped": dropped, "mean": float(response_ms.mean()) if response_ms.size else math.nan})

@@ -12,11 +12,10 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import CapacityResult, Point, Search, Slo, busy_ms, grid, predict_knee
+from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee, server_times
 from ortop.errors import RuntimeFailure
 
-# response ms, wall s, queue counters, service ms, busy ms (time on the server: busy_ms)
-_Block = tuple[np.ndarray, float, "tuple | None", np.ndarray, np.ndarray]
+_Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, server_times
 
 
 class _Channel:
@@ -173,7 +172,7 @@ class CapacitySearch:
     def _blocks(self, searches: list[Search], rounds: int, block_s: float, settle_s: float,
                 rate: float | None, arrival: str) -> dict[int, list[_Block]]:
         """Alternate the searches' sessions (per worker) for ``rounds`` rounds; each block's response times (ms),
-        wall time, queue counters, service and busy times (ms), per search index."""
+        wall time, queue counters and server times (each request's service, gap before it, idle), per search."""
         from ortop.runtime import protocol as P
 
         out: dict[int, list[_Block]] = {s.index: [] for s in searches}
@@ -201,7 +200,7 @@ class CapacitySearch:
                 s = group[ids.index(cid)]
                 r, traffic = rows.get((cid, seq), (np.zeros((0, 8), dtype=np.int64), None))
                 resp = (r[:, 1] + (r[:, 5] if r.shape[1] > 5 else 0)) / 1e6
-                out[s.index].append((resp, wall, traffic, r[:, 1] / 1e6, busy_ms(r)))
+                out[s.index].append((resp, wall, traffic, server_times(r)))
         self._round += rounds  # the next blocks draw fresh arrivals
         return out
 
@@ -241,9 +240,9 @@ class CapacitySearch:
         while pending and not self.stop.is_set():
             got = self._blocks(pending, 2, block_s, settle_s, rate, "poisson")
             for s in pending:
-                for resp, wall, traffic, service, busy in got[s.index]:
+                for resp, wall, traffic, busy in got[s.index]:
                     arrived, dropped = (traffic[0], traffic[1]) if traffic else (len(resp), 0)
-                    points[s.index].add(resp, wall, arrived, dropped, self.slo, service, busy)
+                    points[s.index].add(resp, wall, arrived, dropped, self.slo, busy)
             final = time.monotonic() >= t_end or self.left() <= 0
             for s in list(pending):
                 d = points[s.index].decide(self.slo, final=final)
@@ -261,8 +260,9 @@ class CapacitySearch:
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
-            if p.busy:  # where the next step heads: this load's busy times, queued, through this point
-                s.predicted_per_s = predict_knee(np.concatenate(p.busy), self.slo, servers=p.servers,
+            if p.busy:  # where the next step heads: this load's service and gaps, queued, through this point
+                t = np.concatenate(p.busy)
+                s.predicted_per_s = predict_knee(t[:, 0] + t[:, 1], self.slo, servers=p.servers,
                                                  queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
