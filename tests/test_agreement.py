@@ -48,6 +48,10 @@ def test_identical_outputs_are_exact_and_a_scaled_one_is_caught_by_mean_rel_not_
     assert isinstance(same, Agreement) and same.exact()
     assert (same.max_abs, same.mean_rel, same.cosine, same.top1) == (0.0, 0.0, 1.0, 1.0)
     assert Tolerance(atol=0.0, rtol=0.0, cosine=1.0).breaches({"y": same}) == []
+    # exactly 1 for any identical pair: a·a / |a|² rounds below 1 for about half of random arrays
+    rounding = [np.random.default_rng(k).normal(size=256) for k in range(20)]
+    assert any(float(x @ x) / float(np.linalg.norm(x)) ** 2 != 1.0 for x in rounding)
+    assert all(figures(x, x.copy())[2] == 1.0 for x in rounding)
     scaled = agree(compact(a), compact(a * np.float32(1.1)))
     assert isinstance(scaled, Agreement)
     assert scaled.cosine == pytest.approx(1.0, abs=1e-12)  # a scale leaves the direction alone

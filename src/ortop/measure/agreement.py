@@ -159,7 +159,9 @@ def figures(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, int, int
     scale = float(np.abs(a).mean())
     mean_rel = float(diff.mean()) / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0 or nb == 0:
+    if max_abs == 0:  # the same values: a·a / |a|² rounds to 1 − 2⁻⁵³ for about half of all arrays
+        cosine = 1.0
+    elif na == 0 or nb == 0:
         cosine = 1.0 if na == nb else 0.0
     else:
         cosine = float(np.clip(np.dot(a, b) / (na * nb), -1.0, 1.0))
