@@ -93,7 +93,7 @@ def test_capacity_on_a_real_model_lies_below_its_ceiling_and_an_slo_below_the_fl
     (prof,) = d["profiles"]
     assert prof["met"] is True and d["best"] == 0
     lo, hi = prof["bracket"]
-    assert 0 < lo == prof["capacity_per_s"] <= hi <= prof["ceiling_per_s"] * 1.02
+    assert hi is not None and 0 < lo <= prof["capacity_per_s"] <= hi <= prof["ceiling_per_s"] * 1.02
     assert prof["points"] and {p["decision"] for p in prof["points"]} <= {"met", "not met", "undecided"}
     for p in prof["points"]:  # what was offered was served, up to the knee
         if p["decision"] == "met":
@@ -131,7 +131,7 @@ def test_tune_on_capacity_needs_a_p50_or_p99_slo(tmp_path, env):
 @pytest.mark.integration
 def test_tune_on_capacity_races_at_the_baselines_knee(tmp_path, env):
     model = make_matmul_model(tmp_path / "mm.onnx", n=256)
-    r = ortop("tune", model, "--dim", "batch=256", "--objective", "capacity", "--slo", "p99=20ms", "--budget", "40",
+    r = ortop("tune", model, "--dim", "batch=256", "--objective", "capacity", "--slo", "p99=20ms", "--budget", "22",
               "--space", "spinning", "--json", env=env, timeout=150)
     assert r.returncode == 0, r.stderr
     assert "racing on p99 under Poisson arrivals at" in r.stderr

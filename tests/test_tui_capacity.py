@@ -476,7 +476,7 @@ async def test_a_real_search_draws_its_points_and_leaves_no_worker(matmul_model:
         screen = app.screen
         assert isinstance(screen, CapacityScreen)
         await pilot.press("a")  # spinning off: one worker for both, no pinning on a small host
-        screen.budget_s = 15.0
+        screen.budget_s = 10.0
         await pilot.press("g")
         await until(pilot, lambda: _children() - before, "the search's worker process", timeout=10)
         await until(pilot, lambda: "SLO 20" in text_of(screen, "cap-curve"), "the first point drawn", timeout=30)
@@ -484,7 +484,7 @@ async def test_a_real_search_draws_its_points_and_leaves_no_worker(matmul_model:
         await until(pilot, lambda: screen.state in ("done", "failed"), "the search's result", timeout=60)
         assert screen.state == "done", text_of(screen, "cap-verdict")
         res = screen.result
-        assert res is not None and res.elapsed_s <= 15.0 * 1.5 + 5
+        assert res is not None and res.elapsed_s <= 10.0 * 1.5 + 5
         for s in res.searches:
             assert not s.failed and s.ceiling_per_s > 0 and s.points
         assert [r[0] for r in cells(screen)] == ["● running", "▲ spinning off"]
