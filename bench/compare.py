@@ -1,11 +1,13 @@
 """Does `ortop compare` tell the truth on a drifting host? An A/A check of the method, then two real effects.
 
-    python bench/compare.py [MODEL] [--budget 20] [--aa 10] [--tries 5]
+    python bench/compare.py [MODEL] [--budget 20] [--aa 10] [--tries 5] [--only TEXT]
 
 1. A/A: the same profile against itself, ``--aa`` times. Nothing changed, so every "significant" verdict on p50 or
    throughput is a false positive. Target: at most one run of ten claims one.
-2. Real effects, ``--tries`` times each: intra-op threads 1 vs 2 (judged on p50), and spinning on vs off at a paced
-   100 Hz (judged on CPU per run). Target: the right sign, decided, every time.
+2. Real effects, ``--tries`` times each: intra-op threads 1 vs 2 (judged on p50), spinning on vs off at a paced
+   100 Hz (judged on CPU per run), and a 5 % change: the demo model's batch 20 against 21, one intra-op thread
+   (5 % more work per run; judged on p50). Target: the right sign, decided, every time; for the 5 % change, how
+   long a decision takes.
 
 Each comparison stops once its objective's verdict is settled (``--budget`` is the most it takes): each run's line
 ends with the time it took to a decision ("decided 6.2 s of 20", or "undecided" after the whole budget).
@@ -92,6 +94,8 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=20.0)
     ap.add_argument("--aa", type=int, default=10, help="A/A runs")
     ap.add_argument("--tries", type=int, default=5, help="runs of each real effect")
+    ap.add_argument("--only", default="", help="run only the real effects whose label holds this text (with --aa 0: "
+                                                "only those)")
     args = ap.parse_args()
     model = args.model
     if model is None:
@@ -108,6 +112,8 @@ def main() -> int:
         two = _profile(d, "two", "[session]\nintra_op_num_threads = 2\n")
         spin = _profile(d, "spin", "[session]\nintra_op_num_threads = 2\nallow_spinning = true\n")
         nospin = _profile(d, "nospin", "[session]\nintra_op_num_threads = 2\nallow_spinning = false\n")
+        batch20 = _profile(d, "batch20", "[session]\nintra_op_num_threads = 1\n[workload.dims]\nbatch = 20\n")
+        batch21 = _profile(d, "batch21", "[session]\nintra_op_num_threads = 1\n[workload.dims]\nbatch = 21\n")
 
         false_pos = 0
         print(f"A/A: 1 thread against itself, {args.aa} × {args.budget:g} s")
@@ -127,8 +133,10 @@ def main() -> int:
             ("threads 1 → 2 (p50)", one, two, [], "p50", "faster"),
             ("spinning on → off at 100 Hz (cpu)", spin, nospin, ["--rate", "100"], "cpu", "faster"),
         ]
+        if args.model is None:  # the demo model's free batch: 5 % more work
+            effects.append(("batch 20 → 21, 5 % more work (p50)", batch20, batch21, [], "p50", "slower"))
         found: dict[str, int] = {}
-        for label, a, b, extra, metric, want in effects:
+        for label, a, b, extra, metric, want in [e for e in effects if args.only in e[0]]:
             print(f"{label}: {args.tries} × {args.budget:g} s")
             found[label] = 0
             for i in range(args.tries):
