@@ -193,6 +193,7 @@ def test_the_command_line_crosses_models_with_profiles_model_by_model(models, tm
     assert _plan(a, bare).names == [a, str(bare)]
 
 
+@pytest.mark.slow
 def test_bad_model_comparisons_are_one_line_and_exit_2(models, tmp_path, env):  # noqa: F811
     from onnx import helper
 

@@ -364,6 +364,7 @@ def test_actions_name_and_write_files(tmp_path: Path, monkeypatch) -> None:
     assert len(errors) == 1 and errors[0].startswith("cannot write summary")
 
 
+@pytest.mark.slow
 async def test_v_verifies_the_last_change_and_the_history_verifies_a_row():
     """v asks the monitor to verify the newest row against the one before; the history's v the selected row; the
     status line shows the verification under way."""

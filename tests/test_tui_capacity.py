@@ -247,6 +247,7 @@ def test_a_copy_of_the_result_does_not_move_when_the_search_does():
 
 
 # ---- before the start ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)  # ORT's defaults, closed loop
     factory = Factory()
@@ -297,6 +298,7 @@ async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative
 
 
 # ---- searching, stopping ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_g_searches_points_redraw_the_curve_and_s_stops_with_what_is_known(tmp_path: Path) -> None:
     factory = Factory(free=3)  # three points are measured, then the search waits for the gate or a stop
     monitor = FakeMonitor(n_configs=1)
@@ -333,6 +335,7 @@ async def test_g_searches_points_redraw_the_curve_and_s_stops_with_what_is_known
         assert "s" not in {b.binding.key for b in screen.active_bindings.values() if b.enabled}
 
 
+@pytest.mark.slow
 async def test_escape_while_searching_stops_the_search_then_resumes_the_live_session(tmp_path: Path) -> None:
     factory = Factory(free=0)  # the search waits before its first point until stopped
     monitor = FakeMonitor(n_configs=1)
@@ -368,6 +371,7 @@ async def test_a_failing_search_shows_one_red_line_and_the_live_session_resumes(
 
 
 # ---- the result: apply, save --------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_the_profile_that_serves_more_is_highlighted_and_enter_applies_it(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)
     app = capacity_app(tmp_path, Factory(), monitor)
@@ -397,6 +401,7 @@ async def test_the_profile_that_serves_more_is_highlighted_and_enter_applies_it(
         assert monitor.events[-1].text == "capacity: applied 2 replicas pinned"
 
 
+@pytest.mark.slow
 async def test_apply_waits_for_the_end_of_the_search(tmp_path: Path) -> None:
     factory = Factory(free=1)
     monitor = FakeMonitor(n_configs=1)
@@ -418,6 +423,7 @@ async def test_apply_waits_for_the_end_of_the_search(tmp_path: Path) -> None:
         assert monitor.applied[-1].workload.replicas == 2
 
 
+@pytest.mark.slow
 async def test_ctrl_s_saves_the_highlighted_profile_and_it_loads(tmp_path: Path) -> None:
     app = capacity_app(tmp_path, Factory())
     async with app.run_test(size=SIZE) as pilot:
@@ -438,6 +444,7 @@ async def test_ctrl_s_saves_the_highlighted_profile_and_it_loads(tmp_path: Path)
         assert saved.workload == screen.running_profile.workload
 
 
+@pytest.mark.slow
 async def test_w_writes_the_html_report_of_the_finished_search(tmp_path: Path) -> None:
     app = capacity_app(tmp_path, Factory())
     async with app.run_test(size=SIZE) as pilot:

@@ -204,6 +204,7 @@ async def test_g_races_rows_fill_in_and_s_stops_with_the_result_so_far(tmp_path:
         assert factory.racers[0].closed and monitor.state == "measuring"
 
 
+@pytest.mark.slow
 async def test_escape_while_running_stops_the_search_then_resumes_the_live_session(tmp_path: Path) -> None:
     factory = Factory(free=0)  # every race waits: the search sits in its first race until stopped
     monitor = FakeMonitor(n_configs=1)
@@ -284,6 +285,7 @@ async def test_a_finished_search_applies_a_row_and_refuses_a_failed_one(tmp_path
         assert "threads 4 failed, so it cannot be applied" in detail and "out of memory (fake)" in detail
 
 
+@pytest.mark.slow
 async def test_ctrl_s_saves_the_selected_rows_profile_and_it_loads(tmp_path: Path) -> None:
     app = tune_app(tmp_path, Factory(threads_effect({2: 0.6})))
     async with app.run_test(size=SIZE) as pilot:
@@ -303,6 +305,7 @@ async def test_ctrl_s_saves_the_selected_rows_profile_and_it_loads(tmp_path: Pat
         assert saved.workload == screen.start_profile.workload
 
 
+@pytest.mark.slow
 async def test_a_search_that_fails_shows_one_red_line_and_the_live_session_resumes(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)
     calls = spy_pause_resume(monitor)
@@ -401,6 +404,7 @@ async def test_quitting_during_a_real_search_leaves_no_worker(matmul_model: str,
     assert not _children() - before
 
 
+@pytest.mark.slow
 async def test_least_cpu_with_a_p99_limit_reaches_the_tuner(tmp_path: Path) -> None:
     """The demo's "least CPU with p99 ≤ 5 ms": o and l set a constrained objective, and the search gets it."""
     factory = Factory()
