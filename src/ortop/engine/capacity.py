@@ -10,13 +10,13 @@ The search per profile:
    cross the SLO if service under load were what it is back to back. It is only where the search looks first:
    under open load runs follow idle gaps, caches go cold and pools stop spinning, so the real knee is measured.
 3. From the prediction, steps up (while points meet the SLO) or down (while they do not) until a rate that meets
-   it and one that does not are known, then bisection between them until they are 10 % apart: the capacity
-   reported, the rate that met it, is then within 10 % of the knee, and each point more costs seconds. A step goes
-   toward the prediction made again from the last point's own service times — service under that load, not back
-   to back — with the simulated curve scaled to pass through what the point measured, and is at least 10 % and at
-   most a factor of two. Each point is Poisson arrivals, measured in blocks until it is decided or its time is up;
-   a point still undecided then lies where the interval straddles the SLO — at the knee, within what more time
-   would tell — and moves the bracket by its estimate, marked undecided.
+   it and one that does not are known, then bisection between them until they are 10 % apart (each point more
+   costs seconds); the capacity reported is where the SLO is crossed inside that bracket (:meth:`Search.capacity`).
+   A step goes toward the prediction made again from the last point's own service times — service under that
+   load, not back to back — with the simulated curve scaled to pass through what the point measured, and is at
+   least 10 % and at most a factor of two. Each point is Poisson arrivals, measured in blocks until it is decided
+   or its time is up; a point still undecided then lies where the interval straddles the SLO — at the knee, within
+   what more time would tell — and moves the bracket by its estimate, marked undecided.
 4. A point is decided by *batch means* over its blocks. Each block is an independent replication: the worker
    starts the arrival sequence afresh (from the same seed for every profile: common random numbers), lets the
    queue settle, then records. For a percentile SLO (p99 ≤ 50 ms) the block statistic is the share of requests
@@ -54,7 +54,7 @@ from ortop.errors import UsageError
 SLO_METRICS = ("p50", "p90", "p95", "p99", "p999", "mean")
 QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 GRID = 1.02             # rates are rounded to this geometric grid, so profiles can share a point
-NARROW = 0.10           # stop narrowing a bracket when hi − lo ≤ 10 % of hi (the capacity, lo, within 10 % of the knee)
+NARROW = 0.10           # stop narrowing a bracket when hi − lo ≤ 10 % of hi (the knee then known to within 10 %)
 STEP = 1.1              # from the prediction, steps of 10 % until the knee is bracketed
 MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
 MET_MIN_S = 2.0         # recorded seconds before a point may meet the SLO: enough busy times to hold the host's
@@ -76,6 +76,13 @@ class Slo:
     @property
     def quantile(self) -> float | None:
         return QUANTILE.get(self.metric)
+
+    def of(self, response_ms: np.ndarray) -> float:
+        """This SLO's metric of some response times (ms): their mean or their percentile; nan when there are none."""
+        if not np.size(response_ms):
+            return math.nan
+        q = self.quantile
+        return float(np.mean(response_ms)) if q is None else float(np.quantile(response_ms, q))
 
     def text(self) -> str:
         return f"{self.metric} ≤ {self.ms:g} ms"
@@ -169,8 +176,7 @@ def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int
     skip = n // 10  # the queue starts empty: the first tenth is its warm-up
 
     def metric(rate: float) -> float:
-        r = simulate(draws, gaps, rate, servers)[skip:]
-        return float(r.mean()) if slo.quantile is None else float(np.quantile(r, slo.quantile))
+        return slo.of(simulate(draws, gaps, rate, servers)[skip:])
 
     top = servers * 1e3 / float(svc.mean())  # one queue's ceiling: beyond it the queue grows without bound
     limit = slo.ms
@@ -263,8 +269,7 @@ def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: i
     for k in range(reps):
         busy = queued[_runs_of(queued, n, rng)]
         wake = after_idle[rng.integers(0, after_idle.size, n)] - busy  # found idle: the other pool's cost instead
-        r = simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:]
-        vals[k] = r.mean() if slo.quantile is None else np.quantile(r, slo.quantile)
+        vals[k] = slo.of(simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:])
     lo, mid, hi = np.percentile(vals, (2.5, 50, 97.5))
     return (float(mid), float(lo), float(hi))
 
@@ -309,10 +314,7 @@ class Point:
 
     def value(self, slo: Slo) -> float:
         """The SLO metric over every recorded request of the point (ms)."""
-        a = self.all()
-        if not a.size:
-            return math.nan
-        return float(a.mean()) if slo.quantile is None else float(np.percentile(a, 100 * slo.quantile))
+        return slo.of(self.all())
 
     def estimate(self, slo: Slo) -> float:
         """The SLO metric the point is judged by: the queue model's long-run estimate, or, without busy times to

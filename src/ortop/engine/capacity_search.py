@@ -218,9 +218,7 @@ class CapacitySearch:
             rates = [len(resp) / wall for resp, wall, *_ in blocks if wall > 0]
             s.ceiling_per_s = float(np.median(rates)) if rates else math.nan
             svc = np.concatenate([resp for resp, *_ in blocks])
-            q = self.slo.quantile
-            s.floor_ms = float(svc.mean()) if q is None else float(np.percentile(svc, 100 * q)) if svc.size else \
-                math.nan
+            s.floor_ms = self.slo.of(svc)
             s.hi = grid(s.ceiling_per_s) if math.isfinite(s.ceiling_per_s) else math.nan
             w = s.profile.workload
             s.predicted_per_s = predict_knee(svc, self.slo, servers=max(1, w.concurrency), queues=max(1, w.replicas))
