@@ -453,6 +453,7 @@ def test_graph_scan_of_a_model_without_transposes_and_of_a_bad_file(tmp_path: Pa
 
 
 # ---- the TUI's doctor screen ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_the_doctor_screen_lists_findings_applies_a_patch_and_measures(tmp_path: Path) -> None:
     import time
 

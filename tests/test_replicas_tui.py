@@ -160,6 +160,7 @@ def main_panel(app: OrtopApp, pid: str) -> Panel:
     return app.screen_stack[0].query_one(f"#{pid}", Panel)
 
 
+@pytest.mark.slow
 async def test_the_panel_is_there_only_with_replicas() -> None:
     app = fake_app(FakeMonitor())
     async with app.run_test(size=(120, 40)) as pilot:
@@ -181,6 +182,7 @@ async def test_the_panel_is_there_only_with_replicas() -> None:
         assert " r0" not in main_panel(app, "cpu").text.plain
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 @pytest.mark.parametrize("n", [2, 4, 8, 64])
 async def test_the_panel_fits_the_screen(size: tuple[int, int], n: int) -> None:

@@ -57,20 +57,20 @@ def test_poisson_queue_wait_matches_pollaczek_khinchine(batch_model):
 
     A shared VM sometimes stalls for tens of ms; a stall inside an 8 s run piles a queue up that no service time
     explains, so the mean wait can only come out *above* the theory for the host's sake. Every run must therefore
-    wait at least 0.65 × the theory (a dispatcher that lost waiting fails here), and one of at most two runs must
-    land within ±35 % (a dispatcher that invents waiting fails both)."""
+    wait at least 0.65 × the theory (a dispatcher that lost waiting fails here), and one of at most three runs must
+    land within ±35 % (a dispatcher that invents waiting fails all three; CI has seen two stalled runs in a row)."""
     base = prof(batch_model, workload__dims={"batch": 1024})  # ~1-2 ms a run: wake-ups are small beside it
     closed = headless.measure(batch_model, base, duration_s=2.0)
     rate = 0.6 * closed.summary["throughput_per_s"]
     seen = []
-    for _ in range(2):
+    for _ in range(3):
         got, wq, s = _wait_against_theory(batch_model, base, rate)
         seen.append((round(got, 3), round(wq, 3), s["queue_ms"]["max"]))
         assert got >= 0.65 * wq, seen
         if got == pytest.approx(wq, rel=0.35):
             break
     else:
-        pytest.fail(f"mean wait against Pollaczek–Khinchine (measured, theory, longest wait) in two runs: {seen}")
+        pytest.fail(f"mean wait against Pollaczek–Khinchine (measured, theory, longest wait) in three runs: {seen}")
 
 
 def test_twice_the_capacity_is_said_loudly_and_exits_0(batch_model, env):
@@ -114,7 +114,10 @@ def test_a_trace_replays_every_request_at_its_recorded_rate(batch_model, env, tm
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["runs"] == 200 and d["arrivals"]["mode"] == "trace" and d["arrivals"]["dropped"] == 0
-    assert d["arrivals"]["offered_per_s"] == pytest.approx(100.0, rel=0.02)
+    # offered is arrivals over the run's wall time, which holds the last requests' service and the wind-down after
+    # the trace's last arrival at 1.99 s: a replay can never read faster than recorded, a host stall there (CI has
+    # seen 44 ms) reads a little slower
+    assert 95.0 <= d["arrivals"]["offered_per_s"] <= 102.0, d["arrivals"]
     counts = {row["shape"]["x"][0]: row["runs"] for row in d["shapes"]}
     assert counts == {int(b): int((sizes == b).sum()) for b in (1, 8, 32)}
 

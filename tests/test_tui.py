@@ -323,6 +323,7 @@ async def test_history_rows_are_applied_saved_and_exported_by_the_app(tmp_path: 
         assert len(sorted((tmp_path / "profiles").glob("*.py"))) == 2
 
 
+@pytest.mark.slow
 async def test_open_applies_the_chosen_profile_and_a_bad_one_asks_again(tmp_path: Path) -> None:
     folder = tmp_path / "profiles"
     folder.mkdir()
@@ -407,6 +408,7 @@ def conv_monitor(tmp_path: Path):
         m.stop()
 
 
+@pytest.mark.slow
 async def test_free_spatial_dims_left_at_1_are_a_warning_shown_whole_and_once(conv_monitor: Monitor,
                                                                               tmp_path: Path) -> None:
     """The note used to be an info event, cut at 120 columns just before its flag, and logged again on every
@@ -448,6 +450,7 @@ def fake_app_with(monitor: FakeMonitor, tmp_path: Path) -> OrtopApp:
                     profile_dir=tmp_path / "profiles", clock=StepClock())
 
 
+@pytest.mark.slow
 async def test_a_paced_rate_the_model_cannot_keep_is_said_with_the_achieved_rate(tmp_path: Path) -> None:
     mon = FakeMonitor()  # the running configuration is paced at 100 Hz
     row = mon.history[-1]
@@ -467,6 +470,7 @@ async def test_a_paced_rate_the_model_cannot_keep_is_said_with_the_achieved_rate
         assert "saturated: 16/s of 100 Hz: the model cannot keep this rate" in panel_text(app, "model")
 
 
+@pytest.mark.slow
 async def test_opening_a_profile_without_a_section_keeps_its_running_values(tmp_path: Path) -> None:
     """A profile of session knobs used to reset the running 100 Hz to a closed loop."""
     folder = tmp_path / "profiles"
@@ -491,6 +495,7 @@ def notes(app: OrtopApp) -> list[str]:
     return [str(n.message) for n in app._notifications]
 
 
+@pytest.mark.slow
 async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_path: Path, monkeypatch) -> None:
     from ortop.tui import quick
 
@@ -515,6 +520,7 @@ async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_pat
         assert len(mon.history) == 1  # no rebuild, no history row
 
 
+@pytest.mark.slow
 async def test_plus_while_pinned_asks_before_dropping_the_affinity(tmp_path: Path, monkeypatch) -> None:
     from ortop.tui import quick
 
@@ -538,6 +544,7 @@ async def test_plus_while_pinned_asks_before_dropping_the_affinity(tmp_path: Pat
         assert any(e.level == "warning" and "thread affinity 1;2 dropped" in e.text for e in mon.events)
 
 
+@pytest.mark.slow
 async def test_history_rows_read_apart_and_the_selected_one_is_shown_in_full(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -644,6 +651,7 @@ async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_pa
         assert app.focused is not None and app.focused.id == "f-session--intra_op_num_threads"
 
 
+@pytest.mark.slow
 async def test_f1_is_help_and_f10_quits_like_htop(tmp_path: Path) -> None:
     from ortop.tui.screens import HelpScreen
 

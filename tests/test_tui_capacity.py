@@ -352,6 +352,7 @@ async def test_escape_while_searching_stops_the_search_then_resumes_the_live_ses
         assert factory.searches[0].waits == ["stop"] and monitor.state == "measuring"
 
 
+@pytest.mark.slow
 async def test_a_failing_search_shows_one_red_line_and_the_live_session_resumes(tmp_path: Path) -> None:
     def broken(*args: Any, **kw: Any) -> FakeSearch:
         raise RuntimeFailure("cannot read the model (fake)")

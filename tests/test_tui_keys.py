@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
@@ -34,6 +36,7 @@ async def press_each(pilot, monitor: FakeMonitor, key: str, times: int, read) ->
     return seen
 
 
+@pytest.mark.slow
 async def test_capital_r_cycles_the_paced_rate_and_nothing_else(tmp_path: Path) -> None:
     monitor = FakeMonitor()  # the running configuration: 2 threads, spinning off, paced at 100 Hz
     start = monitor.snapshot().profile
@@ -58,6 +61,7 @@ async def test_capital_r_from_a_rate_outside_the_cycle_goes_to_a_closed_loop(tmp
         assert [p.workload.rate_hz for p in monitor.applied] == [0.0]
 
 
+@pytest.mark.slow
 async def test_b_toggles_dynamic_block_base_between_unset_and_the_quick_value(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=2)  # 2 threads, dynamic_block_base unset
     start = monitor.snapshot().profile
@@ -73,6 +77,7 @@ async def test_b_toggles_dynamic_block_base_between_unset_and_the_quick_value(tm
         assert monitor.applied[-1].session.dynamic_block_base == 4 and monitor.applied[-1].workload.rate_hz == 100.0
 
 
+@pytest.mark.slow
 async def test_b_from_a_profile_with_a_block_base_of_its_own(tmp_path: Path) -> None:
     """A block base other than the quick value is set: b unsets it (the first press never lands on 4 silently)."""
     monitor = FakeMonitor(profile=profile_mod.merge(Profile(), **{"session.dynamic_block_base": 8}), n_configs=1)

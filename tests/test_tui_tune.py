@@ -170,6 +170,7 @@ async def test_t_opens_the_screen_with_the_objective_for_the_running_profile_and
 
 
 # ---- running, stopping --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_g_races_rows_fill_in_and_s_stops_with_the_result_so_far(tmp_path: Path) -> None:
     factory = Factory(threads_effect({2: 0.7}), free=1)  # the first race runs, the second waits for s
     monitor = FakeMonitor(n_configs=1)
@@ -226,6 +227,7 @@ async def test_escape_while_running_stops_the_search_then_resumes_the_live_sessi
         assert factory.racers[0].closed and monitor.state == "measuring"
 
 
+@pytest.mark.slow
 async def test_q_while_searching_quits_at_once_and_the_search_ends(tmp_path: Path) -> None:
     factory = Factory(free=0)
     app = tune_app(tmp_path, factory)

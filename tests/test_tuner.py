@@ -70,6 +70,7 @@ def threads_tried(space: Space) -> set[int]:
 # ---- the space: pruning by host -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_core_host_never_tries_four_threads() -> None:
     space = Space(Profile(), host(2), CHAIN)
     assert threads_tried(space) <= {0, 1, 2}
@@ -166,6 +167,7 @@ def test_no_parallel_mode_without_branches() -> None:
         {0, 2, 4, 8}
 
 
+@pytest.mark.slow
 def test_if_and_loop_models_never_try_cuda_graph(tmp_path) -> None:
     from ortop.model import load_model
 
