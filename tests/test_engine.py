@@ -824,3 +824,15 @@ def test_paced_blocks_span_enough_runs_and_verification_grows_to_fit_its_pairs()
     assert paced == (MIN_BLOCK_RUNS * 0.1, SETTLE_S)
     assert verify_seconds(1.0, 0.0) == 6.0
     assert verify_seconds(1.0, 100.0) == pytest.approx(2 * VERIFY_PAIRS * (0.5 + 0.3))
+
+
+def test_a_window_shorter_than_the_sample_batches_still_counts_its_runs(matmul_model):
+    """Runs reach the parent every ~100 ms; a 20 ms window mostly ends before its first batch lands. The headless
+    measurement waits for that batch and counts the wait as measured."""
+    from ortop.engine import headless
+
+    for _ in range(3):
+        res = headless.measure(matmul_model, prof(**{"session.intra_op_num_threads": 1}), duration_s=0.02)
+        assert res.fatal is None and res.measured
+        assert res.summary["runs"] > 0, res.summary
+        assert res.summary["duration_s"] >= 0.02 and res.summary["throughput_per_s"] > 0

@@ -128,8 +128,14 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
         while (not stop.is_set() and time.monotonic() - t0 < duration_s and not monitor.fatal
                and not (replay and monitor.schedule_ended.is_set())):
             stop.wait(0.05)
-        measured = time.monotonic() - t0
         snap = monitor.snapshot()
+        # Runs reach the parent in batches every ~100 ms: a window shorter than that can end before its first
+        # batch lands. Wait for it (at most half a second), and count the wait as measured: its runs are in it.
+        late = time.monotonic() + 0.5
+        while snap.runs == 0 and not stop.is_set() and not monitor.fatal and time.monotonic() < late:
+            stop.wait(0.05)
+            snap = monitor.snapshot()
+        measured = time.monotonic() - t0
         skipped: list[str] = []
         gpu_info = gpu_summary(gpu, monitor.worker_pid(), skipped)  # the worker now: a restart gives a new pid
         data = summary(snap, duration_s=measured, gpu=gpu_info)
