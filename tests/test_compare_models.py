@@ -20,6 +20,9 @@ from ortop.measure.agreement import Agreement, Tolerance, figures
 from tests.models import make_matmul_model
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 ONE_THREAD = P.merge(P.Profile(), **{"session.intra_op_num_threads": 1})
 
 

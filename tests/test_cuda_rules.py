@@ -35,6 +35,9 @@ from ortop.engine.space import ModelFacts, Space
 from ortop.model import load_model
 from tests.models import make_matmul_model
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 SPELLINGS = ("cuda", "CUDA", "CUDAExecutionProvider", "cudaexecutionprovider")
 GiB = 1 << 30
 

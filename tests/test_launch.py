@@ -15,6 +15,9 @@ from ortop.engine import ab
 from ortop.engine.workerproc import worker_env
 from tests.models import make_matmul_model
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 needs_mimalloc = pytest.mark.skipif(find_mimalloc() is None, reason="libmimalloc is not installed (Debian: "
                                     "libmimalloc2.0)")
 

@@ -20,6 +20,9 @@ from ortop.tui.panels import memory
 from tests.fakes.monitor import FakeMonitor
 from tests.models import make_chained_activations_model, make_matmul_model
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 MEMORY_KEYS = {"rss_mb", "rss_peak_mb", "rss_growth_mb", "host_used_mb", "host_available_mb", "gpu_mb", "leak"}
 
 

@@ -42,6 +42,9 @@ from ortop.metrics.runs import RunFeed, new_runs, poll_interval
 from tests.fakes.monitor import FakeMonitor
 from tests.models import make_matmul_model
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 RSS = 123_456_789
 
 

@@ -21,6 +21,9 @@ from ortop.errors import UsageError
 from ortop.runtime import protocol as Proto
 from tests.models import make_matmul_model
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 OTHER_ORT = "1.22.0"  # an onnxruntime other than the one installed here, whose wheel runs on this Python
 
 

@@ -15,6 +15,9 @@ from ortop.engine import headless
 from ortop.engine.placement import core_order, shares_for
 from tests.models import make_chained_activations_model
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 
 def prof(**dotted) -> Profile:
     return P.merge(Profile(), **{k.replace("__", "."): v for k, v in dotted.items()})

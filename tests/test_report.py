@@ -26,6 +26,9 @@ from ortop.report import capacity_page, check_report, compare_page, tune_page, w
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 from tests.test_compare import threads_profiles  # noqa: F401  (a fixture: one and two intra-op threads)
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 HOST = {"cpu_model": "Test CPU 3000", "logical_cpus": 4, "physical_cores": 2, "usable_cpus": [0, 1, 3],
         "smt": True, "numa_nodes": {"0": [0, 1, 2, 3]}, "cpu_quota": 1.5, "thread_cap": 2}
 # The only URLs a page may hold: the SVG namespace names, which name a vocabulary and are never requested.

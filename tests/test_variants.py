@@ -17,6 +17,9 @@ from ortop.model import load_model
 from ortop.runtime.variants import FeedReader, calibration_feeds
 from tests.models import _vi, make_matmul_model, model_of, save
 
+# These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
+pytestmark = pytest.mark.sharing
+
 
 def _two_input_model(path) -> str:
     """a [batch, 8] @ W + b [batch, 8] -> y: two inputs, for the calibration layout's per-input files."""
