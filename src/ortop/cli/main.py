@@ -30,9 +30,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser(only: str | None = None) -> Parser:
-    """The whole parser; with ``only``, that command's flags alone (the others are listed, their modules not
-    imported: a command starts without loading what the other commands need)."""
+def build_parser() -> Parser:
     p = Parser(
         prog="ortop",
         description="A top for ONNX Runtime: run a model in a measured loop, tune its session live, and get "
@@ -43,9 +41,6 @@ def build_parser(only: str | None = None) -> Parser:
     p.add_argument("--version", action="version", version=f"ortop {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for cmd in COMMANDS:
-        if only is not None and cmd.name != only:
-            sub.add_parser(cmd.name, help=cmd.help)
-            continue
         module = importlib.import_module(cmd.module)
         doc = (module.__doc__ or cmd.help).strip()
         sp = sub.add_parser(cmd.name, help=cmd.help, description=doc.split("\n\n")[0],
@@ -68,8 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         started = time.monotonic()  # commands with a wall-time budget count from here
-        argv = _with_command(argv)
-        args = build_parser(argv[0] if argv and argv[0] in NAMES else None).parse_args(argv)
+        args = build_parser().parse_args(_with_command(argv))
         args.started = started
         return int(args._run(args))
     except SystemExit as exc:  # --help, --version
