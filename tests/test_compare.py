@@ -114,7 +114,7 @@ def test_compare_stops_once_the_objective_is_decided(wide_matmul_model, threads_
     check_comparison_json(d, 2, budget)
     p50 = d["comparisons"][0]
     # decided means the interval excludes zero; a later look decides once it just does, so only the estimate is
-    # held to the size of the effect (a noisy host has stopped here at -28 % in [-53, -3.4] %)
+    # held to the size of the effect (a noisy host has stopped here at -28 %, the interval ending at -3.4 %)
     assert p50["metric"] == "p50" and p50["verdict"] == "faster" and p50["ci_high_pct"] < 0, p50
     assert p50["change_pct"] < -10 and p50["ci_low_pct"] <= p50["change_pct"] <= p50["ci_high_pct"], p50
     assert d["stopped_early"] is True and d["decided_s"] == d["elapsed_s"] < budget / 2, d
