@@ -223,6 +223,12 @@ def server_times(rows: np.ndarray) -> np.ndarray:
     return np.concatenate(out)
 
 
+def work_ms(times: np.ndarray) -> np.ndarray:
+    """Each request's time on its server from :func:`server_times` rows: its service plus the gap before it (never
+    below zero: a caller starts a run only after its previous one ends)."""
+    return times[:, 0] + np.maximum(times[:, 1], 0.0)
+
+
 def _runs_of(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``n`` draws from ``pool`` in runs of CHUNK consecutive ones (a moving-block bootstrap)."""
     k = -(-n // CHUNK)
@@ -253,7 +259,7 @@ def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: i
     table = table[np.isfinite(table).all(axis=1) & (table[:, 0] > 0)]
     if len(table) < 50 or not rate_per_s > 0:
         return (math.nan, math.nan, math.nan)
-    work = table[:, 0] + np.maximum(table[:, 1], 0.0)
+    work = work_ms(table)
     idle = table[:, 2] > 0
     # Two pools: what a request cost when it was queued (the server busy, warm), and when it found the server idle
     # (a wake-up, caches gone cold). A pool with under 10 requests borrows the other.

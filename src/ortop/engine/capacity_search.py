@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee, server_times
+from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee, server_times, work_ms
 from ortop.errors import RuntimeFailure
 
 _Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, server_times
@@ -259,8 +259,7 @@ class CapacitySearch:
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
             if p.busy:  # where the next step heads: this load's service and gaps, queued, through this point
-                t = np.concatenate(p.busy)
-                s.predicted_per_s = predict_knee(t[:, 0] + t[:, 1], self.slo, servers=p.servers,
+                s.predicted_per_s = predict_knee(work_ms(np.concatenate(p.busy)), self.slo, servers=p.servers,
                                                  queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
