@@ -113,6 +113,42 @@ def test_capacity_refuses_a_bad_slo_in_one_line(tmp_path, env):
     assert "--slo" in one_error_line(ortop("capacity", model, "--slo", "p42=1ms", env=env))
 
 
+def test_a_run_judged_against_an_slo_counts_requests_over_it_and_shed_ones():
+    from ortop.engine.headless import slo_summary
+
+    lat = np.arange(1, 101, dtype=float)  # 1 … 100 ms
+    d = slo_summary(parse_slo("p99=95ms"), lat)
+    assert d["over"] == 5 and d["requests"] == 100 and d["share_over"] == 0.05
+    assert d["value_ms"] == pytest.approx(np.quantile(lat, 0.99)) and d["met"] is False
+    ok = slo_summary(parse_slo("p90=95ms"), lat)
+    assert ok["met"] is True and ok["over"] == 5
+    shed = slo_summary(parse_slo("p50=1000ms"), lat, shed=3)  # every kept request within it, but 3 were shed
+    assert shed["over"] == 3 and shed["requests"] == 103 and shed["met"] is False
+    mean = slo_summary(parse_slo("mean=50ms"), lat)
+    assert mean["value_ms"] == pytest.approx(50.5) and mean["met"] is False
+    none = slo_summary(parse_slo("p99=1ms"), np.zeros(0))
+    assert none["met"] is False and none["share_over"] is None and none["value_ms"] is None
+
+
+@pytest.mark.integration
+def test_a_headless_run_judges_its_requests_against_an_slo(tmp_path, env):
+    model = make_matmul_model(tmp_path / "mm.onnx", n=8)
+    common = ("--headless", "--duration", "1", "--threads", "1", "--arrival", "poisson", "--rate", "200")
+    r = ortop(model, *common, "--json", "--slo", "p99=1s", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    s = d["slo"]
+    assert s["metric"] == "p99" and s["ms"] == 1000.0 and s["met"] is True and s["over"] == 0
+    assert s["requests"] == d["runs"] + d["arrivals"]["dropped"] > 0
+    assert s["value_ms"] == pytest.approx(d["latency_ms"]["p99"], rel=1e-3)
+    tight = ortop(model, *common, "--slo", "p50=1us", env=env)  # the table: one line, not met
+    assert tight.returncode == 0, tight.stderr
+    (line,) = [x for x in tight.stdout.splitlines() if x.startswith("slo ")]
+    assert "p50 ≤ 0.001 ms: NOT MET" in line and "100.00 %" in line
+    assert "--headless" in one_error_line(ortop(model, "--slo", "p99=1s", env=env))
+    assert "--slo" in one_error_line(ortop(model, "--headless", "--slo", "p42=1s", env=env))
+
+
 @pytest.fixture
 def env(tmp_path):
     from tests.test_cli import env as cli_env

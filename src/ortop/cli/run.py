@@ -33,6 +33,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         "until SIGTERM/SIGINT, then the summary; longer than a trace: it loops)")
     h.add_argument("--json", action="store_true", help="headless: print the summary as one JSON object")
     h.add_argument("--summary", metavar="FILE", help="write the JSON summary to FILE at exit")
+    h.add_argument("--slo", metavar="METRIC=LIMIT",
+                   help="headless: judge the measured requests against a latency objective (p99=50ms, p95=20ms, "
+                        "mean=10ms): the metric, the share of requests over the limit and met or not")
     m = p.add_argument_group("metrics and streams")
     m.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics at http://ADDR:PORT/metrics (0: any free port; the address is "
@@ -58,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.summary, protect=protect, what="summary")
     if args.headless and args.duration is not None:
         _check_duration(args.duration)
+    if args.slo is not None:
+        if not args.headless:
+            raise UsageError("--slo judges a headless run: add --headless (the capacity screen, c, sizes traffic "
+                             "against an SLO in the live view)")
+        from ortop.engine.capacity import parse_slo
+
+        parse_slo(args.slo)
     outputs = open_outputs(args, protect)
     try:
         if args.headless:
@@ -180,6 +190,7 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as P
     from ortop.engine import measure
+    from ortop.engine.capacity import parse_slo
     from ortop.measure.arrivals import TRACE, mode_of
     from ortop.model.mixes import SHAPE_REFUSED
 
@@ -201,7 +212,8 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         res = measure(model_path, prof, duration_s=duration, strict_providers=args.strict_providers,
-                               stop=stop, gpu=gpu, on_monitor=outputs.attach)
+                      stop=stop, gpu=gpu, on_monitor=outputs.attach,
+                      slo=parse_slo(args.slo) if args.slo else None)
     finally:
         gpu.close()
         outputs.close()  # the stream's last line comes before the summary
@@ -263,6 +275,15 @@ def _traffic_lines(d: dict) -> list[str]:
     return lines
 
 
+def _slo_lines(d: dict) -> list[str]:
+    s = d.get("slo")
+    if not s:
+        return []
+    share = "" if s["share_over"] is None else f"{100 * s['share_over']:.2f} % "
+    return [f"slo         {s['metric']} ≤ {s['ms']:g} ms: {'met' if s['met'] else 'NOT MET'} ({s['metric']} "
+            f"{_f(s['value_ms'])} ms; {share}of {s['requests']} requests over it)"]
+
+
 def format_summary(d: dict) -> str:
     lat, cpu = d["latency_ms"], d["cpu"]
     lines = [
@@ -277,6 +298,7 @@ def format_summary(d: dict) -> str:
         f"{_f(d['throughput_per_s'], '{:.1f}')} runs/s",
         "latency ms  " + "  ".join(f"{k} {_f(lat[k])}" for k in ("mean", "p50", "p90", "p99", "p999", "max")),
         *_traffic_lines(d),
+        *_slo_lines(d),
         f"cpu         {_f(cpu['cpu_ms_per_run'])} ms/run, {_f(cpu['cpu_ms_between_runs_per_s'], '{:.1f}')} ms/s "
         f"between runs (spin), process {_f(cpu['process_cpu_percent'], '{:.0f}')}% of a core",
         "gpu         " + ("no NVIDIA GPU" if d["gpu"] is None else ", ".join(

@@ -440,8 +440,9 @@ REGISTRY: tuple[Knob, ...] = (
          help="runs after each build, excluded from figures",
          label="warm-up runs", section=_WL,
          flag=Flag("--warmup", "N", "warm-up runs after each build, excluded from figures")),
-    Knob("workload.seed", int, 0, help="seed of the synthetic inputs", label="seed", section=_WL,
-         flag=Flag("--seed", "S", "seed for the synthetic inputs")),
+    Knob("workload.seed", int, 0, help="seed of the synthetic inputs, the arrivals and the shape draws",
+         label="seed", section=_WL,
+         flag=Flag("--seed", "S", "seed for the synthetic inputs, the arrivals and the shape draws")),
     Knob("workload.batch", int, 0, minimum=0, maximum=INT32_MAX,
          note="0 = the model's own", help="the leading free dimension of "
          "every input (0 = the model's own)", label="batch", section=_WL, hint="0 = the model's own",

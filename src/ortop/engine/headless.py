@@ -18,6 +18,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.snapshot import Snapshot, summary
+from ortop.engine.store import CONFIG_RING
 
 
 @dataclass(frozen=True)
@@ -92,13 +93,14 @@ def check_traffic(model_info: Any, profile: Profile) -> None:
 
 def measure(model_path: str, profile: Profile, *, duration_s: float, strict_providers: bool = False,
             stop: threading.Event | None = None, gpu: Any = None,
-            on_monitor: Callable[[Any], None] | None = None) -> HeadlessResult:
+            on_monitor: Callable[[Any], None] | None = None, slo: Any = None) -> HeadlessResult:
     """Build ``profile``, forget the warm-up, measure for ``duration_s`` (or until ``stop``), and summarise.
 
     ``duration_s`` may be ``math.inf``: measure until ``stop`` is set (a canary a service manager stops).
     ``on_monitor`` gets the monitor before it starts, for consumers that read it while it runs (a metrics
-    endpoint, a stream). Raises ProfileError / ModelError for bad input (before any worker starts). A build or
-    run failure is not raised: ``fatal`` says it, and ``measured`` says whether measuring had begun.
+    endpoint, a stream). ``slo`` (a :class:`~ortop.engine.capacity.Slo`): the summary's ``slo`` judges the measured
+    requests against it (:func:`slo_summary`). Raises ProfileError / ModelError for bad input (before any worker
+    starts). A build or run failure is not raised: ``fatal`` says it, and ``measured`` says whether measuring had begun.
     """
     from ortop.engine.monitor import Monitor
 
@@ -142,9 +144,35 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
         data["warnings"] += [w for w in skipped if w not in data["warnings"]]
         if snap.restarts:
             keep_runs_across_restarts(data, monitor, snap, measured)
+        if slo is not None:
+            shed = int((data.get("arrivals") or {}).get("dropped") or 0)
+            lat = monitor.config_runs(snap.config_id)
+            if snap.latency.runs < lat.size < CONFIG_RING:  # runs that landed after the snapshot: not its figures
+                lat = lat[: snap.latency.runs]
+            data["slo"] = slo_summary(slo, lat, shed)
     finally:
         monitor.stop()
     return HeadlessResult(data, monitor.fatal, True, snap, measured)
+
+
+def slo_summary(slo: Any, response_ms: np.ndarray, shed: int = 0) -> dict[str, Any]:
+    """A run judged against a latency objective: the SLO metric over its requests, how many were over the limit
+    (a shed request counts as over) and their share, and whether it was met (the metric within the limit and
+    nothing shed).
+
+    The share over the limit is a mean, so the shares of several runs pooled by their requests estimate the long
+    run's share without bias, where a percentile read from a few seconds is biased low near a queue's knee (its
+    tail lives in rare long busy periods): a percentile SLO is met in the long run when the share is under
+    1 − q (1 % for p99)."""
+    lat = np.asarray(response_ms, dtype=float)
+    lat = lat[np.isfinite(lat)]
+    value = slo.of(lat)
+    over = int(np.count_nonzero(lat > slo.ms)) + int(shed)
+    total = int(lat.size) + int(shed)
+    share = over / total if total else math.nan
+    return {"metric": slo.metric, "ms": slo.ms, "value_ms": None if math.isnan(value) else round(value, 4),
+            "requests": total, "over": over, "share_over": None if math.isnan(share) else round(share, 6),
+            "met": bool(total and value <= slo.ms and not shed)}
 
 
 def keep_runs_across_restarts(data: dict[str, Any], monitor: Any, snap: Any, measured_s: float) -> None:
