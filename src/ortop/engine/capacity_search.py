@@ -235,8 +235,9 @@ class CapacitySearch:
                   for s in group}
         t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
         pending = list(group)
+        rounds = 2  # the first look needs two blocks (an interval); later ones take what fits before the point's end
         while pending and not self.stop.is_set():
-            got = self._blocks(pending, 2, block_s, settle_s, rate, "poisson")
+            got = self._blocks(pending, rounds, block_s, settle_s, rate, "poisson")
             for s in pending:
                 for resp, wall, traffic, busy in got[s.index]:
                     arrived, dropped = (traffic[0], traffic[1]) if traffic else (len(resp), 0)
@@ -246,8 +247,10 @@ class CapacitySearch:
                 d = points[s.index].decide(self.slo, final=final)
                 if d != "undecided" or final:
                     pending.remove(s)
-            if final:
+            if final or not pending:
                 break
+            per_round = (block_s + settle_s) * len(pending)
+            rounds = max(1, min(2, int((t_end - time.monotonic()) / per_round)))
         for s in group:
             p = points[s.index]
             if p.decision == "undecided":
