@@ -1,28 +1,34 @@
-"""Does ``ortop capacity`` find the knee, fast? Against the exhaustive curve, taken twice, then an independent check.
+"""Does ``ortop capacity`` find the knee, fast? Three searches interleaved with the exhaustive curve, then a check.
+
+This host's speed under open load moves by up to a third within minutes (the classifier's knee read 134/s in one
+curve and 92/s in the next, two minutes later, while its closed loop stayed within 5 %). A search compared with a
+curve taken before or after it measures that drift as much as the search. So the searches and the curve's halves
+are interleaved, and both sides of every comparison are centred on the same moment.
 
 Per model:
 
 1. The ceiling: a closed loop (``ortop --headless``, 5 s), and the SLO: ``--slo-factor`` × its p50 (p99 of
    response time), unless ``--slo`` is given.
-2. The exhaustive curve: Poisson arrivals at 10 rates (10 % … 100 % of the ceiling), ``--point-s`` seconds each
-   (default 10), taken in two halves: rising through the rates, then falling back (ABBA), so each rate's two
-   halves straddle the curve's middle and a host that drifts steadily moves every rate alike instead of bending
-   the curve. Every half draws its own arrivals (``--seed``): with one seed every point would replay the same
-   stretch of one sequence, and a stretch of 5 s can hold 10 % fewer arrivals than its rate, at every point alike.
-   A point's rate is what was offered (arrivals over its time, both halves), not what was asked.
+2. Search 1 (``ortop capacity --budget B``, default 60), the curve's rising half, search 2, the independent check,
+   the curve's falling half, search 3.
+3. The exhaustive curve: Poisson arrivals at 10 rates (10 % … 100 % of the ceiling), ``--point-s`` seconds each
+   (default 10), taken in two halves: rising through the rates, then falling back (ABBA), so a host that drifts
+   steadily moves every rate alike instead of bending the curve. Every half draws its own arrivals (``--seed``):
+   with one seed every point would replay the same stretch of one sequence, and a stretch of 5 s can hold 10 %
+   fewer arrivals than its rate, at every point alike. A point's rate is what was offered (arrivals over its time,
+   both halves), not what was asked.
    Its knee is where the long run's share of requests over the SLO crosses 1 − q (1 % for p99): each half's share
    over the SLO (``ortop --slo``; a shed request is over), pooled by requests — a mean, so pooling halves
    estimates the long run's share without bias, where a p99 read from 5 s is biased low near the knee (the queue's
    tail lives in its rare long busy periods: on the classifier, 10 s of requests read p99 0.67–0.8 × what the 20 s
    after them read). The shares' monotone fit (pool adjacent violators: the share cannot fall as the rate rises)
-   is crossed with 1 − q, interpolated. The knee where the halves' mean p99 crosses the SLO is printed beside it.
-3. ``ortop capacity --budget B`` (default 60) on the same model and SLO: its capacity against the knee (target within
-   ±10 %), and its time against one curve's (target at most a sixth).
-4. Independent check: Poisson at 0.85 × and 1.3 × the found capacity for ``--point-s`` seconds, arrivals of their
-   own: the first should meet the SLO (at most 1 − q of its requests over it, none shed), the second not.
-5. The exhaustive curve again (an A/A check of the yardstick: how far two curves minutes apart put the knee), and
-   the closed loop again (how far the host's speed moved meanwhile). The capacity is compared with each curve's
-   knee and with their mean.
+   is crossed with 1 − q, interpolated. Also printed: the knee where the halves' mean p99 crosses the SLO, and each
+   half's own knee (the yardstick's A/A: two 5 s-per-rate curves a minute apart).
+4. Each search's capacity against the knee (target within ±10 %), and its time against the curve's 100 s of
+   measuring (target at most a sixth); the three searches' spread is the search's own A/A.
+5. Independent check, after search 2: Poisson at 0.85 × and 1.3 × its capacity for ``--point-s`` seconds, arrivals
+   of their own: the first should meet the SLO (at most 1 − q of its requests over it, none shed), the second not.
+6. The closed loop again: how far the host's speed moved meanwhile.
 
     python bench/capacity.py MODEL [MODEL ...] [--dim SYM=N ...] [--threads 1] [--budget 60] [--point-s 10]
 """
@@ -101,22 +107,30 @@ def crossing(rates: list[float], fit: list[float], slo: float) -> float:
     return prev_r
 
 
-def exhaustive(model: str, common: list[str], ceiling: float, seconds: float, slo: float) -> tuple[float, float, float]:
-    t0 = time.monotonic()
-    rates = [ceiling * k / 10 for k in range(1, 11)]
-    halves: dict[float, list[dict]] = {r: [] for r in rates}
-    for r in rates + rates[::-1]:   # ABBA: up, then down
-        halves[r].append(point(model, common, r, seconds / 2, slo))
-    curve = [pooled(halves[r]) for r in rates]
+def curve_half(model: str, common: list[str], rates: list[float], seconds: float, slo: float) -> list[dict]:
+    return [point(model, common, r, seconds, slo) for r in rates]
+
+
+def knees(halves: dict[float, list[dict]], slo: float) -> tuple[float, float]:
+    """The curve's knee (pooled share over the SLO) and the halves' mean-p99 knee; prints the curve."""
+    curve = [pooled(halves[r]) for r in sorted(halves)]
     for p in curve:
         print(f"   asked {p['asked']:>7.1f}/s  offered {p['rate']:>7.1f}/s  served {p['served']:>7.1f}/s  "
               f"over the SLO {100 * p['share']:6.2f} %  p99 {p['p99']} ms (up, down: {p['halves']})  "
               f"shed {p['dropped']}")
-    took = time.monotonic() - t0
-    knee, mono = share_crossing(curve), monotone_crossing(curve, slo)
-    print(f"   knee: share over the SLO {knee:.1f}/s; halves' mean p99 {mono:.1f}/s ({took:.0f} s with 20 starts; "
-          f"{10 * seconds:g} s measured)")
-    return knee, mono, 10 * seconds   # the time target is against the measuring alone, not the starts
+    return share_crossing(curve), monotone_crossing(curve, slo)
+
+
+def search(model: str, common: list[str], slo: float, budget: float) -> tuple[float, float, list]:
+    t = time.monotonic()
+    cap = ortop("capacity", model, "--slo", f"p99={slo}ms", "--budget", str(budget), "--json", "--seed",
+                str(next(SEEDS)), *common)
+    took = time.monotonic() - t
+    prof = cap["profiles"][0]
+    found = prof["capacity_per_s"] or 0.0
+    print(f"  ortop capacity {found:.1f}/s (bracket {prof['bracket'][0]}…{prof['bracket'][1]}) in {took:.1f} s, "
+          f"{len(prof['points'])} points")
+    return found, took, prof["bracket"]
 
 
 def meets(p: dict) -> bool:
@@ -146,35 +160,41 @@ def main() -> int:
         ceiling = closed["throughput_per_s"]
         slo = a.slo or round(a.slo_factor * closed["latency_ms"]["p50"], 2)
         print(f"\n{model}: ceiling {ceiling:.0f}/s, p50 {closed['latency_ms']['p50']:.3f} ms, SLO p99 ≤ {slo:g} ms")
-        print("  curve A")
-        knee_a, first_a, curve_s = exhaustive(model, common, ceiling, a.point_s, slo)
-        t1 = time.monotonic()
-        cap = ortop("capacity", model, "--slo", f"p99={slo}ms", "--budget", str(a.budget), "--json", *common)
-        cap_s = time.monotonic() - t1
-        found = cap["profiles"][0]["capacity_per_s"] or 0.0
-        lo, hi = cap["profiles"][0]["bracket"]
-        print(f"  ortop capacity {found:.1f}/s (bracket {lo}…{hi}) in {cap_s:.0f} s, ×{curve_s / cap_s:.1f} less "
-              "than one curve's measuring")
-        under = point(model, common, 0.85 * found, a.point_s, slo) if found else None
-        over = point(model, common, 1.3 * found, a.point_s, slo) if found else None
+        rates = [ceiling * k / 10 for k in range(1, 11)]
+        t0 = time.monotonic()
+        s1 = search(model, common, slo, a.budget)
+        up = curve_half(model, common, rates, a.point_s / 2, slo)
+        print("  curve: rising half done")
+        s2 = search(model, common, slo, a.budget)
+        under = point(model, common, 0.85 * s2[0], a.point_s, slo) if s2[0] else None
+        over = point(model, common, 1.3 * s2[0], a.point_s, slo) if s2[0] else None
         if under and over:
             print(f"  check: 0.85× → {check(under)} ({'meets' if meets(under) else 'MISSES'}); "
                   f"1.3× → {check(over)} ({'STILL MEETS' if meets(over) else 'misses'})")
-        print("  curve B")
-        knee_b, first_b, _ = exhaustive(model, common, ceiling, a.point_s, slo)
+        down = curve_half(model, common, rates[::-1], a.point_s / 2, slo)[::-1]
+        s3 = search(model, common, slo, a.budget)
+        print(f"  curve (all of it took {time.monotonic() - t0:.0f} s; {10 * a.point_s:g} s of it measured a curve)")
+        knee, p99_knee = knees({r: [u, d] for r, u, d in zip(rates, up, down)}, slo)
+        knee_up = share_crossing([pooled([u]) for u in up])
+        knee_down = share_crossing([pooled([d]) for d in down])
         again = ortop(model, "--headless", "--json", "--duration", "5", *common)["throughput_per_s"]
-        knee = (knee_a + knee_b) / 2
-        print(f"  curves A/B: knee {knee_a:.1f} / {knee_b:.1f}/s (B/A {knee_b / knee_a:.3f}); closed loop "
-              f"{ceiling:.0f} → {again:.0f}/s (×{again / ceiling:.3f}); capacity / knee: A {found / knee_a:.3f}, "
-              f"B {found / knee_b:.3f}, mean {found / knee:.3f}")
-        rows.append((model, slo, knee_a, knee_b, first_a, first_b, found, curve_s, cap_s, again / ceiling,
+        found = [s1[0], s2[0], s3[0]]
+        took = [s1[1], s2[1], s3[1]]
+        mean = sum(found) / 3
+        print(f"  knee {knee:.1f}/s (halves' mean p99: {p99_knee:.1f}/s; rising half alone {knee_up:.1f}, falling "
+              f"half alone {knee_down:.1f}/s); closed loop {ceiling:.0f} → {again:.0f}/s (×{again / ceiling:.3f})")
+        print(f"  searches {' / '.join(f'{x:.1f}' for x in found)}/s: ÷ knee "
+              f"{' / '.join(f'{x / knee:.3f}' for x in found)}, their mean {mean / knee:.3f}; in "
+              f"{' / '.join(f'{x:.1f}' for x in took)} s (a curve measures {10 * a.point_s:g} s: "
+              f"×{' / ×'.join(f'{10 * a.point_s / x:.1f}' for x in took)})")
+        rows.append((model, slo, knee, p99_knee, knee_up, knee_down, found, took, again / ceiling,
                      check(under) if under else None, check(over) if over else None))
-    print("\nmodel | SLO ms | knee A (p99 knee) | knee B (p99 knee) | capacity | cap/A | cap/B | cap/mean | curve s | "
-          "capacity s | host speed B/A | 0.85x | 1.3x")
-    for m, slo, ka, kb, fa, fb, found, cs, ks, speed, u, o in rows:
-        mean = (ka + kb) / 2
-        print(f"{m} | {slo:g} | {ka:.0f} ({fa:.0f}) | {kb:.0f} ({fb:.0f}) | {found:.0f} | {found / ka:.3f} | "
-              f"{found / kb:.3f} | {found / mean:.3f} | {cs:.0f} | {ks:.0f} | {speed:.3f} | {u} | {o}")
+    print("\nmodel | SLO ms | knee (p99 knee; halves) | searches | ÷ knee | mean ÷ knee | times s | "
+          "host speed after/before | 0.85x | 1.3x")
+    for m, slo, knee, pk, ku, kd, found, took, speed, u, o in rows:
+        print(f"{m} | {slo:g} | {knee:.0f} ({pk:.0f}; {ku:.0f}, {kd:.0f}) | {' / '.join(f'{x:.0f}' for x in found)} | "
+              f"{' / '.join(f'{x / knee:.2f}' for x in found)} | {sum(found) / 3 / knee:.3f} | "
+              f"{' / '.join(f'{x:.0f}' for x in took)} | {speed:.3f} | {u} | {o}")
     return 0
 
 
