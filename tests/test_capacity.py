@@ -383,3 +383,26 @@ def test_blocks_that_saw_no_clump_do_not_meet_an_slo_the_queue_misses_in_the_lon
     for _ in range(4):
         seen.add(np.r_[np.full(270, 9.0), np.full(30, 80.0)], 0.6, 300, 0, slo, busy=mm1(rng))
     assert seen.decide(slo) == "not met"
+
+
+def test_a_point_models_the_slow_spells_its_search_saw_at_other_rates():
+    """The host's slow spells are the host's, not one rate's: a point whose own 2.4 s were calm, but whose search
+    met a spell at another rate, models the long run with that spell in it, and no longer meets the SLO.
+
+    Calm: 4 ms service (25 % load at 62.5/s: p99 well under 30 ms). The spell, seen at another rate: 300 requests
+    of which a run of 64 took 40 ms each, which queued at 62.5/s builds a backlog far over the SLO."""
+    slo = Slo("p99", 30.0)
+    n = 300
+    calm = np.column_stack([np.full(n, 4.0), np.full(n, 0.1), np.zeros(n)])
+    spell = calm.copy()
+    spell[100:164, 0] = 40.0
+    alone, pooled = Point(62.5), Point(62.5)
+    for p in (alone, pooled):
+        for _ in range(4):
+            p.add(np.full(n, 5.0), 0.6, n, 0, slo, busy=calm)
+    assert alone.decide(slo) == "met"
+    assert pooled.decide(slo, others=[spell]) != "met" and pooled.model[0] > alone.model[0] * 2
+    search = Search(0, "s", Profile())
+    search.points = {62.5: alone, 80.0: Point(80.0, busy=[spell])}
+    assert [b is spell for b in search.server_times(besides=62.5)] == [True]
+    assert len(search.server_times()) == 5

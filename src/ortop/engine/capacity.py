@@ -28,8 +28,9 @@ The search per profile:
    interval is narrow exactly when it should not be (a rapid classifier's point read p99 29 ms from 1 000
    requests where its queue's long run is 41). So each point also measures its server — every request's service
    and the gap before it, a wake-up after idle or the loop's work between runs (:func:`server_times`) — and
-   :func:`queue_model` replays those through a simulated queue for tens of thousands of arrivals: the SLO metric
-   in the long run, with an interval.
+   :func:`queue_model` replays those, with what the search's other points measured (the host's slow spells are
+   the host's, not one rate's, and a point's few seconds mostly miss them), through a simulated queue for tens of
+   thousands of arrivals: the SLO metric in the long run, with an interval.
    The point meets the SLO when that interval lies below the SLO and at least 2 s were recorded; it fails when
    the interval lies above it or the blocks say so; an undecided point moves the bracket by the model's estimate.
 5. Points of profiles whose brackets share a rate (rates are rounded to a 2 % grid) are measured together,
@@ -43,6 +44,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -327,8 +329,9 @@ class Point:
         model, what was measured (:meth:`value`)."""
         return self.model[0] if not math.isnan(self.model[0]) else self.value(slo)
 
-    def decide(self, slo: Slo, final: bool = False) -> str:
-        """met / not met / undecided from the blocks so far (see the module docstring)."""
+    def decide(self, slo: Slo, final: bool = False, others: Sequence[np.ndarray] = ()) -> str:
+        """met / not met / undecided from the blocks so far (see the module docstring); ``others``: what requests
+        of the search's other points cost their server (:func:`server_times`), modelled with this point's own."""
         n = len(self.blocks)
         if self.dropped > 0:
             self.decision = "not met"  # shed requests: the queue overflowed, whatever the percentile says
@@ -336,7 +339,7 @@ class Point:
         if n < 2:
             return self.decision
         if self.busy:
-            self.model = queue_model(self.busy, slo, self.rate_per_s, self.servers, self.queues, seed=n)
+            self.model = queue_model([*self.busy, *others], slo, self.rate_per_s, self.servers, self.queues, seed=n)
         if slo.quantile is None:
             stat = np.array([b["mean"] for b in self.blocks if b["runs"]])
             limit = slo.ms
@@ -393,6 +396,10 @@ class Search:
     points: dict[float, Point] = field(default_factory=dict)
     note: str = ""
     failed: str = ""
+
+    def server_times(self, besides: float | None = None) -> list[np.ndarray]:
+        """What the requests of every point measured (but the one at ``besides``) cost their server."""
+        return [b for r, p in self.points.items() if r != besides for b in p.busy]
 
     def done(self) -> bool:
         return bool(self.failed or self.note) or (math.isfinite(self.hi) and self.hi - self.lo <= NARROW * self.hi)

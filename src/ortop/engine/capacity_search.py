@@ -244,7 +244,7 @@ class CapacitySearch:
                     points[s.index].add(resp, wall, arrived, dropped, self.slo, busy)
             final = time.monotonic() >= t_end or self.left() <= 0
             for s in list(pending):
-                d = points[s.index].decide(self.slo, final=final)
+                d = points[s.index].decide(self.slo, final=final, others=s.server_times(besides=rate))
                 if d != "undecided" or final:
                     pending.remove(s)
             if final or not pending:
@@ -254,16 +254,16 @@ class CapacitySearch:
         for s in group:
             p = points[s.index]
             if p.decision == "undecided":
-                p.decide(self.slo, final=True)
+                p.decide(self.slo, final=True, others=s.server_times(besides=rate))
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
             meets = p.decision == "met" or (p.decision == "undecided" and p.estimate(self.slo) <= self.slo.ms)
             if meets:
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
-            if p.busy:  # where the next step heads: this load's service and gaps, queued, through this point
-                s.predicted_per_s = predict_knee(work_ms(np.concatenate(p.busy)), self.slo, servers=p.servers,
-                                                 queues=p.queues, at=(rate, p.estimate(self.slo)))
+            if p.busy:  # where the next step heads: the service and gaps measured so far, queued, through this point
+                s.predicted_per_s = predict_knee(work_ms(np.concatenate(s.server_times())), self.slo,
+                                                 servers=p.servers, queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
 
