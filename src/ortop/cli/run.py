@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.headless:
             raise UsageError("--slo judges a headless run: add --headless (the capacity screen, c, sizes traffic "
                              "against an SLO in the live view)")
-        from ortop.engine.capacity import parse_slo
+        from ortop.engine import parse_slo
 
         parse_slo(args.slo)
     outputs = open_outputs(args, protect)
@@ -189,8 +189,7 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
 
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as P
-    from ortop.engine import measure
-    from ortop.engine.capacity import parse_slo
+    from ortop.engine import measure, parse_slo
     from ortop.measure.arrivals import TRACE, mode_of
     from ortop.model.mixes import SHAPE_REFUSED
 
