@@ -127,7 +127,8 @@ def format_result(result: Any, *, plot: bool = True) -> str:
                 lines.append(f"  {b.name} / {s.name}: ×{est:.2f} (within ×{lo:.2f}…×{hi:.2f} by the brackets)")
     elif best is None:
         lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
-    lines += ["", "points (offered → served, SLO metric measured, in the long run by the queue model, decision):"]
+    if any(s.points for s in result.searches):
+        lines += ["", "points (offered → served, SLO metric measured, in the long run by the queue model, decision):"]
     for s in result.searches:
         for rate, p in sorted(s.points.items()):
             v = p.value(slo)
