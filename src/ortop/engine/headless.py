@@ -12,13 +12,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.snapshot import Snapshot, summary
 from ortop.engine.store import CONFIG_RING
+
+if TYPE_CHECKING:
+    from ortop.engine.capacity import Slo
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def check_traffic(model_info: Any, profile: Profile) -> None:
 
 def measure(model_path: str, profile: Profile, *, duration_s: float, strict_providers: bool = False,
             stop: threading.Event | None = None, gpu: Any = None,
-            on_monitor: Callable[[Any], None] | None = None, slo: Any = None) -> HeadlessResult:
+            on_monitor: Callable[[Any], None] | None = None, slo: Slo | None = None) -> HeadlessResult:
     """Build ``profile``, forget the warm-up, measure for ``duration_s`` (or until ``stop``), and summarise.
 
     ``duration_s`` may be ``math.inf``: measure until ``stop`` is set (a canary a service manager stops).
@@ -155,7 +158,7 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
     return HeadlessResult(data, monitor.fatal, True, snap, measured)
 
 
-def slo_summary(slo: Any, response_ms: np.ndarray, shed: int = 0) -> dict[str, Any]:
+def slo_summary(slo: Slo, response_ms: np.ndarray, shed: int = 0) -> dict[str, Any]:
     """A run judged against a latency objective: the SLO metric over its requests, how many were over the limit
     (a shed request counts as over) and their share, and whether it was met (the metric within the limit and
     nothing shed).
