@@ -56,12 +56,9 @@ def ortop(*args: str) -> dict:
 SEEDS = iter(range(1000, 10**6))  # every measured run draws arrivals of its own
 
 
-WARMUP = ["--warmup", "10"]  # set in main(): about a second of back-to-back runs
-
-
 def point(model: str, common: list[str], rate: float, seconds: float, slo: float) -> dict:
     d = ortop(model, "--headless", "--json", "--duration", str(seconds), "--arrival", "poisson", "--rate",
-              f"{rate:.3f}", "--seed", str(next(SEEDS)), "--slo", f"p99={slo}ms", *WARMUP, *common)
+              f"{rate:.3f}", "--seed", str(next(SEEDS)), "--slo", f"p99={slo}ms", *common)
     return {"rate": rate, "p99": d["latency_ms"]["p99"], "dropped": d["arrivals"]["dropped"],
             "served": d["arrivals"]["served_per_s"], "offered": d["arrivals"]["offered_per_s"],
             "seconds": d["duration_s"], "requests": d["slo"]["requests"], "over": d["slo"]["over"]}
@@ -140,9 +137,9 @@ def search(model: str, common: list[str], slo: float, budget: float) -> tuple[fl
     return found, took, prof["bracket"]
 
 
-def meets(p: dict) -> bool:
-    """At most 1 % of the requests over the SLO (shed ones count as over)."""
-    return p["over"] <= 0.01 * p["requests"]
+def meets(runs: list[dict]) -> bool:
+    """The check's runs pooled: at most 1 % of all their requests over the SLO (shed ones count as over)."""
+    return sum(r["over"] for r in runs) <= 0.01 * sum(r["requests"] for r in runs)
 
 
 def check(runs: list[dict]) -> str:
@@ -150,11 +147,6 @@ def check(runs: list[dict]) -> str:
     each = ", ".join(f"{100 * r['over'] / max(1, r['requests']):.2f}" for r in runs)
     return (f"offered {p['rate']:.1f}/s, {100 * p['share']:.2f} % over the SLO (runs: {each} %), p99 {p['halves']} ms, "
             f"shed {p['dropped']}")
-
-
-def meets_all(runs: list[dict]) -> bool:
-    """The check's runs pooled: at most 1 % of all their requests over the SLO, none shed."""
-    return meets({"over": sum(r["over"] for r in runs), "requests": sum(r["requests"] for r in runs)})
 
 
 def main() -> int:
@@ -173,23 +165,24 @@ def main() -> int:
         closed = ortop(model, "--headless", "--json", "--duration", "5", *common)
         ceiling = closed["throughput_per_s"]
         slo = a.slo or round(a.slo_factor * closed["latency_ms"]["p50"], 2)
-        WARMUP[1] = str(max(10, round(ceiling)))
+        # the yardstick's runs (curve and check) warm up for about a second of back-to-back runs
+        yard = ["--warmup", str(max(10, round(ceiling))), *common]
         print(f"\n{model}: ceiling {ceiling:.0f}/s, p50 {closed['latency_ms']['p50']:.3f} ms, SLO p99 ≤ {slo:g} ms")
         rates = [ceiling * k / 10 for k in range(1, 11)]
         t0 = time.monotonic()
         s1 = search(model, common, slo, a.budget)
-        up = curve_half(model, common, rates, a.point_s / 2, slo)
+        up = curve_half(model, yard, rates, a.point_s / 2, slo)
         print("  curve: rising half done")
         s2 = search(model, common, slo, a.budget)
         under: list[dict] = []
         over: list[dict] = []
         for _ in range(2 if s2[0] else 0):  # alternated (ABAB), each run arrivals of its own, pooled
-            under.append(point(model, common, 0.85 * s2[0], a.point_s, slo))
-            over.append(point(model, common, 1.3 * s2[0], a.point_s, slo))
+            under.append(point(model, yard, 0.85 * s2[0], a.point_s, slo))
+            over.append(point(model, yard, 1.3 * s2[0], a.point_s, slo))
         if under and over:
-            print(f"  check: 0.85× → {check(under)} ({'meets' if meets_all(under) else 'MISSES'}); "
-                  f"1.3× → {check(over)} ({'STILL MEETS' if meets_all(over) else 'misses'})")
-        down = curve_half(model, common, rates[::-1], a.point_s / 2, slo)[::-1]
+            print(f"  check: 0.85× → {check(under)} ({'meets' if meets(under) else 'MISSES'}); "
+                  f"1.3× → {check(over)} ({'STILL MEETS' if meets(over) else 'misses'})")
+        down = curve_half(model, yard, rates[::-1], a.point_s / 2, slo)[::-1]
         s3 = search(model, common, slo, a.budget)
         print(f"  curve (all of it took {time.monotonic() - t0:.0f} s; {10 * a.point_s:g} s of it measured a curve)")
         knee, p99_knee = knees({r: [u, d] for r, u, d in zip(rates, up, down)}, slo)
