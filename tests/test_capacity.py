@@ -11,6 +11,7 @@ import pytest
 from ortop.config.profile import Profile
 from ortop.engine.capacity import (
     MET_MIN_S,
+    POOL_MIN_S,
     Point,
     Search,
     Slo,
@@ -106,6 +107,34 @@ def test_capacity_on_a_real_model_lies_below_its_ceiling_and_an_slo_below_the_fl
     assert "no rate meets it (capacity 0)" in zero.stdout and "met: false" in zero.stdout
     assert "points (" not in zero.stdout  # none measured: no empty section
     assert math.isfinite(prof["floor_ms"])
+
+
+@pytest.mark.integration
+def test_a_point_that_meets_the_slo_measures_on_until_its_search_has_seen_six_seconds(tmp_path, monkeypatch):
+    """A search that met its first point from 2 s of record had mostly seen none of the host's stalls: a met point
+    goes on measuring (while it has time) until the search holds POOL_MIN_S of record. Each met point is seen as
+    the search reports it; an SLO loose enough for every rate under the ceiling keeps the first point met."""
+    from ortop.config.profile import merge
+    from ortop.engine.capacity_search import CapacitySearch
+
+    for xdg in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(xdg, str(tmp_path / xdg))
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)
+    seen: list[tuple[str, float, float]] = []  # decision, the point's record, the search's record
+
+    def record(p: Point) -> float:
+        return sum(b["wall_s"] for b in p.blocks)
+
+    search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 20.0),
+                            budget_s=30, point_max_s=10,
+                            on_point=lambda s, p: seen.append((p.decision, record(p),
+                                                               sum(map(record, s.points.values())))))
+    search.run()
+    met = [x for x in seen if x[0] == "met"]
+    assert met, seen
+    _, own, pooled = met[0]
+    # on the old rule the first met point stopped after 2 s, the search with it
+    assert own >= MET_MIN_S and pooled >= POOL_MIN_S > MET_MIN_S, seen
 
 
 @pytest.mark.integration

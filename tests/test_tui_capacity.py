@@ -86,7 +86,7 @@ class FakeSearch:
                 served = min(rate, self.ceilings[s.index])
                 for _ in range(4):  # at least half a second each: the 2 s a point needs before it may meet the SLO
                     p.add(np.full(200, self.latency(s.index, rate)), max(0.5, 200 / served), 200, 0, self.slo)
-                if p.decide(self.slo, final=True) == "met":
+                if p.decide(self.slo) == "met":
                     s.lo = max(s.lo, rate)
                 else:
                     s.hi = min(s.hi, rate)
@@ -155,7 +155,7 @@ def _result(points: dict[int, dict[float, float]], slo: Slo = SLO20) -> Capacity
             p = s.points.setdefault(rate, Point(rate))
             for _ in range(4):
                 p.add(np.full(100, ms), 0.5, 100, 0, slo)
-            if p.decide(slo, final=True) == "met":
+            if p.decide(slo) == "met":
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate)

@@ -33,6 +33,9 @@ The search per profile:
    thousands of arrivals: the SLO metric in the long run, with an interval.
    The point meets the SLO when that interval lies below the SLO and at least 2 s were recorded; it fails when
    the interval lies above it or the blocks say so; an undecided point moves the bracket by the model's estimate.
+   A point that meets it goes on measuring, while it has time, until its search has recorded POOL_MIN_S (6 s) in
+   all: a search that met its first points from a few seconds of record had mostly seen no stall of the host, and
+   read high (bench/capacity.py, runs 6–9: all 8 searches that took under 9 s read 1.02–1.37 × the knee).
 5. Points of profiles whose brackets share a rate (rates are rounded to a 2 % grid) are measured together,
    interleaved block by block on the same arrival sequence, so drift cannot pick the winner.
 
@@ -61,6 +64,9 @@ STEP = 1.1              # from the prediction, steps of 10 % until the knee is b
 MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
 MET_MIN_S = 2.0         # recorded seconds before a point may meet the SLO: enough busy times to hold the host's
                         # slow spells, which come every second or so
+POOL_MIN_S = 6.0        # recorded seconds, all of a search's points together, before a point stops at "met" while
+                        # it still has time: the queue model replays the search's whole record, and the stalls that
+                        # put the last 1 % of requests over an SLO are rarer than one a second (see capacity_search)
 MODEL_N = 40_000        # simulated requests per replicate of the queue model (see queue_model)
 MODEL_REPS = 24         # its replicates: the spread of the metric over resampled busy times and fresh arrivals
 CHUNK = 32              # busy times are resampled in runs of this many, keeping the host's slow spells together
@@ -317,7 +323,7 @@ class Point:
         return sum(b["dropped"] for b in self.blocks)
 
     def served_per_s(self) -> float:
-        wall = sum(b["wall_s"] for b in self.blocks)
+        wall = self.recorded_s()
         return self.runs / wall if wall > 0 else math.nan
 
     def value(self, slo: Slo) -> float:
@@ -329,9 +335,13 @@ class Point:
         model, what was measured (:meth:`value`)."""
         return self.model[0] if not math.isnan(self.model[0]) else self.value(slo)
 
-    def decide(self, slo: Slo, final: bool = False, others: Sequence[np.ndarray] = ()) -> str:
-        """met / not met / undecided from the blocks so far (see the module docstring); ``others``: what requests
-        of the search's other points cost their server (:func:`server_times`), modelled with this point's own."""
+    def recorded_s(self) -> float:
+        return float(sum(b["wall_s"] for b in self.blocks))
+
+    def decide(self, slo: Slo, others: Sequence[np.ndarray] = ()) -> str:
+        """met / not met / undecided from the blocks so far (see the module docstring), judged afresh at every
+        look; ``others``: what requests of the search's other points cost their server (:func:`server_times`),
+        modelled with this point's own."""
         n = len(self.blocks)
         if self.dropped > 0:
             self.decision = "not met"  # shed requests: the queue overflowed, whatever the percentile says
@@ -351,7 +361,7 @@ class Point:
         mean = float(stat.mean())
         half = t95(stat.size - 1) * float(stat.std(ddof=1)) / math.sqrt(stat.size)
         self.interval = (mean - half, mean + half)
-        recorded = sum(b["wall_s"] for b in self.blocks)
+        recorded = self.recorded_s()
         _, model_lo, model_hi = self.model
         modelled = not math.isnan(model_lo)
         # Over the SLO is believed from either side: requests seen over it in numbers, or the model's whole
@@ -363,7 +373,7 @@ class Point:
             self.decision = "not met"
         elif below and recorded >= MET_MIN_S:
             self.decision = "met"
-        elif final:
+        else:
             self.decision = "undecided"
         return self.decision
 
@@ -371,7 +381,8 @@ class Point:
         a = self.all()
         p50, p99 = (float(x) for x in np.percentile(a, (50, 99))) if a.size else (math.nan, math.nan)
         return {"rate_per_s": _num(self.rate_per_s), "served_per_s": _num(self.served_per_s()),
-                "dropped": self.dropped, "runs": self.runs, "blocks": len(self.blocks), "p50_ms": _num(p50),
+                "dropped": self.dropped, "runs": self.runs, "blocks": len(self.blocks),
+                "recorded_s": round(self.recorded_s(), 2), "p50_ms": _num(p50),
                 "p99_ms": _num(p99), "slo_ms": _num(self.value(slo)),
                 "model_ms": [_num(x) for x in self.model] if not math.isnan(self.model[0]) else None,
                 "decision": self.decision}
@@ -400,6 +411,10 @@ class Search:
     def server_times(self, besides: float | None = None) -> list[np.ndarray]:
         """What the requests of every point measured (but the one at ``besides``) cost their server."""
         return [b for r, p in self.points.items() if r != besides for b in p.busy]
+
+    def recorded_s(self) -> float:
+        """Seconds recorded over all the search's points: how much of the host the queue model has seen."""
+        return sum(p.recorded_s() for p in self.points.values())
 
     def done(self) -> bool:
         return bool(self.failed or self.note) or (math.isfinite(self.hi) and self.hi - self.lo <= NARROW * self.hi)

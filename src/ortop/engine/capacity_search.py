@@ -12,7 +12,17 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid, predict_knee, server_times, work_ms
+from ortop.engine.capacity import (
+    POOL_MIN_S,
+    CapacityResult,
+    Point,
+    Search,
+    Slo,
+    grid,
+    predict_knee,
+    server_times,
+    work_ms,
+)
 from ortop.errors import RuntimeFailure
 
 _Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, server_times
@@ -244,8 +254,9 @@ class CapacitySearch:
                     points[s.index].add(resp, wall, arrived, dropped, self.slo, busy)
             final = time.monotonic() >= t_end or self.left() <= 0
             for s in list(pending):
-                d = points[s.index].decide(self.slo, final=final, others=s.server_times(besides=rate))
-                if d != "undecided" or final:
+                d = points[s.index].decide(self.slo, others=s.server_times(besides=rate))
+                short = d == "met" and s.recorded_s() < POOL_MIN_S  # too little of the host seen: keep measuring
+                if final or (d != "undecided" and not short):
                     pending.remove(s)
             if final or not pending:
                 break
@@ -253,8 +264,6 @@ class CapacitySearch:
             rounds = max(1, min(2, int((t_end - time.monotonic()) / per_round)))
         for s in group:
             p = points[s.index]
-            if p.decision == "undecided":
-                p.decide(self.slo, final=True, others=s.server_times(besides=rate))
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
             meets = p.decision == "met" or (p.decision == "undecided" and p.estimate(self.slo) <= self.slo.ms)
             if meets:
