@@ -26,6 +26,10 @@ Per model:
    after them read). The shares' monotone fit (pool adjacent violators: the share cannot fall as the rate rises)
    is crossed with 1 − q, interpolated. Also printed: the knee where the halves' mean p99 crosses the SLO, and each
    half's own knee (the yardstick's A/A: two 5 s-per-rate curves a minute apart).
+   The knee's own 95 % interval comes from a parametric bootstrap of the curve (:func:`knee_interval`): each
+   rate's count over the SLO redrawn as clumps whose size is the halves' pooled index of dispersion, the knee
+   found again; it says how far a curve of this length can place the knee, so that a search outside ±10 % but
+   inside it is not taken for the search's error.
 4. Each search's capacity against the knee (target within ±10 %), and its time against the curve's 100 s of
    measuring (target at most a sixth); the three searches' spread is the search's own A/A.
 5. Independent check, after search 2: Poisson at 0.85 × and 1.3 × its capacity, ``--point-s`` seconds each,
@@ -111,6 +115,42 @@ def crossing(rates: list[float], fit: list[float], slo: float) -> float:
     return prev_r
 
 
+def dispersion(halves: dict[float, list[dict]]) -> float:
+    """How clumped the requests over the SLO are: the index of dispersion of the halves' counts over it about their
+    rate's pooled share (1 for independent requests; a stall of the host puts a run of them over at once), pooled
+    over the rates where any were over, one degree of freedom each. At least 1."""
+    chi, df = 0.0, 0
+    for hs in halves.values():
+        req, over = sum(h["requests"] for h in hs), sum(h["over"] for h in hs)
+        if not (0 < over < req):
+            continue
+        share = over / req
+        chi += sum((h["over"] - h["requests"] * share) ** 2 / (h["requests"] * share * (1 - share)) for h in hs)
+        df += len(hs) - 1
+    return max(1.0, chi / df) if df else 1.0
+
+
+def knee_interval(halves: dict[float, list[dict]], reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The knee's 95 % interval by a parametric bootstrap: each rate's count over the SLO redrawn as clumps — the
+    dispersion × a Poisson count of mean (its requests × its pooled share) ÷ the dispersion — and the knee found
+    again from the redrawn curve; also the dispersion. Rates where no request was over stay at none (the interval
+    then holds what the curve saw, not what it might have missed)."""
+    import numpy as np
+
+    c = dispersion(halves)
+    rng = np.random.default_rng(seed)
+    rates = sorted(halves)
+    base = [pooled(halves[r]) for r in rates]
+    reqs = np.array([sum(h["requests"] for h in halves[r]) for r in rates], dtype=float)
+    means = reqs * np.array([p["share"] for p in base])
+    knees = []
+    for _ in range(reps):
+        shares = c * rng.poisson(means / c) / np.maximum(reqs, 1)
+        knees.append(share_crossing([{**p, "share": float(x)} for p, x in zip(base, shares)]))
+    lo, hi = np.percentile(knees, (2.5, 97.5))
+    return float(lo), float(hi), c
+
+
 def curve_half(model: str, common: list[str], rates: list[float], seconds: float, slo: float) -> list[dict]:
     return [point(model, common, r, seconds, slo) for r in rates]
 
@@ -188,23 +228,28 @@ def main() -> int:
         knee, p99_knee = knees({r: [u, d] for r, u, d in zip(rates, up, down)}, slo)
         knee_up = share_crossing([pooled([u]) for u in up])
         knee_down = share_crossing([pooled([d]) for d in down])
+        k_lo, k_hi, clump = knee_interval({r: [u, d] for r, u, d in zip(rates, up, down)})
         again = ortop(model, "--headless", "--json", "--duration", "5", *common)["throughput_per_s"]
         found = [s1[0], s2[0], s3[0]]
         took = [s1[1], s2[1], s3[1]]
         mean = sum(found) / 3
         print(f"  knee {knee:.1f}/s (halves' mean p99: {p99_knee:.1f}/s; rising half alone {knee_up:.1f}, falling "
               f"half alone {knee_down:.1f}/s); closed loop {ceiling:.0f} → {again:.0f}/s (×{again / ceiling:.3f})")
+        print(f"  the knee's 95 % interval {k_lo:.1f}…{k_hi:.1f}/s ({k_lo / knee:.2f}…{k_hi / knee:.2f} × the knee; "
+              f"requests over the SLO come in clumps of ~{clump:.1f}); searches inside it: "
+              f"{sum(k_lo <= x <= k_hi for x in found)} of 3")
         print(f"  searches {' / '.join(f'{x:.1f}' for x in found)}/s: ÷ knee "
               f"{' / '.join(f'{x / knee:.3f}' for x in found)}, their mean {mean / knee:.3f}; in "
               f"{' / '.join(f'{x:.1f}' for x in took)} s (a curve measures {10 * a.point_s:g} s: "
               f"×{' / ×'.join(f'{10 * a.point_s / x:.1f}' for x in took)})")
-        rows.append((model, slo, knee, p99_knee, knee_up, knee_down, found, took, again / ceiling,
+        rows.append((model, slo, knee, (k_lo, k_hi), p99_knee, knee_up, knee_down, found, took, again / ceiling,
                      check(under) if under else None, check(over) if over else None))
-    print("\nmodel | SLO ms | knee (p99 knee; halves) | searches | ÷ knee | mean ÷ knee | times s | "
+    print("\nmodel | SLO ms | knee [95 % interval] (p99 knee; halves) | searches | ÷ knee | mean ÷ knee | times s | "
           "host speed after/before | 0.85x | 1.3x")
-    for m, slo, knee, pk, ku, kd, found, took, speed, u, o in rows:
-        print(f"{m} | {slo:g} | {knee:.0f} ({pk:.0f}; {ku:.0f}, {kd:.0f}) | {' / '.join(f'{x:.0f}' for x in found)} | "
-              f"{' / '.join(f'{x / knee:.2f}' for x in found)} | {sum(found) / 3 / knee:.3f} | "
+    for m, slo, knee, (k_lo, k_hi), pk, ku, kd, found, took, speed, u, o in rows:
+        print(f"{m} | {slo:g} | {knee:.0f} [{k_lo:.0f}…{k_hi:.0f}] ({pk:.0f}; {ku:.0f}, {kd:.0f}) | "
+              f"{' / '.join(f'{x:.0f}' for x in found)} | {' / '.join(f'{x / knee:.2f}' for x in found)} | "
+              f"{sum(found) / 3 / knee:.3f} | "
               f"{' / '.join(f'{x:.0f}' for x in took)} | {speed:.3f} | {u} | {o}")
     return 0
 
