@@ -78,7 +78,8 @@ def pooled(halves: list[dict]) -> dict:
             "served": sum(h["served"] * h["seconds"] for h in halves) / secs,
             "share": sum(h["over"] for h in halves) / req if req else 1.0,
             "p99": None if None in p99s else round(sum(p99s) / len(p99s), 3),
-            "dropped": sum(h["dropped"] for h in halves), "halves": p99s}
+            "dropped": sum(h["dropped"] for h in halves), "halves": p99s,
+            "counts": ", ".join(f"{h['over']}/{h['requests']}" for h in halves)}
 
 
 def monotone(values: list[float]) -> list[float]:
@@ -115,15 +116,18 @@ def crossing(rates: list[float], fit: list[float], slo: float) -> float:
     return prev_r
 
 
-def dispersion(halves: dict[float, list[dict]]) -> float:
+def dispersion(halves: dict[float, list[dict]], near: float = 0.10) -> float:
     """How clumped the requests over the SLO are: the index of dispersion of the halves' counts over it about their
     rate's pooled share (1 for independent requests; a stall of the host puts a run of them over at once), pooled
-    over the rates where any were over, one degree of freedom each. At least 1."""
+    over the rates near the knee — some requests over, at most ``near`` of them (past the knee whole busy periods
+    are over together, clumps far larger than those that place the knee) — one degree of freedom each; over every
+    rate with some over when none is near. At least 1."""
+    shares = {r: sum(h["over"] for h in hs) / max(1, sum(h["requests"] for h in hs)) for r, hs in halves.items()}
+    use = [r for r, x in shares.items() if 0 < x <= near] or [r for r, x in shares.items() if 0 < x < 1]
     chi, df = 0.0, 0
-    for hs in halves.values():
+    for r in use:
+        hs = halves[r]
         req, over = sum(h["requests"] for h in hs), sum(h["over"] for h in hs)
-        if not (0 < over < req):
-            continue
         share = over / req
         chi += sum((h["over"] - h["requests"] * share) ** 2 / (h["requests"] * share * (1 - share)) for h in hs)
         df += len(hs) - 1
@@ -160,7 +164,7 @@ def knees(halves: dict[float, list[dict]], slo: float) -> tuple[float, float]:
     curve = [pooled(halves[r]) for r in sorted(halves)]
     for p in curve:
         print(f"   asked {p['asked']:>7.1f}/s  offered {p['rate']:>7.1f}/s  served {p['served']:>7.1f}/s  "
-              f"over the SLO {100 * p['share']:6.2f} %  p99 {p['p99']} ms (up, down: {p['halves']})  "
+              f"over the SLO {100 * p['share']:6.2f} % ({p['counts']})  p99 {p['p99']} ms (up, down: {p['halves']})  "
               f"shed {p['dropped']}")
     return share_crossing(curve), monotone_crossing(curve, slo)
 
