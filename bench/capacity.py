@@ -38,7 +38,12 @@ Per model:
    slow spell of the host put 4.9 % of a run's requests over the SLO at a rate whose curve point read 0.55 %.
 6. The closed loop again: how far the host's speed moved meanwhile.
 
+``--pair-pool`` pairs each search with one whose points stop as soon as they meet the SLO (the search's 6 s rule
+off, ``POOL_MIN_S`` = 0), on the same arrivals, the pair's order alternated (ABBA over the three): the rule's
+effect against the same knee, with the host's drift shared by both sides of every pair.
+
     python bench/capacity.py MODEL [MODEL ...] [--dim SYM=N ...] [--threads 1] [--budget 60] [--point-s 10]
+                             [--pair-pool]
 """
 
 from __future__ import annotations
@@ -49,9 +54,14 @@ import subprocess
 import sys
 import time
 
+# ``--pair-pool``: ortop with the search's 6 s rule off (POOL_MIN_S = 0: a point stops once it meets the SLO)
+RULE_OFF = ("import sys, ortop.engine.capacity_search as s; s.POOL_MIN_S = 0.0; from ortop.cli.main import main; "
+            "sys.exit(main(sys.argv[1:]))")
 
-def ortop(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "ortop.cli", *args], capture_output=True, text=True)
+
+def ortop(*args: str, rule_off: bool = False) -> dict:
+    cmd = [sys.executable, "-c", RULE_OFF] if rule_off else [sys.executable, "-m", "ortop.cli"]
+    out = subprocess.run([*cmd, *args], capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"ortop {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -169,16 +179,25 @@ def knees(halves: dict[float, list[dict]], slo: float) -> tuple[float, float]:
     return share_crossing(curve), monotone_crossing(curve, slo)
 
 
-def search(model: str, common: list[str], slo: float, budget: float) -> tuple[float, float, list]:
-    t = time.monotonic()
-    cap = ortop("capacity", model, "--slo", f"p99={slo}ms", "--budget", str(budget), "--json", "--seed",
-                str(next(SEEDS)), *common)
-    took = time.monotonic() - t
-    prof = cap["profiles"][0]
-    found = prof["capacity_per_s"] or 0.0
-    print(f"  ortop capacity {found:.1f}/s (bracket {prof['bracket'][0]}…{prof['bracket'][1]}) in {took:.1f} s, "
-          f"{len(prof['points'])} points")
-    return found, took, prof["bracket"]
+def search(model: str, common: list[str], slo: float, budget: float, off: list | None = None,
+           first_off: bool = False) -> tuple[float, float, list]:
+    """One search; with ``off`` (``--pair-pool``) also one with the 6 s rule off on the same arrivals, the two in
+    the order ``first_off`` says (the bench alternates it: ABBA over its three searches), appended to ``off``."""
+    seed = str(next(SEEDS))
+    got = {}
+    for rule_off in ([True, False] if first_off else [False, True]) if off is not None else [False]:
+        t = time.monotonic()
+        cap = ortop("capacity", model, "--slo", f"p99={slo}ms", "--budget", str(budget), "--json", "--seed", seed,
+                    *common, rule_off=rule_off)
+        took = time.monotonic() - t
+        prof = cap["profiles"][0]
+        found = prof["capacity_per_s"] or 0.0
+        print(f"  ortop capacity{' (6 s rule off)' if rule_off else ''} {found:.1f}/s (bracket {prof['bracket'][0]}…"
+              f"{prof['bracket'][1]}) in {took:.1f} s, {len(prof['points'])} points")
+        got[rule_off] = (found, took, prof["bracket"])
+    if off is not None:
+        off.append(got[True])
+    return got[False]
 
 
 def meets(runs: list[dict]) -> bool:
@@ -202,6 +221,8 @@ def main() -> int:
     ap.add_argument("--slo-factor", type=float, default=8.0)
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--point-s", type=float, default=10.0)
+    ap.add_argument("--pair-pool", action="store_true",
+                    help="pair each search with one on the same arrivals with the 6 s rule off, order alternated")
     a = ap.parse_args()
     common = ["--threads", str(a.threads)] + [x for d in a.dim for x in ("--dim", d)]
     rows = []
@@ -214,10 +235,11 @@ def main() -> int:
         print(f"\n{model}: ceiling {ceiling:.0f}/s, p50 {closed['latency_ms']['p50']:.3f} ms, SLO p99 ≤ {slo:g} ms")
         rates = [ceiling * k / 10 for k in range(1, 11)]
         t0 = time.monotonic()
-        s1 = search(model, common, slo, a.budget)
+        off: list | None = [] if a.pair_pool else None
+        s1 = search(model, common, slo, a.budget, off, first_off=False)
         up = curve_half(model, yard, rates, a.point_s / 2, slo)
         print("  curve: rising half done")
-        s2 = search(model, common, slo, a.budget)
+        s2 = search(model, common, slo, a.budget, off, first_off=True)
         under: list[dict] = []
         over: list[dict] = []
         for _ in range(2 if s2[0] else 0):  # alternated (ABAB), each run arrivals of its own, pooled
@@ -227,7 +249,7 @@ def main() -> int:
             print(f"  check: 0.85× → {check(under)} ({'meets' if meets(under) else 'MISSES'}); "
                   f"1.3× → {check(over)} ({'STILL MEETS' if meets(over) else 'misses'})")
         down = curve_half(model, yard, rates[::-1], a.point_s / 2, slo)[::-1]
-        s3 = search(model, common, slo, a.budget)
+        s3 = search(model, common, slo, a.budget, off, first_off=False)
         print(f"  curve (all of it took {time.monotonic() - t0:.0f} s; {10 * a.point_s:g} s of it measured a curve)")
         knee, p99_knee = knees({r: [u, d] for r, u, d in zip(rates, up, down)}, slo)
         knee_up = share_crossing([pooled([u]) for u in up])
@@ -246,6 +268,9 @@ def main() -> int:
               f"{' / '.join(f'{x / knee:.3f}' for x in found)}, their mean {mean / knee:.3f}; in "
               f"{' / '.join(f'{x:.1f}' for x in took)} s (a curve measures {10 * a.point_s:g} s: "
               f"×{' / ×'.join(f'{10 * a.point_s / x:.1f}' for x in took)})")
+        if off:
+            print(f"  6 s rule off: {' / '.join(f'{x[0]:.1f}' for x in off)}/s: ÷ knee "
+                  f"{' / '.join(f'{x[0] / knee:.3f}' for x in off)}; in {' / '.join(f'{x[1]:.1f}' for x in off)} s")
         rows.append((model, slo, knee, (k_lo, k_hi), p99_knee, knee_up, knee_down, found, took, again / ceiling,
                      check(under) if under else None, check(over) if over else None))
     print("\nmodel | SLO ms | knee [95 % interval] (p99 knee; halves) | searches | ÷ knee | mean ÷ knee | times s | "
