@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from rich.console import Console
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
@@ -135,6 +135,12 @@ def text_of(screen: CapacityScreen, wid: str) -> str:
 def cells(screen: CapacityScreen) -> list[list[str]]:
     table = screen.query_one("#cap-table")
     return [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def drawn_table(screen: CapacityScreen) -> str:
+    """The profiles' table as its lines are drawn on the screen."""
+    table = screen.query_one(DataTable)
+    return "\n".join("".join(seg.text for seg in table.render_line(y)) for y in range(table.size.height))
 
 
 def footer_label(screen: CapacityScreen, key: str) -> str:
@@ -400,6 +406,23 @@ async def test_the_profile_that_serves_more_is_highlighted_and_enter_applies_it(
         assert monitor.applied[0].workload.replicas == 2 and monitor.applied[0].workload.pin_replicas
         assert "applied 2 replicas pinned: the live session rebuilds with it" in text_of(screen, "cap-detail")
         assert monitor.events[-1].text == "capacity: applied 2 replicas pinned"
+
+
+async def test_the_table_filled_again_shows_every_name_whole(tmp_path: Path) -> None:
+    """The table is cleared and filled again after every point and at the end; painted before it measured its new
+    rows, it kept its headers' widths and cut the names short ("● runni", "▲ 2 rep", "serve")."""
+    app = capacity_app(tmp_path, Factory(), FakeMonitor(n_configs=1))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "g")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        await pilot.pause()
+        screen.refresh_rows()
+        drawn_table(screen)  # a paint before the table has measured its new rows (the terminal's next frame)
+        await pilot.pause()
+        drawn = drawn_table(screen)
+        assert "● running" in drawn and "▲ 2 replicas pinned" in drawn and "serves more" in drawn, drawn
 
 
 @pytest.mark.slow

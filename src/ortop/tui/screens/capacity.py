@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, RenderResult
@@ -380,9 +381,11 @@ class CapacityScreen(Responsive, Screen[None]):
         table = self.query_one(DataTable)
         current = select if select is not None else table.cursor_row
         self._rows = panel.rows(self.names(), self.profiles(), self.result, self.state == "done")
-        table.clear(columns=True)  # columns sized by what is shown now, not by the widest cell seen while it ran
-        for name in panel.COLUMNS:
-            table.add_column(name, key=name)
+        table.clear(columns=True)
+        # Each column as wide as what it shows now (not the widest cell seen while it ran), set here: a table
+        # cleared and filled again in one refresh kept its headers' widths and cut the profiles' names short.
+        for k, name in enumerate(panel.COLUMNS):
+            table.add_column(name, key=name, width=max([cell_len(name), *(cell_len(r.cells[k]) for r in self._rows)]))
         for r in self._rows:
             table.add_row(*(Text(c, style=r.style) for c in r.cells), key=str(r.index))
         if 0 <= current < len(self._rows):
