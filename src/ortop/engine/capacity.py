@@ -336,6 +336,7 @@ class Point:
         return self.model[0] if not math.isnan(self.model[0]) else self.value(slo)
 
     def recorded_s(self) -> float:
+        """Seconds recorded over the point's blocks (settling excluded)."""
         return float(sum(b["wall_s"] for b in self.blocks))
 
     def decide(self, slo: Slo, others: Sequence[np.ndarray] = ()) -> str:
