@@ -40,7 +40,7 @@ Per model:
 
 ``--long S`` referees between the curve's knee and the searches: after search 3, Poisson at the knee and at the
 searches' geometric mean, S seconds each, ABBA, each rate's runs pooled; at the knee the long run's share over the
-SLO should be 1 %. In runs 14 and 15 (README) it was over 1 % at 4 of 6 curves' knees (1.45–3.86 %).
+SLO should be 1 %. In runs 14–16 (README) it was over 1 % at 6 of 9 curves' knees (1.14–3.86 %).
 
 ``--pair-pool`` pairs each search with one whose points stop as soon as they meet the SLO (the search's 6 s rule
 off, ``POOL_MIN_S`` = 0), on the same arrivals, the pair's order alternated (ABBA over the three): the rule's
