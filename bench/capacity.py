@@ -137,7 +137,7 @@ def dispersion(halves: dict[float, list[dict]], near: float = 0.10) -> float:
     over the rates near the knee — some requests over, at most ``near`` of them (past the knee whole busy periods
     are over together, clumps far larger than those that place the knee) — one degree of freedom each; over every
     rate with some over when none is near. At least 1."""
-    shares = {r: sum(h["over"] for h in hs) / max(1, sum(h["requests"] for h in hs)) for r, hs in halves.items()}
+    shares = {r: pooled(hs)["share"] for r, hs in halves.items()}
     use = [r for r, x in shares.items() if 0 < x <= near] or [r for r, x in shares.items() if 0 < x < 1]
     chi, df = 0.0, 0
     for r in use:
@@ -271,10 +271,11 @@ def main() -> int:
         down = curve_half(model, yard, rates[::-1], a.point_s / 2, slo)[::-1]
         s3 = search(model, common, slo, a.budget, off, first_off=False)
         print(f"  curve (all of it took {time.monotonic() - t0:.0f} s; {10 * a.point_s:g} s of it measured a curve)")
-        knee, p99_knee = knees({r: [u, d] for r, u, d in zip(rates, up, down)}, slo)
+        halves = {r: [u, d] for r, u, d in zip(rates, up, down)}
+        knee, p99_knee = knees(halves, slo)
         knee_up = share_crossing([pooled([u]) for u in up])
         knee_down = share_crossing([pooled([d]) for d in down])
-        k_lo, k_hi, clump = knee_interval({r: [u, d] for r, u, d in zip(rates, up, down)})
+        k_lo, k_hi, clump = knee_interval(halves)
         found = [s1[0], s2[0], s3[0]]
         if a.long and knee > 0 and all(found):
             referee(model, yard, slo, knee, math.exp(sum(math.log(x) for x in found) / 3), a.long)
