@@ -436,3 +436,32 @@ def test_a_point_models_the_slow_spells_its_search_saw_at_other_rates():
     search.points = {62.5: alone, 80.0: Point(80.0, busy=[spell])}
     assert [b is spell for b in search.server_times(besides=62.5)] == [True]
     assert len(search.server_times()) == 5
+
+
+def test_a_point_whose_server_fell_behind_does_not_model_the_rates_below_it():
+    """An overloaded point's costs are a backlog's: pooled into a calm point's model they would judge it over
+    the SLO. Calm: 1 ms per request at 300/s (30 % load), 30 % of requests queued. Overloaded: 800 requests at
+    791/s, every one queued, 3 ms each (791 × 3 ms = 2.4 s of work a second)."""
+    slo = Slo("p99", 8.0)
+    rng = np.random.default_rng(3)
+    n = 300
+    calm = np.column_stack([np.full(n, 0.95), np.full(n, 0.05), (rng.random(n) > 0.3).astype(float)])
+    backlog = np.column_stack([np.full(800, 2.9), np.full(800, 0.1), np.zeros(800)])
+    behind = Point(791.0)
+    behind.add(np.full(800, 94.0), 1.0, 800, 0, slo, busy=backlog)
+    kept_up = Point(300.0)
+    for _ in range(4):
+        kept_up.add(np.full(n, 2.0), 0.6, n, 0, slo, busy=calm)
+    assert behind.overloaded() and not kept_up.overloaded()
+    shed = Point(200.0)
+    shed.add(np.full(n, 2.0), 0.6, n + 5, 5, slo, busy=calm)
+    assert shed.overloaded()  # it shed requests: its queue was full
+    search = Search(0, "s", Profile())
+    search.points = {300.0: kept_up, 791.0: behind}
+    assert search.pooled(besides=300.0) == [] and search.server_times(besides=300.0) == []
+    assert search.recorded_s() == pytest.approx(2.4)  # the overloaded point's second is not the host seen
+    assert kept_up.decide(slo, others=search.server_times(besides=300.0)) == "met"
+    polluted = Point(300.0)
+    for _ in range(4):
+        polluted.add(np.full(n, 2.0), 0.6, n, 0, slo, busy=calm)
+    assert polluted.decide(slo, others=[backlog]) == "not met"  # what pooling the backlog would have said

@@ -271,7 +271,8 @@ class CapacitySearch:
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate
             if p.busy:  # where the next step heads: the service and gaps measured so far, queued, through this point
-                s.predicted_per_s = predict_knee(work_ms(np.concatenate(s.server_times())), self.slo,
+                times = s.server_times() or p.busy  # an overloaded point alone: its own costs, all there is
+                s.predicted_per_s = predict_knee(work_ms(np.concatenate(times)), self.slo,
                                                  servers=p.servers, queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
