@@ -243,8 +243,10 @@ class Checks:
                 continue
 
             def one(name=name, value=value, key=knob.key):
+                # CUDA graphs replay fixed device addresses: ortop asks for IO binding with them
+                bound = {"provider.io_binding": True} if name == "enable_cuda_graph" else {}
                 prof = profile(self.demo, **{"provider.name": "cuda", key: value,
-                                             "provider.options.device_id": self.args.device_id})
+                                             "provider.options.device_id": self.args.device_id, **bound})
                 asked = prof.provider_options()[name]
                 with quiet() as log:
                     try:
