@@ -12,6 +12,7 @@ from ortop.config.profile import Profile
 from ortop.engine.capacity import (
     MET_MIN_S,
     POOL_MIN_S,
+    CapacityResult,
     Point,
     Search,
     Slo,
@@ -465,3 +466,36 @@ def test_a_point_whose_server_fell_behind_does_not_model_the_rates_below_it():
     for _ in range(4):
         polluted.add(np.full(n, 2.0), 0.6, n, 0, slo, busy=calm)
     assert polluted.decide(slo, others=[backlog]) == "not met"  # what pooling the backlog would have said
+
+
+def decided_result(points: dict[int, dict[float, float]], slo: Slo,
+                   names: tuple[str, ...] = ("p0", "p1")) -> CapacityResult:
+    """A result with ``points[i] = {rate: latency}`` per profile, each point decided, brackets set from them."""
+    searches = []
+    for i, pts in points.items():
+        s = Search(i, names[i], Profile(), ceiling_per_s=1000.0, floor_ms=4.0, hi=1000.0)
+        for rate, ms in pts.items():
+            p = s.points.setdefault(rate, Point(rate))
+            for _ in range(4):
+                p.add(np.full(100, ms), 0.5, 100, 0, slo)
+            if p.decide(slo) == "met":
+                s.lo = max(s.lo, rate)
+            else:
+                s.hi = min(s.hi, rate)
+        searches.append(s)
+    return CapacityResult("/models/m.onnx", slo, searches, 30.0, 60.0)
+
+
+def test_the_cli_names_a_best_profile_only_when_the_brackets_stay_apart():
+    from ortop.cli.capacity import format_result
+
+    slo = Slo("p99", 20.0)
+    apart = decided_result({0: {200.0: 8.0, 300.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}}, slo)
+    # 200…400 against 300…600
+    close = decided_result({0: {200.0: 8.0, 400.0: 30.0}, 1: {300.0: 10.0, 600.0: 40.0}}, slo)
+    assert apart.separated(1) and not close.separated(1)
+    assert "\nbest for p99 ≤ 20 ms: p1, 533/s\n" in format_result(apart, plot=False)
+    said = format_result(close, plot=False)
+    assert "best for" not in said
+    assert "\nahead for p99 ≤ 20 ms: p1, 500/s, but the brackets overlap: not shown to serve more" in said
+    assert apart.as_dict()["best_separated"] is True and close.as_dict()["best_separated"] is False

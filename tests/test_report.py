@@ -243,6 +243,15 @@ def test_the_capacity_page_draws_every_point_and_names_the_best():
     assert ">5</text>" in page and ">20</text>" in page and "mathdefault" not in page
 
 
+def test_a_capacity_page_whose_brackets_overlap_names_no_best():
+    data = copy.deepcopy(CAPACITY)
+    data["best_separated"] = False
+    text = " ".join(_parse(capacity_page(data)).text)
+    assert "Best within" not in text
+    assert ("Ahead within p99 ≤ 20 ms: two-threads, 240 requests/s, but the brackets overlap: not shown to serve "
+            "more.") in text
+
+
 def test_a_capacity_page_with_no_profile_meeting_the_slo_says_so():
     data = copy.deepcopy(CAPACITY)
     data["best"] = None

@@ -33,6 +33,7 @@ from ortop.tui.screens import HelpScreen, SaveScreen
 from ortop.tui.screens import capacity as screen_mod
 from ortop.tui.screens.capacity import CapacityScreen
 from tests.fakes import FakeMonitor, StepClock
+from tests.test_capacity import decided_result
 from tests.test_tui_tune import _children, resource_tracker, spy_pause_resume, until  # noqa: F401  (a fixture)
 
 SIZE = (120, 40)
@@ -153,20 +154,7 @@ SLO20 = Slo("p99", 20.0)
 
 
 def _result(points: dict[int, dict[float, float]], slo: Slo = SLO20) -> CapacityResult:
-    """A result with ``points[i] = {rate: latency}`` per profile, each point decided, brackets set from them."""
-    searches = []
-    for i, pts in points.items():
-        s = Search(i, ["running", "2 replicas pinned"][i], Profile(), ceiling_per_s=1000.0, floor_ms=4.0, hi=1000.0)
-        for rate, ms in pts.items():
-            p = s.points.setdefault(rate, Point(rate))
-            for _ in range(4):
-                p.add(np.full(100, ms), 0.5, 100, 0, slo)
-            if p.decide(slo) == "met":
-                s.lo = max(s.lo, rate)
-            else:
-                s.hi = min(s.hi, rate)
-        searches.append(s)
-    return CapacityResult("/models/m.onnx", slo, searches, 30.0, 60.0)
+    return decided_result(points, slo, ("running", "2 replicas pinned"))
 
 
 def test_the_curve_marks_each_knee_where_the_slo_is_crossed_between_its_brackets_points():
@@ -217,7 +205,7 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert [r.cells for r in before] == [("● running", "", "", "", "", "not started"),
                                          ("▲ spinning off", "", "", "", "", "not started")]
     close = _result({0: {200.0: 8.0, 400.0: 30.0}, 1: {300.0: 10.0, 600.0: 40.0}})  # 200…400 against 300…600
-    assert not panel.separated(close, 1) and panel.separated(res, 1)
+    assert not close.separated(1) and res.separated(1)
     assert panel.rows(["running", "2 replicas pinned"], profiles, close, done=True)[1].cells[5] == "ahead"
     assert panel.verdict(close, True).plain == (
         "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms · ×1.38 running (×0.75…×3.00 by the brackets)\n"

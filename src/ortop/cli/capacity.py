@@ -120,7 +120,11 @@ def format_result(result: Any, *, plot: bool = True) -> str:
     best = result.best()
     if best is not None and len(result.searches) > 1:
         b = result.searches[best]
-        lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s"]
+        if result.separated(best):
+            lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s"]
+        else:
+            lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but the brackets overlap: "
+                          "not shown to serve more (a longer --budget narrows them)"]
         for s in result.searches:
             if s.index != best and s.met:
                 est, lo, hi = result.ratio(best, s.index)

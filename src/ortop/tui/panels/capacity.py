@@ -206,7 +206,7 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
         elif s.note:
             state, style = "capacity 0", "yellow"
         elif i == best and len(result.searches) > 1:
-            state, style = ("serves more", "bold green") if separated(result, i) else ("ahead", "bold yellow")
+            state, style = ("serves more", "bold green") if result.separated(i) else ("ahead", "bold yellow")
         elif s.done():
             state, style = "done", ""
         elif done:
@@ -218,15 +218,6 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
         out.append(Row(i, name, (label, cap, _bracket(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))), state),
                        style, profile))
     return tuple(out)
-
-
-def separated(result: CapacityResult, best: int) -> bool:
-    """Whether ``best`` is shown to serve more than every other profile: each other's bracket ends (its lowest rate
-    found not to meet the SLO) at or below the best's capacity. A failed profile, or one whose service time alone
-    misses the SLO, serves nothing."""
-    b = result.searches[best]
-    return all(s.index == best or s.failed or s.note or (math.isfinite(s.hi) and s.hi <= b.lo)
-               for s in result.searches)
 
 
 def verdict(result: CapacityResult | None, done: bool) -> Text:
@@ -242,7 +233,7 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
             t.append(f"neither profile met {slo} at any rate measured", style="yellow")
         return t
     b = result.searches[best]
-    sure = separated(result, best)
+    sure = result.separated(best)
     if not done:
         t.append("so far  ", style="bold")
     elif sure or len(result.searches) == 1:
