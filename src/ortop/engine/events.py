@@ -18,11 +18,22 @@ GROUP_WINDOW = 50   # a repeat of one of the last this many events is counted on
 KEEP = 500          # past this many events the oldest hundred go
 
 
+# ORT warnings that say nothing about the session they come with, read as info. onnxruntime-gpu 1.31.1 prints
+# the first for every session made with providers=["CUDAExecutionProvider", …] on an H100 where CUDA then runs
+# (its plugin-EP device registry is empty in that case); a CUDA provider that did not load says so separately
+# (ortop warns "requested but not active").
+ORT_NOT_WARNINGS = (re.compile(r"^No registered plugin EP device found for '[^']+' with device_id=\d+$"),)
+
+
 def worker_line(line: str) -> tuple[str, str]:
     """(level, text) of a line the worker's stderr carried: ORT's level and message, or a plain line."""
     m = ORT_LOG.match(line)
     if m:
-        return LEVELS.get(m.group(1), "info"), "ORT: " + m.group(2)
+        text = m.group(2).strip()
+        level = LEVELS.get(m.group(1), "info")
+        if level == "warning" and any(r.match(text) for r in ORT_NOT_WARNINGS):
+            level = "info"
+        return level, "ORT: " + text
     return ("warning" if "warn" in line.lower() else "info"), "worker: " + line
 
 
