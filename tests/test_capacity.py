@@ -499,3 +499,17 @@ def test_the_cli_names_a_best_profile_only_when_the_brackets_stay_apart():
     assert "best for" not in said
     assert "\nahead for p99 ≤ 20 ms: p1, 500/s, but the brackets overlap: not shown to serve more" in said
     assert apart.as_dict()["best_separated"] is True and close.as_dict()["best_separated"] is False
+
+
+def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles():
+    """An undecided point moves its bracket by its estimate, but it straddles the SLO: the two A/A runs whose
+    brackets stayed apart each had the other's upper end set by one."""
+    slo = Slo("p99", 20.0)
+    res = decided_result({0: {200.0: 8.0, 300.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}}, slo)
+    assert res.best() == 1 and res.separated(1)
+    res.searches[0].points[300.0].decision = "undecided"  # its time ran out with the interval across the SLO
+    assert res.searches[0].hi == 300.0 and not res.separated(1)
+    res.searches[0].points[350.0] = Point(350.0, decision="not met")
+    assert res.separated(1)  # a decided miss below the best's decided met rate
+    res.searches[1].points[400.0].decision = "undecided"  # and the best's own end undecided: nothing is shown
+    assert not res.separated(1)

@@ -517,13 +517,19 @@ class CapacityResult:
         return max(ok, key=lambda s: s.capacity(self.slo)).index if ok else None
 
     def separated(self, best: int) -> bool:
-        """Whether ``best`` is shown to serve more than every other profile: each other's bracket ends (its lowest
-        rate found not to meet the SLO) at or below the best's capacity. A failed profile, or one whose service
-        time alone misses the SLO, serves nothing. Apart brackets are a lead, not proof: in 20 A/A runs of one
-        profile against an identical one (README) they stayed apart twice, at ×1.11 and ×1.12."""
-        b = self.searches[best]
-        return all(s.index == best or bool(s.failed) or bool(s.note) or (math.isfinite(s.hi) and s.hi <= b.lo)
-                   for s in self.searches)
+        """Whether ``best`` is shown to serve more than every other profile: each other's lowest rate decided not
+        to meet the SLO at or below the best's highest rate decided to meet it. A failed profile, or one whose
+        service time alone misses the SLO, serves nothing. Undecided points move a bracket (by their estimate) but
+        do not separate two: an undecided point straddles the SLO, a coin toss. In 20 A/A runs of one profile
+        against an identical copy (README), the brackets stayed apart twice (×1.11 and ×1.12), and both times an
+        undecided point had set the other's upper end."""
+        met = max((r for r, p in self.searches[best].points.items() if p.decision == "met"), default=0.0)
+
+        def missed(s: Search) -> float:
+            return min((r for r, p in s.points.items() if p.decision == "not met"), default=math.inf)
+
+        return met > 0 and all(s.index == best or bool(s.failed) or bool(s.note) or missed(s) <= met
+                               for s in self.searches)
 
     def ratio(self, i: int, base: int = 0) -> tuple[float, float, float]:
         """Capacity of profile ``i`` over ``base``: the estimate and the interval its brackets allow."""
