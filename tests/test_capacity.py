@@ -101,7 +101,7 @@ def test_capacity_on_a_real_model_lies_below_its_ceiling_and_an_slo_below_the_fl
         if p["decision"] == "met":
             assert p["served_per_s"] == pytest.approx(p["rate_per_s"], rel=0.15)
             assert p["slo_ms"] <= 20.0 * 1.5
-    assert d["elapsed_s"] <= 25 * 1.3
+    assert d["elapsed_s"] <= 25 + 2  # the budget holds: no round starts that would overrun it (+ a block's drain)
     zero = ortop("capacity", model, "--dim", "batch=256", "--threads", "1", "--slo", "p99=0.001ms", "--budget", "10",
                  env=env, timeout=60)
     assert zero.returncode == 0, zero.stderr

@@ -140,10 +140,16 @@ class CapacitySearch:
                 by_rate: dict[float, list[Search]] = {}
                 for s in todo:
                     by_rate.setdefault(s.next_rate(), []).append(s)
+                measured = False
                 for rate, group in sorted(by_rate.items()):
-                    if self.stop.is_set() or self.left() <= 0:
+                    if self.stop.is_set():
                         break
+                    if self.left() < 2 * _round_s(rate, len(group)):  # its first look would overrun the budget
+                        continue
                     self._point(rate, group)
+                    measured = True
+                if not measured:
+                    break
             for ch in self._channels:
                 warnings.extend(x for x in [*ch.said, *ch.log] if (x in ch.said or "warn" in x.lower())
                                 and x not in warnings)
@@ -238,8 +244,7 @@ class CapacitySearch:
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
-        block_s = max(0.5, min(1.5, 300.0 / rate))       # ~300 requests a block, 0.5 s at least
-        settle_s = max(0.2, min(0.6, 50.0 / rate))       # let the queue reach its working level first
+        block_s, settle_s = _block_s(rate)
         points = {s.index: s.points.setdefault(rate, Point(rate, servers=max(1, s.profile.workload.concurrency),
                                                            queues=max(1, s.profile.workload.replicas)))
                   for s in group}
@@ -261,7 +266,10 @@ class CapacitySearch:
             if final or not pending:
                 break
             per_round = (block_s + settle_s) * len(pending)
-            rounds = max(1, min(2, int((t_end - time.monotonic()) / per_round)))
+            in_budget = int(self.left() / per_round)
+            if in_budget < 1:  # another round would overrun the budget: the point ends as it stands
+                break
+            rounds = min(in_budget, max(1, min(2, int((t_end - time.monotonic()) / per_round))))
         for s in group:
             p = points[s.index]
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
@@ -276,6 +284,17 @@ class CapacitySearch:
                                                  servers=p.servers, queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
+
+
+def _block_s(rate: float) -> tuple[float, float]:
+    """A point's block and the settling before it (s): ~300 requests a block, 0.5 … 1.5 s; the queue let reach
+    its working level for 0.2 … 0.6 s first."""
+    return max(0.5, min(1.5, 300.0 / rate)), max(0.2, min(0.6, 50.0 / rate))
+
+
+def _round_s(rate: float, profiles: int) -> float:
+    """One round of a point at ``rate``: a block (with its settling) per profile."""
+    return sum(_block_s(rate)) * profiles
 
 
 def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
