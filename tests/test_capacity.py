@@ -501,15 +501,19 @@ def test_the_cli_names_a_best_profile_only_when_the_brackets_stay_apart():
     assert apart.as_dict()["best_separated"] is True and close.as_dict()["best_separated"] is False
 
 
-def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles():
-    """An undecided point moves its bracket by its estimate, but it straddles the SLO: the two A/A runs whose
-    brackets stayed apart each had the other's upper end set by one."""
+def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles_unless_far_apart():
+    """An undecided point moves its bracket by its estimate, but it straddles the SLO: the A/A runs whose
+    brackets stayed apart each had an end set by one within 5 % of the other's."""
     slo = Slo("p99", 20.0)
-    res = decided_result({0: {200.0: 8.0, 300.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}}, slo)
-    assert res.best() == 1 and res.separated(1)
-    res.searches[0].points[300.0].decision = "undecided"  # its time ran out with the interval across the SLO
-    assert res.searches[0].hi == 300.0 and not res.separated(1)
-    res.searches[0].points[350.0] = Point(350.0, decision="not met")
-    assert res.separated(1)  # a decided miss below the best's decided met rate
-    res.searches[1].points[400.0].decision = "undecided"  # and the best's own end undecided: nothing is shown
+    res = decided_result({0: {200.0: 8.0, 380.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}}, slo)
+    assert res.best() == 1 and res.separated(1)  # a decided miss at 380/s, a decided met at 400/s
+    res.searches[0].points[380.0].decision = "undecided"  # its time ran out with the interval across the SLO
+    assert res.searches[0].hi == 380.0 and not res.separated(1)  # 380 and 400: within the search's 10 %
+    res.searches[0].hi = 360.0
+    res.searches[0].points[360.0] = Point(360.0, decision="undecided")
+    assert res.separated(1)  # 360 × 1.1 ≤ 400: apart by more than the search narrows a bracket
+    res.searches[0].hi = 380.0
+    del res.searches[0].points[360.0]
+    res.searches[0].points[390.0] = Point(390.0, decision="not met")
+    res.searches[1].points[400.0].decision = "undecided"  # the best's own end undecided too
     assert not res.separated(1)
