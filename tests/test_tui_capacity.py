@@ -209,7 +209,8 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert panel.rows(["running", "2 replicas pinned"], profiles, close, done=True)[1].cells[5] == "ahead"
     assert panel.verdict(close, True).plain == (
         "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms · ×1.38 running (×0.75…×3.00 by the brackets)\n"
-        "the brackets overlap, so neither is shown to serve more: a longer budget (b) narrows them")
+        "the brackets overlap or lie within 10 %, so neither is shown to serve more: a longer budget (b) gives points "
+        "time to decide")
     none = _result({0: {300.0: 30.0}, 1: {600.0: 40.0}})
     assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"
 

@@ -123,8 +123,8 @@ def format_result(result: Any, *, plot: bool = True) -> str:
         if result.separated(best):
             lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s"]
         else:
-            lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but the brackets overlap: "
-                          "not shown to serve more (a longer --budget narrows them)"]
+            lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but the brackets overlap or "
+                          "lie within 10 %: not shown to serve more (a longer --budget gives points time to decide)"]
         for s in result.searches:
             if s.index != best and s.met:
                 est, lo, hi = result.ratio(best, s.index)

@@ -265,7 +265,7 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
         verdict = f"Best within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} requests/s."
         if len(results) > 1 and data.get("best_separated") is False:
             verdict = (f"Ahead within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} "
-                       "requests/s, but the brackets overlap: not shown to serve more.")
+                       "requests/s, but the brackets overlap or lie within 10 %: not shown to serve more.")
     points = []
     for p in results:
         for q in p.get("points") or []:

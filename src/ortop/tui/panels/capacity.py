@@ -250,7 +250,8 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
         elif done:
             t.append(f" · {s.name} met it at no rate measured")
     if done and not sure:
-        t.append("\nthe brackets overlap, so neither is shown to serve more: a longer budget (b) narrows them",
+        t.append("\nthe brackets overlap or lie within 10 %, so neither is shown to serve more: a longer budget (b) "
+                 "gives points time to decide",
                  style="yellow")
     return t
 
