@@ -114,7 +114,8 @@ def test_capacity_on_a_real_model_lies_below_its_ceiling_and_an_slo_below_the_fl
 def test_a_point_that_meets_the_slo_measures_on_until_its_search_has_seen_six_seconds(tmp_path, monkeypatch):
     """A search that met its first point from 2 s of record had mostly seen none of the host's stalls: a met point
     goes on measuring (while it has time) until the search holds POOL_MIN_S of record. Each met point is seen as
-    the search reports it; an SLO loose enough for every rate under the ceiling keeps the first point met."""
+    the search reports it; an SLO loose enough for every rate under the ceiling keeps the first point met (at
+    p99 ≤ 20 ms the first point, at 0.9 × the ceiling, read a long-run p99 up to 27 ms in 3 of 6 runs here)."""
     from ortop.config.profile import merge
     from ortop.engine.capacity_search import CapacitySearch
 
@@ -126,7 +127,7 @@ def test_a_point_that_meets_the_slo_measures_on_until_its_search_has_seen_six_se
     def record(p: Point) -> float:
         return sum(b["wall_s"] for b in p.blocks)
 
-    search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 20.0),
+    search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 60.0),
                             budget_s=30, point_max_s=10,
                             on_point=lambda s, p: seen.append((p.decision, record(p),
                                                                sum(map(record, s.points.values())))))
