@@ -380,7 +380,8 @@ async def test_a_real_search_ends_with_a_result_and_leaves_no_worker(matmul_mode
         assert res.baseline_figures.blocks > 0
         assert len(cells(screen)) == 1 + len(res.trials)
         assert text_of(screen, "tune-verdict").startswith("verdict  ")
-        assert monitor.state == "measuring"
+        # the app resumes the live session when it handles the search's Finished, posted after the screen's result
+        await until(pilot, lambda: monitor.state == "measuring", "the live session resumed", timeout=5)
         await pilot.press("q")
     end = time.monotonic() + 10
     while _children() - before and time.monotonic() < end:
