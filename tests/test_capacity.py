@@ -455,9 +455,11 @@ def test_a_point_whose_server_fell_behind_does_not_model_the_rates_below_it():
     for _ in range(4):
         kept_up.add(np.full(n, 2.0), 0.6, n, 0, slo, busy=calm)
     assert behind.overloaded() and not kept_up.overloaded()
-    shed = Point(200.0)
-    shed.add(np.full(n, 2.0), 0.6, n + 5, 5, slo, busy=calm)
-    assert shed.overloaded()  # it shed requests: its queue was full
+    stall = calm.copy()
+    stall[100:164, 0] = 40.0  # a stall of the host: 64 requests at 40 ms, its pace otherwise kept
+    stalled = Point(300.0)
+    stalled.add(np.full(n, 2.0), 0.6, n + 5, 5, slo, busy=stall)
+    assert not stalled.overloaded()  # shed requests and a mean past the ceiling, but the host's spell: pooled
     search = Search(0, "s", Profile())
     search.points = {300.0: kept_up, 791.0: behind}
     assert search.pooled(besides=300.0) == [] and search.server_times(besides=300.0) == []

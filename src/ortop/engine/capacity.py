@@ -356,12 +356,15 @@ class Point:
         return float(sum(b["wall_s"] for b in self.blocks))
 
     def overloaded(self) -> bool:
-        """Its server did not keep up with its rate: it shed requests, or what its requests cost their server
-        back to back adds up to more than its callers' time (:func:`past_ceiling`). Its costs are a backlog's."""
-        if self.dropped > 0:
-            return True
+        """Its server did not keep up with its rate at its typical speed: what its queued requests cost their
+        server, at the median, adds up to more than its callers' time (:func:`past_ceiling`). Its costs are then a
+        backlog's. The median, not the mean, and shed requests not counted: a point whose server kept its pace but
+        for a stall of the host has seen one of the host's slow spells, which the search's other points need."""
         pools = cost_pools(self.busy)
-        return pools is not None and past_ceiling(pools[0], self.rate_per_s / max(1, self.queues), self.servers)
+        if pools is None:
+            return False
+        typical = np.full(1, float(np.median(pools[0])))
+        return past_ceiling(typical, self.rate_per_s / max(1, self.queues), self.servers)
 
     def decide(self, slo: Slo, others: Sequence[np.ndarray] = ()) -> str:
         """met / not met / undecided from the blocks so far (see the module docstring), judged afresh at every
@@ -435,10 +438,11 @@ class Search:
 
     def pooled(self, besides: float | None = None) -> list[Point]:
         """The points whose server times model the search's other points: every one (but the one at ``besides``)
-        whose server kept up with its rate. An overloaded point's costs are a backlog's, in a state the rates
-        below it are not in. On a GPU host (the classifier, p99 ≤ 8 ms), a point offered 0.74 × the closed
-        loop's ceiling fell behind (p50 94 ms); with its costs in the pool, the model read 11–70 ms at the seven
-        points from 0.28 to 0.5 × its rate and judged them over the SLO, while they measured p99 2.8–7.7 ms."""
+        whose server kept up with its rate (:meth:`Point.overloaded`). An overloaded point's costs are a
+        backlog's, in a state the rates below it are not in. On a GPU host (the classifier, p99 ≤ 8 ms), a point
+        offered 0.74 × the closed loop's ceiling fell behind (p50 94 ms); with its costs in the pool, the model
+        read 11–70 ms at the seven points from 0.28 to 0.5 × its rate and judged them over the SLO, while they
+        measured p99 2.8–7.7 ms."""
         return [p for r, p in self.points.items() if r != besides and not p.overloaded()]
 
     def server_times(self, besides: float | None = None) -> list[np.ndarray]:
