@@ -527,8 +527,8 @@ class CapacityResult:
         Bracket ends set by undecided points (which straddle the SLO: a coin toss) are known no closer than
         the search narrows them. In 30 A/A runs of one profile against an identical copy (README), comparing
         bracket ends alone said "serves more" 3 times (×1.11, ×1.12, ×1.05), each time on an undecided end
-        within 5 % of the other's. Applied to the same runs this test says it in none, nor in 10 A/A runs taken
-        after it (where bracket ends alone said it twice); of 6 runs of one thread against two (budgets 15 and
+        within 5 % of the other's. Applied to the same runs this test says it in none, nor in 20 A/A runs taken
+        after it (where bracket ends alone said it 3 times); of 6 runs of one thread against two (budgets 15 and
         30 s) it says it in 5, the sixth's two-thread search having met no rate."""
         b = self.searches[best]
         met = max((r for r, p in b.points.items() if p.decision == "met"), default=0.0)
