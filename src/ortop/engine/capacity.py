@@ -261,10 +261,10 @@ def cost_pools(times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | N
     return queued, after_idle
 
 
-def past_ceiling(queued_ms: np.ndarray, per_queue_per_s: float, servers: int = 1) -> bool:
-    """Whether requests costing ``queued_ms`` back to back, offered at ``per_queue_per_s`` to a queue of
+def past_ceiling(cost_ms: float, per_queue_per_s: float, servers: int = 1) -> bool:
+    """Whether requests costing ``cost_ms`` each back to back, offered at ``per_queue_per_s`` to a queue of
     ``servers`` callers, add up to more work than the callers have time: a queue that never empties."""
-    return per_queue_per_s * float(queued_ms.mean()) / 1e3 >= max(1, servers)
+    return per_queue_per_s * cost_ms / 1e3 >= max(1, servers)
 
 
 def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: int = 1, queues: int = 1,
@@ -293,7 +293,7 @@ def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: i
     servers, queues = max(1, servers), max(1, queues)
     n, reps = (MODEL_N, MODEL_REPS) if servers == 1 else (6000, 8)  # the heap is a Python loop: fewer, shorter
     per_queue = rate_per_s / queues
-    if past_ceiling(queued, per_queue, servers):  # no long run
+    if past_ceiling(float(queued.mean()), per_queue, servers):  # no long run
         return (math.inf, math.inf, math.inf)
     vals = np.empty(reps)
     for k in range(reps):
@@ -361,10 +361,8 @@ class Point:
         backlog's. The median, not the mean, and shed requests not counted: a point whose server kept its pace but
         for a stall of the host has seen one of the host's slow spells, which the search's other points need."""
         pools = cost_pools(self.busy)
-        if pools is None:
-            return False
-        typical = np.full(1, float(np.median(pools[0])))
-        return past_ceiling(typical, self.rate_per_s / max(1, self.queues), self.servers)
+        return pools is not None and past_ceiling(float(np.median(pools[0])), self.rate_per_s / max(1, self.queues),
+                                                  self.servers)
 
     def decide(self, slo: Slo, others: Sequence[np.ndarray] = ()) -> str:
         """met / not met / undecided from the blocks so far (see the module docstring), judged afresh at every
