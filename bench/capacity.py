@@ -26,6 +26,9 @@ Per model:
    after them read). The shares' monotone fit (pool adjacent violators: the share cannot fall as the rate rises)
    is crossed with 1 − q, interpolated. Also printed: the knee where the halves' mean p99 crosses the SLO, and each
    half's own knee (the yardstick's A/A: two 5 s-per-rate curves a minute apart).
+   With ``--point-s 20`` each half is itself a curve of the issue's length (10 rates × 10 s), and the halves'
+   agreement says how often the exhaustive method agrees with itself within ±10 %; each search is also set against
+   the half measured beside it (searches 1 and 2 the rising half, 2 and 3 the falling one).
    The knee's own 95 % interval comes from a parametric bootstrap of the curve (:func:`knee_interval`): each
    rate's count over the SLO redrawn as clumps whose size is the halves' pooled index of dispersion, the knee
    found again; it says how far a curve of this length can place the knee, so that a search outside ±10 % but
@@ -72,6 +75,7 @@ def ortop(*args: str, rule_off: bool = False) -> dict:
     return json.loads(out.stdout)
 
 
+CURVE_S = 100.0  # the exhaustive curve a search is timed against: 10 rates × 10 s (whatever --point-s measures)
 SEEDS = iter(range(1000, 10**6))  # every measured run draws arrivals of its own
 
 
@@ -246,6 +250,8 @@ def main() -> int:
     a = ap.parse_args()
     common = ["--threads", str(a.threads)] + [x for d in a.dim for x in ("--dim", d)]
     rows = []
+    aa_all: list[bool] = []    # per model: the halves' knees within ±10 % of each other
+    near_all: list[bool] = []  # per search and half beside it: within ±10 %
     for model in a.models:
         closed = ortop(model, "--headless", "--json", "--duration", "5", *common)
         ceiling = closed["throughput_per_s"]
@@ -289,13 +295,25 @@ def main() -> int:
               f"{sum(k_lo <= x <= k_hi for x in found)} of 3")
         print(f"  searches {' / '.join(f'{x:.1f}' for x in found)}/s: ÷ knee "
               f"{' / '.join(f'{x / knee:.3f}' for x in found)}, their mean {mean / knee:.3f}; in "
-              f"{' / '.join(f'{x:.1f}' for x in took)} s (a curve measures {10 * a.point_s:g} s: "
-              f"×{' / ×'.join(f'{10 * a.point_s / x:.1f}' for x in took)})")
+              f"{' / '.join(f'{x:.1f}' for x in took)} s (a curve of 10 rates × 10 s measures {CURVE_S:g} s: "
+              f"×{' / ×'.join(f'{CURVE_S / x:.1f}' for x in took)}; at most a sixth is {CURVE_S / 6:.1f} s)")
+        # The yardstick against itself: each half is a curve of its own (with --point-s 20, one of the issue's
+        # spec, 10 rates × 10 s); a search is set against the half measured next to it (1 and 2 beside the rising
+        # half, 2 and 3 beside the falling one), a minute or so apart as the halves are from each other.
+        beside = [(s1[0], knee_up), (s2[0], knee_up), (s2[0], knee_down), (s3[0], knee_down)]
+        near = [x / k for x, k in beside if x > 0 and k > 0]
+        aa = knee_up / knee_down if knee_down > 0 else math.nan
+        print(f"  the yardstick against itself: rising ÷ falling half {aa:.3f} "
+              f"({'within' if abs(aa - 1) <= 0.10 else 'NOT within'} ±10 %); searches ÷ the half beside them "
+              f"{' / '.join(f'{x:.3f}' for x in near)} ({sum(abs(x - 1) <= 0.10 for x in near)} of {len(near)} "
+              f"within ±10 %)")
         if off:
             print(f"  6 s rule off: {' / '.join(f'{x[0]:.1f}' for x in off)}/s: ÷ knee "
                   f"{' / '.join(f'{x[0] / knee:.3f}' for x in off)}; in {' / '.join(f'{x[1]:.1f}' for x in off)} s")
         rows.append((model, slo, knee, (k_lo, k_hi), p99_knee, knee_up, knee_down, found, took, again / ceiling,
                      check(under) if under else None, check(over) if over else None))
+        aa_all.append(abs(aa - 1) <= 0.10)
+        near_all.extend(abs(x - 1) <= 0.10 for x in near)
     print("\nmodel | SLO ms | knee [95 % interval] (p99 knee; halves) | searches | ÷ knee | mean ÷ knee | times s | "
           "host speed after/before | 0.85x | 1.3x")
     for m, slo, knee, (k_lo, k_hi), pk, ku, kd, found, took, speed, u, o in rows:
@@ -303,6 +321,8 @@ def main() -> int:
               f"{' / '.join(f'{x:.0f}' for x in found)} | {' / '.join(f'{x / knee:.2f}' for x in found)} | "
               f"{sum(found) / 3 / knee:.3f} | "
               f"{' / '.join(f'{x:.0f}' for x in took)} | {speed:.3f} | {u} | {o}")
+    print(f"\nthe halves against each other: {sum(aa_all)} of {len(aa_all)} within ±10 %; the searches against the "
+          f"half beside them: {sum(near_all)} of {len(near_all)}")
     return 0
 
 
