@@ -97,6 +97,8 @@ def test_capacity_on_a_real_model_lies_below_its_ceiling_and_an_slo_below_the_fl
     lo, hi = prof["bracket"]
     assert hi is not None and 0 < lo <= prof["capacity_per_s"] <= hi <= prof["ceiling_per_s"] * 1.02
     assert prof["points"] and {p["decision"] for p in prof["points"]} <= {"met", "not met", "undecided"}
+    # listed by rate, each saying when it was measured: every place once
+    assert sorted(p["order"] for p in prof["points"]) == list(range(len(prof["points"])))
     for p in prof["points"]:  # what was offered was served, up to the knee
         if p["decision"] == "met":
             assert p["served_per_s"] == pytest.approx(p["rate_per_s"], rel=0.15)

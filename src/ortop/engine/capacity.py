@@ -315,6 +315,7 @@ class Point:
     servers: int = 1                                          # callers per queue, and queues (replicas): the
     queues: int = 1                                           # queue model's shape
     decision: str = "undecided"
+    order: int = 0                                            # when its search measured it: 0 first, 1 next, …
     interval: tuple[float, float] = (math.nan, math.nan)      # of the decision statistic
     model: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # queue_model's estimate, low, high
 
@@ -411,7 +412,7 @@ class Point:
                 "recorded_s": round(self.recorded_s(), 2), "p50_ms": _num(p50),
                 "p99_ms": _num(p99), "slo_ms": _num(self.value(slo)),
                 "model_ms": [_num(x) for x in self.model] if not math.isnan(self.model[0]) else None,
-                "decision": self.decision}
+                "decision": self.decision, "order": self.order}
 
 
 def _num(x: float) -> float | None:

@@ -245,9 +245,11 @@ class CapacitySearch:
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
         block_s, settle_s = _block_s(rate)
-        points = {s.index: s.points.setdefault(rate, Point(rate, servers=max(1, s.profile.workload.concurrency),
-                                                           queues=max(1, s.profile.workload.replicas)))
-                  for s in group}
+        for s in group:  # a point met again (a profile's bracket coming back to a rate) keeps its first place
+            if rate not in s.points:
+                s.points[rate] = Point(rate, servers=max(1, s.profile.workload.concurrency),
+                                       queues=max(1, s.profile.workload.replicas), order=len(s.points))
+        points = {s.index: s.points[rate] for s in group}
         t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
         pending = list(group)
         rounds = 2  # the first look needs two blocks (an interval); later ones take what fits before the point's end
