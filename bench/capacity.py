@@ -26,9 +26,9 @@ Per model:
    after them read). The shares' monotone fit (pool adjacent violators: the share cannot fall as the rate rises)
    is crossed with 1 − q, interpolated. Also printed: the knee where the halves' mean p99 crosses the SLO, and each
    half's own knee (the yardstick's A/A: two 5 s-per-rate curves a minute apart).
-   With ``--point-s 20`` each half is itself a curve of the issue's length (10 rates × 10 s), and the halves'
-   agreement says how often the exhaustive method agrees with itself within ±10 %; each search is also set against
-   the half measured beside it (searches 1 and 2 the rising half, 2 and 3 the falling one).
+   With ``--point-s 20`` each half is itself a curve of the length the target assumes (10 rates × 10 s), and
+   the halves' agreement says how often the exhaustive method agrees with itself within ±10 %; each search is also
+   set against the half measured beside it (searches 1 and 2 the rising half, 2 and 3 the falling one).
    The knee's own 95 % interval comes from a parametric bootstrap of the curve (:func:`knee_interval`): each
    rate's count over the SLO redrawn as clumps whose size is the halves' pooled index of dispersion, the knee
    found again; it says how far a curve of this length can place the knee, so that a search outside ±10 % but
@@ -297,8 +297,8 @@ def main() -> int:
               f"{' / '.join(f'{x / knee:.3f}' for x in found)}, their mean {mean / knee:.3f}; in "
               f"{' / '.join(f'{x:.1f}' for x in took)} s (a curve of 10 rates × 10 s measures {CURVE_S:g} s: "
               f"×{' / ×'.join(f'{CURVE_S / x:.1f}' for x in took)}; at most a sixth is {CURVE_S / 6:.1f} s)")
-        # The yardstick against itself: each half is a curve of its own (with --point-s 20, one of the issue's
-        # spec, 10 rates × 10 s); a search is set against the half measured next to it (1 and 2 beside the rising
+        # The yardstick against itself: each half is a curve of its own (with --point-s 20, one of the target's
+        # length, 10 rates × 10 s); a search is set against the half measured next to it (1 and 2 beside the rising
         # half, 2 and 3 beside the falling one), a minute or so apart as the halves are from each other.
         beside = [(s1[0], knee_up), (s2[0], knee_up), (s2[0], knee_down), (s3[0], knee_down)]
         near = [x / k for x, k in beside if x > 0 and k > 0]

@@ -245,7 +245,7 @@ class CapacitySearch:
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
         block_s, settle_s = _block_s(rate)
-        for s in group:  # a point met again (a profile's bracket coming back to a rate) keeps its first place
+        for s in group:  # a rate its search measures again keeps the place it was first measured in
             if rate not in s.points:
                 s.points[rate] = Point(rate, servers=max(1, s.profile.workload.concurrency),
                                        queues=max(1, s.profile.workload.replicas), order=len(s.points))
