@@ -50,7 +50,7 @@ off, ``POOL_MIN_S`` = 0), on the same arrivals, the pair's order alternated (ABB
 effect against the same knee, with the host's drift shared by both sides of every pair.
 
     python bench/capacity.py MODEL [MODEL ...] [--dim SYM=N ...] [--threads 1] [--budget 60] [--point-s 10]
-                             [--pair-pool] [--long S]
+                             [--pair-pool] [--long S] [--keep FILE.jsonl]
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def ortop(*args: str, rule_off: bool = False) -> dict:
     return json.loads(out.stdout)
 
 
+KEEP: list[str] = []  # with --keep FILE: that path; each search's JSON result is appended to it as it ends
 CURVE_S = 100.0  # the exhaustive curve a search is timed against: 10 rates × 10 s (whatever --point-s measures)
 SEEDS = iter(range(1000, 10**6))  # every measured run draws arrivals of its own
 
@@ -204,6 +205,10 @@ def search(model: str, common: list[str], slo: float, budget: float, off: list |
         print(f"  ortop capacity{' (6 s rule off)' if rule_off else ''} {found:.1f}/s (bracket {prof['bracket'][0]}…"
               f"{prof['bracket'][1]}) in {took:.1f} s, {len(prof['points'])} points")
         got[rule_off] = (found, took, prof["bracket"])
+        if KEEP:  # the search's whole result, its points' order included: how it got there can be read back
+            with open(KEEP[0], "a") as f:
+                f.write(json.dumps({"model": model, "rule_off": rule_off, "took_s": round(took, 2), "result": cap})
+                        + "\n")
     if off is not None:
         off.append(got[True])
     return got[False]
@@ -245,9 +250,18 @@ def main() -> int:
     ap.add_argument("--point-s", type=float, default=10.0)
     ap.add_argument("--long", type=float, default=0.0, metavar="S",
                     help="also run S seconds at the knee and at the searches' mean, twice each (ABBA)")
+    ap.add_argument("--keep", metavar="FILE.jsonl",
+                    help="also write every search's JSON result, one line each (its points' order shows its path)")
     ap.add_argument("--pair-pool", action="store_true",
                     help="pair each search with one on the same arrivals with the 6 s rule off, order alternated")
     a = ap.parse_args()
+    if a.keep:  # started afresh, with the command line; a path that cannot be written stops the bench now
+        try:
+            with open(a.keep, "w") as f:
+                f.write(json.dumps({"argv": sys.argv[1:]}) + "\n")
+        except OSError as e:
+            raise SystemExit(f"--keep {a.keep}: {e.strerror}") from None
+        KEEP.append(a.keep)
     common = ["--threads", str(a.threads)] + [x for d in a.dim for x in ("--dim", d)]
     rows = []
     aa_all: list[bool] = []    # per model: the halves' knees within ±10 % of each other
