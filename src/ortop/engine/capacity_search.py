@@ -267,7 +267,7 @@ class CapacitySearch:
                     pending.remove(s)
             if final or not pending:
                 break
-            per_round = (block_s + settle_s) * len(pending)
+            per_round = _round_s(rate, len(pending))
             in_budget = int(self.left() / per_round)
             if in_budget < 1:  # another round would overrun the budget: the point ends as it stands
                 break
