@@ -75,7 +75,6 @@ def ortop(*args: str, rule_off: bool = False) -> dict:
     return json.loads(out.stdout)
 
 
-KEEP: list[str] = []  # with --keep FILE: that path; each search's JSON result is appended to it as it ends
 CURVE_S = 100.0  # the exhaustive curve a search is timed against: 10 rates × 10 s (whatever --point-s measures)
 SEEDS = iter(range(1000, 10**6))  # every measured run draws arrivals of its own
 
@@ -190,9 +189,10 @@ def knees(halves: dict[float, list[dict]], slo: float) -> tuple[float, float]:
 
 
 def search(model: str, common: list[str], slo: float, budget: float, off: list | None = None,
-           first_off: bool = False) -> tuple[float, float, list]:
+           first_off: bool = False, keep: str | None = None) -> tuple[float, float, list]:
     """One search; with ``off`` (``--pair-pool``) also one with the 6 s rule off on the same arrivals, the two in
-    the order ``first_off`` says (the bench alternates it: ABBA over its three searches), appended to ``off``."""
+    the order ``first_off`` says (the bench alternates it: ABBA over its three searches), appended to ``off``;
+    with ``keep`` (``--keep``) each one's JSON result is appended to that file as it ends."""
     seed = str(next(SEEDS))
     got = {}
     for rule_off in ([True, False] if first_off else [False, True]) if off is not None else [False]:
@@ -205,8 +205,8 @@ def search(model: str, common: list[str], slo: float, budget: float, off: list |
         print(f"  ortop capacity{' (6 s rule off)' if rule_off else ''} {found:.1f}/s (bracket {prof['bracket'][0]}…"
               f"{prof['bracket'][1]}) in {took:.1f} s, {len(prof['points'])} points")
         got[rule_off] = (found, took, prof["bracket"])
-        if KEEP:  # the search's whole result, its points' order included: how it got there can be read back
-            with open(KEEP[0], "a") as f:
+        if keep:  # the search's whole result, its points' order included: how it got there can be read back
+            with open(keep, "a") as f:
                 f.write(json.dumps({"model": model, "rule_off": rule_off, "took_s": round(took, 2), "result": cap})
                         + "\n")
     if off is not None:
@@ -261,7 +261,6 @@ def main() -> int:
                 f.write(json.dumps({"argv": sys.argv[1:]}) + "\n")
         except OSError as e:
             raise SystemExit(f"--keep {a.keep}: {e.strerror}") from None
-        KEEP.append(a.keep)
     common = ["--threads", str(a.threads)] + [x for d in a.dim for x in ("--dim", d)]
     rows = []
     aa_all: list[bool] = []    # per model: the halves' knees within ±10 % of each other
@@ -276,10 +275,10 @@ def main() -> int:
         rates = [ceiling * k / 10 for k in range(1, 11)]
         t0 = time.monotonic()
         off: list | None = [] if a.pair_pool else None
-        s1 = search(model, common, slo, a.budget, off, first_off=False)
+        s1 = search(model, common, slo, a.budget, off, first_off=False, keep=a.keep)
         up = curve_half(model, yard, rates, a.point_s / 2, slo)
         print("  curve: rising half done")
-        s2 = search(model, common, slo, a.budget, off, first_off=True)
+        s2 = search(model, common, slo, a.budget, off, first_off=True, keep=a.keep)
         under: list[dict] = []
         over: list[dict] = []
         for _ in range(2 if s2[0] else 0):  # alternated (ABAB), each run arrivals of its own, pooled
@@ -289,7 +288,7 @@ def main() -> int:
             print(f"  check: 0.85× → {check(under)} ({'meets' if meets(under) else 'MISSES'}); "
                   f"1.3× → {check(over)} ({'STILL MEETS' if meets(over) else 'misses'})")
         down = curve_half(model, yard, rates[::-1], a.point_s / 2, slo)[::-1]
-        s3 = search(model, common, slo, a.budget, off, first_off=False)
+        s3 = search(model, common, slo, a.budget, off, first_off=False, keep=a.keep)
         print(f"  curve (all of it took {time.monotonic() - t0:.0f} s; {10 * a.point_s:g} s of it measured a curve)")
         halves = {r: [u, d] for r, u, d in zip(rates, up, down)}
         knee, p99_knee = knees(halves, slo)
