@@ -103,7 +103,7 @@ def test_finding_json_shape_order_and_exit_code() -> None:
     assert info.as_dict()["profile_patch"] is None
     err = Finding("y", "error", "broken")
     assert [x.severity for x in by_severity([info, f, err])] == ["error", "warning", "info"]
-    assert exit_code([info]) == 0 and exit_code([info, f]) == 1
+    assert exit_code([info]) == 0 and exit_code([info, f]) == 3  # findings: not 1, a failure
     with pytest.raises(ValueError):
         Finding("x", "fatal", "no such severity")
 
@@ -373,13 +373,13 @@ def test_doctor_cli_exit_codes_and_json(tmp_path: Path, healthy: str, capsys) ->
     assert all(f["severity"] == "info" for f in out["findings"])
 
     bad = make_initializer_input_model(tmp_path / "ii.onnx")
-    assert doctor_main([bad, "--budget", "0", "--json"]) == 1
+    assert doctor_main([bad, "--budget", "0", "--json"]) == 3
     out = json.loads(capsys.readouterr().out)
     assert out["counts"]["warning"] >= 1 and all(set(f) == FINDING_KEYS for f in out["findings"])
     assert out["findings"][0]["severity"] in ("warning", "error")  # most severe first
 
     broken = make_add_model(tmp_path / "add.onnx", ["N"], ["M"])  # a + b fails in Run() with N=2, M=3
-    assert doctor_main([broken, "--dim", "N=2", "--dim", "M=3", "--json"]) == 1
+    assert doctor_main([broken, "--dim", "N=2", "--dim", "M=3", "--json"]) == 3
     out = json.loads(capsys.readouterr().out)
     assert out["findings"][0]["check"] == "session" and out["findings"][0]["severity"] == "error"
     assert out["measured"] is None and out["measured_skipped"] == "the session does not work"
@@ -432,12 +432,12 @@ def test_the_weights_are_kept_by_the_fixed_copy(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_a_cuda_request_on_this_host_is_diagnosed(healthy: str, capsys) -> None:
-    assert doctor_main([healthy, "--budget", "0", "--provider", "cuda", "--json"]) in (0, 1)
+    assert doctor_main([healthy, "--budget", "0", "--provider", "cuda", "--json"]) in (0, 3)
     out = json.loads(capsys.readouterr().out)
     if "CUDAExecutionProvider" in (out["providers_active"] or []):
         pytest.skip("CUDA works on this host: there is no fallback to diagnose")
     [f] = [f for f in out["findings"] if f["check"] == "providers"]
-    assert f["severity"] == "error" and out["exit_code"] == 1
+    assert f["severity"] == "error" and out["exit_code"] == 3
     assert f["evidence"]["requested"] == "CUDAExecutionProvider"
 
 

@@ -1,4 +1,5 @@
-"""One error hierarchy for everything a user can get wrong or a model can fail at, each carrying its exit code.
+"""One error hierarchy for everything a user can get wrong or a model can fail at, each carrying its exit code, and
+the one table of exit codes every command's ``--help`` and the reference page are written from.
 
 The CLI prints ``ortop: error: <message>`` and exits with :attr:`OrtopError.exit_code`; nothing else decides exit
 codes. Every room raises these (or subclasses), so a bad profile, a bad model and a bad flag read alike.
@@ -9,6 +10,57 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_RUNTIME = 1     # the model or the run failed (a build error, Run() raising, the worker dying for good)
 EXIT_USAGE = 2       # bad input: a flag, a profile, a model file, a path
+EXIT_FINDINGS = 3    # ortop doctor found something above info (a result, not a failure)
+EXIT_INTERRUPTED = 130  # ctrl-C (SIGINT), as a shell reports a process ended by it
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success: the command gave its result, whatever the verdict",
+    EXIT_RUNTIME: "run-time failure: the model failed to build or run, a worker died for good, or a file could not "
+                  "be written",
+    EXIT_USAGE: "bad input: a flag, a profile, a model file or a path (one 'ortop: error:' line on stderr)",
+    EXIT_FINDINGS: "ortop doctor only: findings above info (warnings or errors) were reported",
+    EXIT_INTERRUPTED: "stopped by ctrl-C",
+}
+"""What each exit code means for every command; :data:`COMMAND_EXIT_CODES` says it more precisely per command."""
+
+COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
+    "run": {EXIT_OK: "the live view was quit, or the headless run measured and printed its summary (an SLO "
+                     "missed or a rate not kept included)",
+            EXIT_RUNTIME: "the model failed to build or run, no run finished in --duration, or a requested "
+                          "provider was not active with --strict-providers",
+            EXIT_USAGE: "bad input"},
+    "info": {EXIT_OK: "the model was read and described", EXIT_USAGE: "bad input: a missing or broken model"},
+    "compare": {EXIT_OK: "a comparison, whatever the verdict", EXIT_RUNTIME: "a session failed to build or run",
+                EXIT_USAGE: "bad input"},
+    "variants": {EXIT_OK: "a comparison, whatever the verdict",
+                 EXIT_RUNTIME: "no variant could be made or run", EXIT_USAGE: "bad input"},
+    "tune": {EXIT_OK: "a result (keeping the baseline included)", EXIT_RUNTIME: "the model failed at run time",
+             EXIT_USAGE: "bad input",
+             EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "
+                               "ctrl-C aborts without one"},
+    "capacity": {EXIT_OK: "a result, the SLO met or not", EXIT_RUNTIME: "a session failed to build or run, or a "
+                 "requested provider was not active with --strict-providers", EXIT_USAGE: "bad input",
+                 EXIT_INTERRUPTED: "stopped by ctrl-C: what was known was printed"},
+    "doctor": {EXIT_OK: "nothing above info", EXIT_RUNTIME: "the profiling process died or the model could not run",
+               EXIT_USAGE: "bad input",
+               EXIT_FINDINGS: "findings above info (warnings or errors); formerly exit 1, which now means only a "
+                              "failure"},
+    "ops": {EXIT_OK: "the tables were printed", EXIT_RUNTIME: "the model failed to build or run",
+            EXIT_USAGE: "bad input"},
+    "profiles": {EXIT_OK: "done (validate: every file is valid)", EXIT_RUNTIME: "validate: a file failed",
+                 EXIT_USAGE: "bad input: an unknown profile or a file that cannot be read"},
+    "export": {EXIT_OK: "the profile was written", EXIT_RUNTIME: "the output file could not be written",
+               EXIT_USAGE: "bad input: an unknown profile or format"},
+}
+"""Per command, the codes it returns and what each means there; every command may also end with
+:data:`EXIT_INTERRUPTED` when ctrl-C stops it before a result."""
+
+
+def exit_codes(command: str) -> list[tuple[int, str]]:
+    """The codes ``command`` returns, in order, each with its meaning there (ctrl-C's 130 last)."""
+    codes = dict(COMMAND_EXIT_CODES[command])
+    codes.setdefault(EXIT_INTERRUPTED, "stopped by ctrl-C before a result")
+    return sorted(codes.items())
 
 
 class OrtopError(Exception):

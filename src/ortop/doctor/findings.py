@@ -76,8 +76,10 @@ def counts(findings: Iterable[Finding]) -> dict[str, int]:
 
 
 def exit_code(findings: Iterable[Finding]) -> int:
-    """0 when nothing is above info, else 1."""
-    return 1 if any(RANK[f.severity] > RANK["info"] for f in findings) else 0
+    """0 when nothing is above info, else :data:`ortop.errors.EXIT_FINDINGS` (3: a result, not a failure)."""
+    from ortop.errors import EXIT_FINDINGS, EXIT_OK
+
+    return EXIT_FINDINGS if any(RANK[f.severity] > RANK["info"] for f in findings) else EXIT_OK
 
 
 def patch_text(patch: Mapping[str, Any] | None) -> str:
