@@ -38,6 +38,7 @@ PROFILE_FLAGS: list[tuple[list[str], str, Any]] = [
     (["--seed", "7"], "workload.seed", 7),
 ]
 SESSION_ONLY = {"--inter-threads", "--no-spinning"}  # the quick session knobs: run, doctor and ops take them
+NO_TRAFFIC = {"--concurrency", "--replicas", "--pin-replicas"}  # ops refuses them: it runs one session, one caller
 
 
 def value(profile: Profile, key: str) -> Any:
@@ -73,6 +74,10 @@ def test_each_flag_reaches_the_profile(command: str, flags: list[str], key: str,
     build = COMMANDS[command]
     if command == "tune" and flags[0] in SESSION_ONLY:
         with pytest.raises(UsageError, match="unrecognized arguments"):
+            build(*flags)
+        return
+    if command == "ops" and flags[0] in NO_TRAFFIC:
+        with pytest.raises(UsageError, match=f"^{flags[0]} is not taken by ortop ops: ops traces runs one after"):
             build(*flags)
         return
     assert value(build(), key) != want  # the default is something else: the flag is what moved it

@@ -1,4 +1,4 @@
-"""``ortop capacity MODEL [--profile P …] --slo p99=50ms``: the most traffic each profile serves within the SLO.
+"""``ortop capacity MODEL [--profile PROFILE …] --slo p99=50ms``: the most traffic each profile serves within the SLO.
 
 Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
 batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the bracket each
@@ -14,7 +14,7 @@ import signal
 import threading
 from typing import Any
 
-from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_budget_arg, add_workload_args, apply_flags
 from ortop.errors import UsageError
 
 EXAMPLES = """examples:
@@ -25,21 +25,20 @@ EXAMPLES = """examples:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.epilog = EXAMPLES
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("model", help="the .onnx model")
+    p.add_argument("model", metavar="MODEL", help="the .onnx model")
     p.add_argument("--profile", action="append", default=[], metavar="PROFILE",
                    help="a profile to size (repeat for several, compared side by side); default: ORT's defaults")
     p.add_argument("--slo", required=True, metavar="METRIC=LIMIT",
                    help="the latency objective on response time: p50, p90, p95, p99, p999 or mean, e.g. p99=50ms")
-    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
-                   help="wall time the whole search may take, builds included (default 120)")
+    add_budget_arg(p, 120.0, BUDGET_WALL)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-plot", action="store_true", help="leave the terminal curve out")
-    p.add_argument("--report", metavar="FILE.html",
-                   help="also write a self-contained HTML page: the curves, the table, the SLO, the host and the "
-                        "profiles")
-    add_workload_args(p, session=True)
+    p.add_argument("--report", metavar="FILE",
+                   help="also write a self-contained HTML page to FILE: the curves, the table, the SLO, the host "
+                        "and the profiles")
+    add_workload_args(p, session=True, refuse=OWN_ARRIVALS, helps={
+        "--max-queue": "at each rate offered, shed requests beyond N waiting (default: one second of requests at "
+                       "that rate, at least 64); the shed are counted in each point"})
 
 
 def run(args: argparse.Namespace) -> int:

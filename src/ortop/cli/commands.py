@@ -1,8 +1,10 @@
 """The list of ortop's commands: each names the module that prepares its parser and runs it.
 
-A command module has ``prepare_parser(parser)`` (add its arguments to the sub-parser it is given) and
-``run(args) -> int`` (the exit code); both names can be overridden per command. Nothing here imports a command
-module: ``ortop --help`` and the parser are built from this list, the modules are imported when the parser is.
+A command module has ``prepare_parser(parser)`` (add its arguments to the sub-parser it is given), ``run(args) ->
+int`` (the exit code) and ``EXAMPLES`` (command lines for its ``--help``); each name can be overridden per command.
+The help's description is the module docstring's first paragraph unless ``description`` gives one. Nothing here
+imports a command module: ``ortop --help`` and the parser are built from this list, the modules are imported when
+the parser is.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ class Command:
     module: str
     prepare: str = "prepare_parser"
     run: str = "run"
+    examples: str = "EXAMPLES"
+    description: str = ""
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -34,9 +38,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("doctor", "what is wrong, with evidence and a fix", "ortop.cli.doctor"),
     Command("ops", "where the time goes, operator by operator (ORT's profiler)", "ortop.cli.ops"),
     Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles",
-            prepare="prepare_profiles", run="run_profiles"),
+            prepare="prepare_profiles", run="run_profiles", examples="PROFILES_EXAMPLES"),
     Command("export", "a profile as Python, C++, C#, perf_test, Olive JSON or env", "ortop.cli.profiles",
-            prepare="prepare_export", run="run_export"),
+            prepare="prepare_export", run="run_export", examples="EXPORT_EXAMPLES",
+            description="ortop export PROFILE --to FORMAT: a profile written as what builds the same session "
+                        "elsewhere: Python or C++ or C# code, onnxruntime_perf_test arguments, an Olive JSON, "
+                        "environment variables, or the profile as JSON. Every string from the profile is escaped "
+                        "for its target; the output goes to stdout, or with -o to FILE."),
 )
 
 NAMES = frozenset(c.name for c in COMMANDS)

@@ -35,7 +35,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args, apply_flags
 from ortop.errors import UsageError
 from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, decided_after
@@ -50,21 +50,19 @@ EXAMPLES = """examples:
   ortop compare model.onnx model.int8.onnx --threads 1
   ortop compare model.onnx model.int8.onnx --profile serving.toml --atol 0.05
   ortop compare a.toml b.toml                  (each profile on the model it names)
+  ortop compare model.onnx a.toml b.toml --budget 60 --objective p99 --report compare.html
 """
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.epilog = EXAMPLES
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("items", nargs="+", metavar="MODEL|PROFILE",
                    help="models (.onnx) and profiles (a TOML path, or a name from ./profiles or the shipped ones): "
                         "every profile runs on every model, model by model; with no model each profile runs the "
                         "one it names")
     p.add_argument("--profile", action="append", default=[], metavar="PROFILE",
                    help="a profile to run on every model, as if named after them (repeat for several)")
-    p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
-                   help="the most measuring time, all configurations together, builds not counted (default 30): it "
-                        "stops sooner once every verdict on the objective is settled")
+    add_budget_arg(p, 30.0, BUDGET_MEASURING, ", all configurations together: the comparison stops sooner once "
+                   "every verdict on the objective is settled")
     p.add_argument("--objective", choices=METRICS, default="p50",
                    help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
                         "settled (default p50)")
@@ -81,9 +79,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="also run the first configuration under this Python's onnxruntime (a venv with numpy and "
                         "another onnxruntime), in a worker of its own")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--report", metavar="FILE.html",
-                   help="also write a self-contained HTML page: the figures, a forest plot of the changes, the host "
-                        "and the profiles")
+    p.add_argument("--report", metavar="FILE",
+                   help="also write a self-contained HTML page to FILE: the figures, a forest plot of the changes, "
+                        "the host and the profiles")
     add_workload_args(p, session=True)
 
 

@@ -1,8 +1,8 @@
 """``ortop doctor MODEL``: what is wrong with how this model runs here, what to do, and the profile change that does it.
 
-    ortop doctor MODEL [--profile P] [--provider NAME] [--threads N] [--rate HZ] [--concurrency K] [input flags]
-                       [--budget SECONDS] [--json] [--save-fixed FIXED.toml]
-    ortop doctor MODEL --fix-model FIXED.onnx
+    ortop doctor MODEL [--profile PROFILE] [--provider NAME] [--threads N] [--rate HZ] [--concurrency K] [input flags]
+                       [--budget SECONDS] [--json] [--save-fixed FILE]
+    ortop doctor MODEL --fix-model FILE
 
 The session is built once in a child process (providers, ORT's log, node placement, what ORT's optimizer leaves),
 the static checks read that with the model, the profile and the host, and the measured checks run the model for
@@ -10,7 +10,8 @@ the static checks read that with the model, the profile and the host, and the me
 with every finding's patch applied. ``--fix-model`` writes a copy of the model whose initializers are no longer
 listed as graph inputs, and does nothing else.
 
-Exit codes: 0 when nothing is above info, 1 otherwise (or when the profiling process dies), 2 for bad input.
+Exit codes: 0 when nothing is above info, 3 when a finding is (1 was its code before; 1 now means only that the
+profiling process died or the model could not run), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -38,16 +39,16 @@ EXAMPLES = """examples:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
+    from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg
     from ortop.cli.ops import add_profile_args
 
-    p.epilog = EXAMPLES
-    p.add_argument("model", help="the .onnx model")
-    p.add_argument("--budget", type=float, default=15.0, metavar="SECONDS",
-                   help="measuring time of the measured checks, builds not counted (default 15; 0 skips them)")
+    p.add_argument("model", metavar="MODEL", help="the .onnx model")
+    add_budget_arg(p, 15.0, BUDGET_MEASURING, ": the measured checks' time; 0 skips them")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--save-fixed", metavar="FIXED.toml", help="write the start profile with every patch applied")
-    p.add_argument("--fix-model", metavar="OUT.onnx",
-                   help="write a copy of the model without its initializers in the graph inputs, and stop")
+    p.add_argument("--save-fixed", metavar="FILE", help="write the start profile with every patch applied to FILE "
+                                                        "(TOML)")
+    p.add_argument("--fix-model", metavar="FILE",
+                   help="write a copy of the model without its initializers in the graph inputs to FILE, and stop")
     add_profile_args(p)
 
 
@@ -131,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def doctor_main(argv: Sequence[str]) -> int:
-    """Entry point of ``ortop doctor``; returns the exit code (0 nothing above info, 1 findings, 2 bad input)."""
+    """Entry point of ``ortop doctor``; returns the exit code (0 nothing above info, 3 findings, 1 a failure, 2 bad
+    input)."""
     from ortop.cli.main import main
 
     return main(["doctor", *argv])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -46,9 +46,51 @@ def _add_flag(p: Any, knob: Knob, flag: Flag) -> None:
         p.add_argument(flag.name, dest=flag.dest, type=kind, metavar=metavar, help=help_)
 
 
-def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False) -> None:
+# What ``--budget SECONDS`` counts: one of two clocks, said the same way by every command that takes it.
+BUDGET_WALL = "wall-clock seconds from the command's start to its result, session builds included"
+BUDGET_MEASURING = "seconds of measuring, session builds not counted"
+
+# Knob flags a command has no use for: refused with one line naming the reason (and left out of its help).
+NO_TRAFFIC = ("ops traces runs one after another on one session: no arrivals, callers or replicas",
+              ("--rate", "--concurrency", "--replicas", "--pin-replicas", "--arrival", "--max-queue", "--trace",
+               "--trace-speed", "--trace-loop"))
+OWN_ARRIVALS = ("capacity offers Poisson arrivals at the rates it searches (use ortop run --rate or --trace for a "
+                "rate or a trace of your own)", ("--rate", "--arrival", "--trace", "--trace-speed", "--trace-loop"))
+
+
+def add_budget_arg(p: Any, default: float, counts: str, more: str = "") -> None:
+    """``--budget SECONDS``: ``counts`` is :data:`BUDGET_WALL` or :data:`BUDGET_MEASURING`; ``more`` what else it
+    does in this command."""
+    p.add_argument("--budget", type=float, default=default, metavar="SECONDS",
+                   help=f"{counts}{more} (default {default:g})")
+
+
+class Refused(argparse.Action):
+    """A flag this command does not take: using it is one ``ortop: error:`` line saying why (exit 2)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, why: str = "", **kw: Any) -> None:
+        self.why = why
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, default=None, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        raise UsageError(f"{option_string} is not taken by {parser.prog}: {self.why}")
+
+
+def refused(p: argparse.ArgumentParser) -> dict[str, str]:
+    """The flags ``p`` refuses, each with its reason."""
+    return {a.option_strings[0]: a.why for a in p._actions if isinstance(a, Refused)}
+
+
+def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False,
+                      refuse: tuple[str, Sequence[str]] | None = None, helps: Mapping[str, str] | None = None
+                      ) -> None:
     """Every knob's flag (:attr:`ortop.config.knobs.Knob.cli_flag`, in declaration order within its group) and the
-    input flags; ``session`` adds the quick session knobs (threads, spinning)."""
+    input flags; ``session`` adds the quick session knobs (threads, spinning). ``refuse`` is ``(why, flags)``: flags
+    this command has no use for, refused with ``why``; ``helps`` replaces a flag's help where it means something
+    more precise in this command."""
+    why, no = refuse or ("", ())
+    helps = helps or {}
     groups: dict[str, Any] = {"": p, "workload": p.add_argument_group("workload"),
                               "inputs": p.add_argument_group("inputs")}
     g = groups["inputs"]
@@ -62,6 +104,11 @@ def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False) -> N
     g.add_argument("--input", action="append", default=[], metavar="INPUT=FILE.npy", dest="input_file",
                    help="feed an input from a .npy file")
     for knob, flag in _flag_knobs(session=session):
+        if flag.name in no:
+            p.add_argument(flag.name, dest=flag.dest, action=Refused, why=why, nargs=0 if knob.type is bool else None)
+            continue
+        if flag.name in helps:
+            flag = replace(flag, help=helps[flag.name])
         group = flag.group if flag.group is not None else ("workload" if knob.table == "workload" else "")
         if group not in groups:
             groups[group] = p.add_argument_group(group)

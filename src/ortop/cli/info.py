@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
+EXAMPLES = """examples:
+  ortop info model.onnx           inputs, free dims, opsets, op histogram
+  ortop info model.onnx --json    the same as one JSON object
+"""
+
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the .onnx model")
+    p.add_argument("model", metavar="MODEL", help="the .onnx model")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

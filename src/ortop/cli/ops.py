@@ -1,6 +1,6 @@
 """``ortop ops MODEL``: where a run's time goes, node by node and op type by op type, from ORT's own profiler.
 
-    ortop ops MODEL [--runs N] [--top K] [--json] [--profile P] [--provider NAME] [--threads N] [input flags]
+    ortop ops MODEL [--runs N] [--top K] [--json] [--profile PROFILE] [--provider NAME] [--threads N] [input flags]
 
 The session is built in a child process with ``SessionOptions.enable_profiling`` (see :mod:`ortop.engine.ops`);
 after the warm-up runs, ``--runs`` runs are traced, and each node's kernel time is summed: total ms, share of all
@@ -21,12 +21,21 @@ from ortop.errors import EXIT_OK, UsageError
 NAME_WIDTH = 48  # longer node names (tf2onnx writes whole scopes) keep their tail, where they differ
 
 
-def add_profile_args(p: argparse.ArgumentParser) -> None:
-    """The start profile's flags: ``--profile``, then the settings and inputs every command spells alike."""
+EXAMPLES = """examples:
+  ortop ops model.onnx                         20 traced runs, the 15 slowest op types and nodes
+  ortop ops model.onnx --runs 100 --top 0      every node, over 100 runs
+  ortop ops model.onnx --provider cuda --json  where each node ran, as JSON
+  ortop ops model.onnx --profile serving.toml --threads 4
+"""
+
+
+def add_profile_args(p: argparse.ArgumentParser, refuse: tuple[str, tuple[str, ...]] | None = None) -> None:
+    """The start profile's flags: ``--profile``, then the settings and inputs every command spells alike (less the
+    ``refuse`` flags: ``(why, flags)``)."""
     from ortop.cli.flags import add_workload_args
 
-    p.add_argument("--profile", metavar="P", help="start from this profile (a TOML path or a profile name)")
-    add_workload_args(p, session=True)
+    p.add_argument("--profile", metavar="PROFILE", help="start from this profile (a TOML path or a profile name)")
+    add_workload_args(p, session=True, refuse=refuse)
 
 
 def start_profile(args: argparse.Namespace, model_path: str) -> Any:
@@ -40,11 +49,13 @@ def start_profile(args: argparse.Namespace, model_path: str) -> Any:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the .onnx model")
+    from ortop.cli.flags import NO_TRAFFIC
+
+    p.add_argument("model", metavar="MODEL", help="the .onnx model")
     p.add_argument("--runs", type=int, default=20, metavar="N", help="traced runs after the warm-up (default 20)")
     p.add_argument("--top", type=int, default=15, metavar="K", help="rows of each table (default 15; 0 = all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_profile_args(p)
+    add_profile_args(p, refuse=NO_TRAFFIC)
 
 
 def _fmt_ms(x: float) -> str:

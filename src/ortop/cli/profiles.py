@@ -23,6 +23,19 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
 
+PROFILES_EXAMPLES = """examples:
+  ortop profiles list                            ./profiles and the shipped ones, each with its first comment line
+  ortop profiles show cpu-low-power              effective settings, defaults filled in, and ORT's config entries
+  ortop profiles diff cpu-latency cpu-low-power  knob by knob, what the second changes
+  ortop profiles validate my.toml --host         check files, and their cores against this machine
+"""
+
+EXPORT_EXAMPLES = """examples:
+  ortop export cpu-low-power --to perf-test                 an onnxruntime_perf_test command line
+  ortop export tuned.toml --to python -o ort_session.py     a Python module with make_session()
+  ortop export tuned.toml --to cpp --model /srv/model.onnx  C++ that opens another model path
+"""
+
 
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
@@ -142,14 +155,14 @@ def prepare_profiles(p: argparse.ArgumentParser) -> None:
     s = sub.add_parser("list", help="the profiles in ./profiles and the shipped ones")
     s.set_defaults(func=_cmd_list)
     s = sub.add_parser("show", help="a profile's effective settings, defaults filled in, as TOML")
-    s.add_argument("name", metavar="NAME", help="a path, or a name in ./profiles or the shipped profiles")
+    s.add_argument("name", metavar="PROFILE", help="a path, or a name in ./profiles or the shipped profiles")
     s.set_defaults(func=_cmd_show)
     s = sub.add_parser("diff", help="knob by knob, what B changes from A")
-    s.add_argument("a", metavar="A")
-    s.add_argument("b", metavar="B")
+    s.add_argument("a", metavar="A", help="the profile compared against (a path or a name)")
+    s.add_argument("b", metavar="B", help="the profile whose changes are listed (a path or a name)")
     s.set_defaults(func=_cmd_diff)
     s = sub.add_parser("validate", help="check profile files; exit 1 if any fails")
-    s.add_argument("files", metavar="FILE", nargs="+")
+    s.add_argument("files", metavar="FILE", nargs="+", help="profile files (TOML or JSON)")
     s.add_argument("--host", action="store_true",
                    help="also check against this machine (affinity cores that exist here)")
     s.set_defaults(func=_cmd_validate)
@@ -163,8 +176,9 @@ def prepare_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", metavar="PROFILE", help="a path, or a name in ./profiles or the shipped profiles")
     p.add_argument("--to", dest="fmt", required=True, metavar="FORMAT", help="one of: " + ", ".join(FORMATS))
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="write to FILE instead of stdout (atomically; the folder must exist)")
-    p.add_argument("--model", metavar="PATH", help="model path to write (default: the profile's, or model.onnx)")
+                   help="write the export to FILE instead of stdout (atomically; the folder must exist)")
+    p.add_argument("--model", metavar="MODEL", help="the model path written into the export (default: the "
+                                                    "profile's, or model.onnx)")
 
 
 def run_export(args: argparse.Namespace) -> int:

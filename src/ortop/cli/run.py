@@ -17,11 +17,22 @@ from typing import Any
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import RuntimeFailure, UsageError
 
+EXAMPLES = """examples:
+  ortop model.onnx                                    the live view (ortop run model.onnx)
+  ortop model.onnx --threads 2 --no-spinning          start from two threads without spinning
+  ortop model.onnx --profile serving.toml --rate 100  a profile, paced at 100 runs per second
+  ortop model.onnx --headless --duration 30 --json    measure 30 s, print the summary as JSON
+  ortop model.onnx --headless --rate 500 --arrival poisson --slo p99=20ms
+  ortop model.onnx --headless --duration 0 --metrics-port 9811 --summary last.json
+  ortop --demo                                        the built-in demo model
+"""
+
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?", help="the .onnx model to run (default: the built-in demo model)")
+    p.add_argument("model", nargs="?", metavar="MODEL", help="the .onnx model to run (default: the model the "
+                   "start profile names, else the built-in demo model)")
     p.add_argument("--demo", action="store_true", help="run the built-in demo model")
-    p.add_argument("--profile", metavar="FILE", help="start from this profile (a TOML path or a profile name)")
+    p.add_argument("--profile", metavar="PROFILE", help="start from this profile (a TOML path or a profile name)")
     p.add_argument("--resume", action="store_true", help="start from the last session's settings")
     add_workload_args(p, session=True)
     p.add_argument("--strict-providers", action="store_true",
@@ -32,7 +43,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="headless measuring time after warm-up (default 10, or a --trace's own length; 0 or inf: "
                         "until SIGTERM/SIGINT, then the summary; longer than a trace: it loops)")
     h.add_argument("--json", action="store_true", help="headless: print the summary as one JSON object")
-    h.add_argument("--summary", metavar="FILE", help="write the JSON summary to FILE at exit")
+    h.add_argument("--summary", metavar="FILE", help="write the JSON summary to FILE at exit (headless)")
     h.add_argument("--slo", metavar="METRIC=LIMIT",
                    help="headless: judge the measured requests against a latency objective (p99=50ms, p95=20ms, "
                         "mean=10ms): the metric, the share of requests over the limit and met or not")

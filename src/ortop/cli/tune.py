@@ -1,7 +1,7 @@
 """``ortop tune MODEL``: find the session settings that serve an objective best, and say how sure that is.
 
     ortop tune MODEL [--budget 60] [--objective p50|p99|throughput|cpu] [--max-p99 MS] [--space threads,spinning,…]
-                     [--save BEST.toml] [--json] [--profile START.toml] [workload and input flags]
+                     [--save FILE] [--json] [--profile PROFILE] [workload and input flags]
 
 Candidates race against the incumbent in interleaved blocks inside one worker (see :mod:`ortop.engine.tuner`);
 the winner is verified against the start profile, and "no detectable gain: keep the baseline" is a result too.
@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_workload_args, apply_flags
 from ortop.errors import EXIT_OK, RuntimeFailure, UsageError
 
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
@@ -37,16 +37,15 @@ EXAMPLES = """examples:
   ortop tune model.onnx --objective cpu --max-p99 5       least CPU per run with p99 <= 5 ms
   ortop tune model.onnx --objective throughput --max-p99 20 --concurrency 4
   ortop tune model.onnx --rate 6 --objective cpu --save paced.toml
+  ortop tune model.onnx --budget 300 --space threads,spinning --profile serving.toml --report tune.html
 """
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
     from ortop.engine import DIMENSIONS, NOT_DEFAULT, OBJECTIVES
 
-    p.epilog = EXAMPLES
-    p.add_argument("model", help="the .onnx model")
-    p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
-                   help="wall time from start to result, session builds included (default 60)")
+    p.add_argument("model", metavar="MODEL", help="the .onnx model")
+    add_budget_arg(p, 60.0, BUDGET_WALL)
     p.add_argument("--objective", choices=(*OBJECTIVES, "capacity"), default="p50",
                    help="what to optimise: p50/p99 latency, throughput, CPU per run, or capacity within --slo "
                         "(default p50)")
@@ -56,12 +55,12 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--space", metavar="DIM,…",
                    help=f"dimensions to search (default: all that apply but {', '.join(sorted(NOT_DEFAULT))}): "
                         f"{', '.join(DIMENSIONS)}")
-    p.add_argument("--save", metavar="BEST.toml", help="write the best profile here, with what was measured")
+    p.add_argument("--save", metavar="FILE", help="write the best profile to FILE (TOML), with what was measured")
     p.add_argument("--json", action="store_true", help="print only the result as JSON on stdout")
-    p.add_argument("--report", metavar="FILE.html",
-                   help="also write a self-contained HTML page: the leaderboard, a forest plot of the candidates' "
-                        "changes, the host and the profiles")
-    p.add_argument("--profile", metavar="START.toml", help="start from this profile (a path or a profile name)")
+    p.add_argument("--report", metavar="FILE",
+                   help="also write a self-contained HTML page to FILE: the leaderboard, a forest plot of the "
+                        "candidates' changes, the host and the profiles")
+    p.add_argument("--profile", metavar="PROFILE", help="start from this profile (a TOML path or a profile name)")
     add_workload_args(p)
 
 

@@ -1,7 +1,8 @@
 """``ortop variants MODEL``: the model's variants made with onnxruntime's own tools, each compared with it.
 
-    ortop variants MODEL [--out DIR] [--budget S] [--profile P] [--calibrate DIR] [--fp16] [--ort-python PATH]
-                         [--atol X] [--rtol X] [--cosine X] [--objective M] [--json] [--report FILE.html]
+    ortop variants MODEL [--out DIR] [--budget SECONDS] [--profile PROFILE] [--calibrate DIR] [--fp16]
+                         [--ort-python PATH] [--atol X] [--rtol X] [--cosine X] [--objective M] [--json]
+                         [--report FILE]
 
 Made (in a child process, into ``--out``, by default ``<model folder>/<stem>-variants``): the graph ORT optimized
 offline at ``extended`` and ``all`` (tied to this onnxruntime and host), dynamic int8 (``quantize_dynamic`` after
@@ -32,6 +33,13 @@ from typing import Any
 
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.measure.compare import METRICS
+
+EXAMPLES = """examples:
+  ortop variants model.onnx                          optimized, int8 (and fp16 for CUDA), compared for 30 s
+  ortop variants model.onnx --fp16 --budget 60 --objective throughput
+  ortop variants model.onnx --calibrate calib/ --out variants/ --atol 0.05
+  ortop variants model.onnx --ort-python /path/to/other-venv/bin/python --json
+"""
 
 ORIGINAL = "original"
 MiB = 1 << 20
@@ -72,14 +80,15 @@ def with_ort_python(profile: Any, name: str, python: str) -> tuple[Any, str]:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
+    from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg
     from ortop.cli.ops import add_profile_args
 
-    p.add_argument("model", help="the .onnx model")
-    p.add_argument("--out", metavar="DIR", help="where the variants go (default: <model folder>/<stem>-variants, "
-                                                "or a temporary folder where that cannot be written)")
-    p.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
-                   help="the most measuring time, all variants together, builds not counted (default 30): it "
-                        "stops sooner once every verdict on the objective is settled")
+    p.add_argument("model", metavar="MODEL", help="the .onnx model")
+    p.add_argument("--out", metavar="DIR", help="write the variants into the folder DIR (default: <model "
+                                                "folder>/<stem>-variants, or a temporary folder where that cannot "
+                                                "be written)")
+    add_budget_arg(p, 30.0, BUDGET_MEASURING, ", all variants together: the comparison stops sooner once every "
+                   "verdict on the objective is settled")
     p.add_argument("--objective", choices=METRICS, default="p50", help="the metric the fastest is named by")
     p.add_argument("--calibrate", metavar="DIR", help="calibration inputs for static int8: .npy files, one per "
                                                       "input named after it (samples stacked on a new first axis)")
@@ -87,7 +96,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_ort_python_arg(p, "also run the original under this Python's onnxruntime (a venv with numpy and "
                           "onnxruntime), in a worker of its own")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--report", metavar="FILE.html", help="also write the comparison as a self-contained HTML page")
+    p.add_argument("--report", metavar="FILE", help="also write the comparison as a self-contained HTML page to "
+                                                    "FILE")
     add_tolerance_args(p)
     add_profile_args(p)
 
