@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   ortop capacity model.onnx --slo p99=50ms
   ortop capacity model.onnx --profile one-thread.toml --profile two-replicas.toml --slo p95=20ms --budget 120
   ortop capacity model.onnx --slo mean=10ms --dim seq=16..256 --json
+  ortop capacity model.onnx --provider cuda --strict-providers --slo p99=8ms
 """
 
 
@@ -36,6 +37,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", metavar="FILE",
                    help="also write a self-contained HTML page to FILE: the curves, the table, the SLO, the host "
                         "and the profiles")
+    p.add_argument("--strict-providers", action="store_true",
+                   help="fail instead of warning when a requested provider is not active (silent CPU fallback)")
     add_workload_args(p, session=True, refuse=OWN_ARRIVALS, helps={
         "--max-queue": "at each rate offered, shed requests beyond N waiting (default: one second of requests at "
                        "that rate, at least 64); the shed are counted in each point"})
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = find_capacity(args.model, profiles, slo, budget_s=args.budget, names=names, stop=stop)
+        result = find_capacity(args.model, profiles, slo, budget_s=args.budget, names=names, stop=stop,
+                               strict_providers=args.strict_providers)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -102,8 +102,11 @@ class CapacitySearch:
 
     def __init__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
                  names: Sequence[str] | None = None, stop: threading.Event | None = None,
-                 on_point: Callable[[Search, Point], None] | None = None, point_max_s: float | None = None):
+                 on_point: Callable[[Search, Point], None] | None = None, point_max_s: float | None = None,
+                 strict_providers: bool = False):
         self.model_path = model_path
+        self.strict_providers = strict_providers  # a requested provider not active fails the search, not a warning
+        self._fallbacks: list[str] = []           # without it: what fell back, said in the result's warnings
         self.profiles = list(profiles)
         self.slo = slo
         self.budget_s = budget_s
@@ -132,6 +135,7 @@ class CapacitySearch:
         warnings: list[str] = []
         try:
             self._build()
+            warnings.extend(self._fallbacks)
             self._ceilings()
             while not self.stop.is_set() and self.left() > 0:
                 todo = [s for s in self.searches if not s.done()]
@@ -183,6 +187,21 @@ class CapacitySearch:
                     self.searches[i].failed = "stopped before its session was built"
                 else:
                     raise RuntimeFailure(c.error or f"{self.names[i]}: the session did not build within the budget")
+            else:
+                self._check_providers(i, c.built[cid])
+
+    def _check_providers(self, i: int, info: dict) -> None:
+        """A requested provider that is not active (ORT fell back silently): a warning, or with
+        ``strict_providers`` a failure (exit 1), as ``ortop run --strict-providers`` has it."""
+        requested = [x for x in info.get("providers_requested", ()) if x != "CPUExecutionProvider"]
+        missing = [x for x in requested if x not in info.get("providers_active", ())]
+        if not missing:
+            return
+        text = (f"{self.names[i]}: {', '.join(missing)} requested but not active: running on "
+                f"{', '.join(info.get('providers_active', ())) or 'nothing'} (silent fallback)")
+        if self.strict_providers:
+            raise RuntimeFailure(text + " — refused by --strict-providers")
+        self._fallbacks.append(text)
 
     # ---- measuring --------------------------------------------------------------------------------------------
     def _blocks(self, searches: list[Search], rounds: int, block_s: float, settle_s: float,
@@ -301,7 +320,8 @@ def _round_s(rate: float, profiles: int) -> float:
 
 def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
              names: Sequence[str] | None = None, stop: threading.Event | None = None,
-             on_point: Callable[[Search, Point], None] | None = None) -> CapacityResult:
+             on_point: Callable[[Search, Point], None] | None = None,
+             strict_providers: bool = False) -> CapacityResult:
     """Check the profiles (ProfileError / ModelError for bad input), then search (see :class:`CapacitySearch`)."""
     from ortop.engine.headless import check_profile
     from ortop.model import load_model
@@ -310,4 +330,4 @@ def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, bud
     for p in profiles:
         check_profile(info, p)
     return CapacitySearch(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop,
-                          on_point=on_point).run()
+                          on_point=on_point, strict_providers=strict_providers).run()
