@@ -44,10 +44,11 @@ def test_the_top_help_lists_every_exit_code(capsys) -> None:
         assert f"  {code:<4} {meaning}" in text
 
 
-def test_export_has_a_description_of_its_own() -> None:
+def test_export_and_profiles_each_have_a_description_of_their_own() -> None:
     subs = subparsers()
     assert subs["export"].description != subs["profiles"].description
     assert (subs["export"].description or "").startswith("ortop export PROFILE --to FORMAT")
+    assert "export" not in (subs["profiles"].description or "")
 
 
 def test_one_metavar_per_concept() -> None:

@@ -38,7 +38,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("doctor", "what is wrong, with evidence and a fix", "ortop.cli.doctor"),
     Command("ops", "where the time goes, operator by operator (ORT's profiler)", "ortop.cli.ops"),
     Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles",
-            prepare="prepare_profiles", run="run_profiles", examples="PROFILES_EXAMPLES"),
+            prepare="prepare_profiles", run="run_profiles", examples="PROFILES_EXAMPLES",
+            description="ortop profiles list|show|diff|validate: the profiles in ./profiles and those shipped with "
+                        "ortop, listed, shown with their defaults filled in, compared knob by knob, or checked. A "
+                        "PROFILE is a path when one exists, else profiles/PROFILE(.toml) in the current folder, else "
+                        "a profile shipped with ortop."),
     Command("export", "a profile as Python, C++, C#, perf_test, Olive JSON or env", "ortop.cli.profiles",
             prepare="prepare_export", run="run_export", examples="EXPORT_EXAMPLES",
             description="ortop export PROFILE --to FORMAT: a profile written as what builds the same session "
