@@ -56,7 +56,7 @@ def _columns(width: int) -> Iterator[None]:
 # ---- cli.md ------------------------------------------------------------------------------------------------------
 def _default(action: argparse.Action) -> str:
     d = action.default
-    if d is None or d is False or d == [] or d is argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+    if d is None or d is False or d == [] or d is argparse.SUPPRESS:
         return ""
     if isinstance(d, float):
         return f"`{d:g}`"
@@ -76,11 +76,12 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction |
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:
-    """The parser's arguments, a table per group, as the parser groups them (refused and hidden ones left out)."""
+    """The parser's arguments, a table per group, as the parser groups them (refused and hidden ones left out, and
+    ``-h``, which every command takes)."""
     out: list[str] = []
     for group in parser._action_groups:
-        rows = [a for a in group._group_actions
-                if a.help is not argparse.SUPPRESS and not isinstance(a, argparse._SubParsersAction)]
+        rows = [a for a in group._group_actions if a.help is not argparse.SUPPRESS
+                and not isinstance(a, (argparse._SubParsersAction, argparse._HelpAction))]
         if not rows:
             continue
         out += ["", f"**{group.title}**", "", "| argument | default | what it does |", "|---|---|---|"]
