@@ -400,36 +400,19 @@ def test_every_spin_knob_is_judged_on_cpu_per_run_at_a_paced_rate() -> None:
 
 def test_inter_op_spin_knobs_in_form_exports_and_readme() -> None:
     p = pm.loads(INTER_TOML)
-    readme = (REPO / "README.md").read_text()
+    keys_page = (REPO / "docs" / "reference" / "profile-keys.md").read_text(encoding="utf-8")
     for key, ort_key in INTER_OP.items():
         assert form.FIELD_BY_KEY[key].kind == "opt_int"
-        assert f"`{key}` | `{ort_key}`" in readme
+        assert f"`{key}` | `{ort_key}`" in keys_page
         assert ort_key in render(p, "python") and ort_key in render(p, "cpp") and ort_key in render(p, "csharp")
         assert ort_key in render(p, "perf-test") and ort_key in render(p, "olive")
     assert form.changes(p, {**form.form_values(p), "session.inter_op_spin_backoff_max": ""}) == {
         "session.inter_op_spin_backoff_max": None}
 
 
-# ---- the README table -------------------------------------------------------------------------------------------
-
-def readme_table() -> str:
-    """The ``| key | ORT name | default |`` table under README.md's '## Profiles' heading."""
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("\n## Profiles\n", 1)[1]
-    lines = section.splitlines()
-    start = lines.index("| key | ORT name | default |")
-    table = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        table.append(line)
-    return "\n".join(table) + "\n"
-
-
-def test_readme_profile_table_matches_the_registry() -> None:
-    assert readme_table() == knobs.markdown_table(), (
-        "README.md's profile table differs from the knob registry: run `python -m ortop.config.knobs --markdown` "
-        "and paste its output over the table under '## Profiles'")
-
+# ---- the profile-keys page ---------------------------------------------------------------------------------------
+# docs/reference/profile-keys.md is generated (python -m ortop.cli.docgen) and checked for drift by
+# tests/test_docs_reference.py; its table is the one printed here.
 
 def test_markdown_command() -> None:
     out = subprocess.run([sys.executable, "-m", "ortop.config.knobs", "--markdown"], capture_output=True, text=True,
