@@ -161,7 +161,7 @@ async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tm
         assert not isinstance(app.screen, SaveScreen)
         saved = profile_mod.load(path)
         assert replace(saved, description="") == monitor.snapshot().profile
-        assert saved.description == "threads 1 · 200 Hz · warm-up runs 3, tuned on matmul.onnx"  # what it sets
+        assert saved.description == "threads 1 · 200 Hz · warm-up runs 3, saved from the live view on matmul.onnx"
         assert any("profile saved" in e.text for e in monitor.snapshot().events)
         # the same name again asks first, and "n" leaves the file alone
         mtime = path.stat().st_mtime_ns
@@ -681,7 +681,7 @@ async def test_saved_profiles_are_described_by_what_they_set_and_exports_are_nam
         await pilot.press("ctrl+s", "ctrl+a", "ctrl+k", *"fast", "enter")
         await pilot.pause()
         saved = profile_mod.load(tmp_path / "profiles" / "fast.toml")
-        assert saved.description == "threads 2 · spin off · 100 Hz, tuned on resnet-ish.onnx"
+        assert saved.description == "threads 2 · spin off · 100 Hz, saved from the live view on resnet-ish.onnx"
         await pilot.press("e", "w", "ctrl+a", "ctrl+k", *"serving", "enter")
         await pilot.pause()
         out = tmp_path / "profiles" / "serving.py"
