@@ -322,7 +322,9 @@ class OrtopApp(App[int]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.5
+            self.push_screen(HelpScreen(bucket_s=self.monitor.bucket_s, window_s=self.monitor.window_s,
+                                        meter_s=meter_s, slow_s=SLOW_S))
 
     async def action_quit(self) -> None:
         self.finish()
