@@ -71,7 +71,8 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             ("▁…█ ·", "many cores: one cell per core, its height the load, · idle, cyan the worker's cores"),
             ("worker 1.19 cores", f"the worker process's CPU time, all its threads, over the last {_s(meter_s)}"),
             ("host 97%", "the whole host's load, all cores, every process"),
-            ("ui 0.02 cores", "ortop's own process (this screen), apart from what it measures"),
+            ("ui 0.02 cores", "ortop's own process (this screen and the monitor reading the worker), apart from "
+             "what it measures"),
         )),
         ("Spin · CPU the worker burns", (
             ("CPU/run 0.98 ms", f"the worker's CPU time per run, spinning included, over {since}"),
