@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import time
 from dataclasses import replace
@@ -281,6 +282,21 @@ def test_unknown_provider_is_a_reported_fallback(monitors, matmul_model):
     assert s.fallback
     assert any("NoSuchExecutionProvider requested but not active" in e.text for e in s.events
                if e.level == "warning")
+
+
+def test_a_python_warning_in_the_worker_is_one_event(monitors, matmul_model):
+    import onnxruntime as ort
+
+    if "OpenVINOExecutionProvider" in ort.get_available_providers():
+        pytest.skip("OpenVINO is available here: onnxruntime does not warn about it")
+    mon = monitors(matmul_model, prof(provider__name="openvino"))
+    said = wait_for(lambda: events(mon, "UserWarning: Specified provider 'OpenVINOExecutionProvider'"),
+                    what="onnxruntime's warning about the provider")
+    runs_grow(mon)
+    assert not events(mon, "warnings.warn")  # Python's second line, the source line, is no event of its own
+    assert len(said) == 1 and said[0].level == "warning"
+    assert re.search(r" \(\w+\.py:\d+\)$", said[0].text), said[0].text  # where it came from, on its line
+    assert not [e for e in mon.snapshot().events if e.text.startswith("worker:  ")]
 
 
 def test_worker_output_stays_off_the_terminal(monitors, matmul_model, capfd):

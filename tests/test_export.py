@@ -482,11 +482,11 @@ def test_cpp_injection(value: str) -> None:
     text = render(evil_profile(value), "cpp", model_path=value)
     code, literals, comments = c_like_scan(text)
     assert "system" not in code and "import" not in code
-    assert all(ch.isascii() and (ch.isprintable() or ch == "\n") for ch in text)
+    assert_safe_outside_comments(code, literals, comments)
     decoded = [decode_c_literal(lit) for lit in literals]
     assert decoded.count(value) >= 4  # model path, config value, option key and value
     assert "custom." + value in decoded
-    assert any(export.cpp_str(value) in c for c in comments)  # description and env value
+    assert any(export.comment_str(value) in c for c in comments)  # description and env value
     assert not any(c.rstrip().endswith("\\") for c in comments)  # no line splice into the next line
 
 
@@ -495,11 +495,34 @@ def test_csharp_injection(value: str) -> None:
     text = render(evil_profile(value), "csharp", model_path=value)
     code, literals, comments = c_like_scan(text)
     assert "system" not in code and "import" not in code
-    assert all(ch.isascii() and (ch.isprintable() or ch == "\n") for ch in text)
+    assert_safe_outside_comments(code, literals, comments)
     decoded = [decode_cs_literal(lit) for lit in literals]
     assert decoded.count(value) >= 4
     assert "custom." + value in decoded
-    assert any(export.cs_str(value) in c for c in comments)
+    assert any(export.comment_str(value) in c for c in comments)
+
+
+def assert_safe_outside_comments(code: str, literals: list[str], comments: list[str]) -> None:
+    """Code and string literals are printable ASCII; a comment may carry printable text of any script (the
+    profile's own words), never a control, a line break or a bidirectional override."""
+    assert all(ch.isascii() and (ch.isprintable() or ch == "\n") for ch in code + "".join(literals))
+    assert all(ch.isprintable() for c in comments for ch in c)
+    assert not any(c.rstrip().endswith("\\") for c in comments)  # no line splice into the next line
+
+
+@pytest.mark.parametrize("fmt", ["cpp", "csharp"])
+def test_comments_carry_the_description_as_text(fmt: str) -> None:
+    text = render(prof(description="threads 2 · spin off · 100 Hz, µs ≤ 5 — café", session__intra_op_num_threads=2,
+                       env={"OMP_WAIT_POLICY": "PASSIVE", "X": "a\u202eb\tc"}), fmt)
+    assert '// profile: "threads 2 · spin off · 100 Hz, µs ≤ 5 — café"' in text.splitlines()
+    assert '//   X="a\\u202eb\\tc"' in text.splitlines()  # a bidirectional override and a tab stay escapes
+    assert "\\302" not in text and "\\u00b7" not in text
+
+
+def test_comment_str_breaks_trigraphs_and_escapes_what_would_end_the_line() -> None:
+    assert export.comment_str("why?? ??/") == '"why?\\? ?\\?/"'
+    assert export.comment_str('say "hi"\\\n\u2028') == '"say \\"hi\\"\\\\\\n\\u2028"'
+    assert export.comment_str("\U000e0001 😀") == '"\\U000e0001 😀"'
 
 
 def perf_command(text: str) -> list[str]:
@@ -646,6 +669,7 @@ def test_cpp_exports_compile_against_the_declared_api(tmp_path: Path) -> None:
                                         graph_optimization_level="layout", execution_mode="parallel")),
         Profile(provider=ProviderSettings(name="tensorrt", options={"trt_fp16_enable": True})),
         Profile(provider=ProviderSettings(name="cuda")),
+        prof(description="threads 2 · spin off · 100 Hz, tuned on m.onnx", env={"X": "tri??/"}),
         *REPLICA_PROFILES,
     ]
     (tmp_path / "onnxruntime_cxx_api.h").write_text(ORT_STUB)

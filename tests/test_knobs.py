@@ -267,6 +267,17 @@ def test_fake_knob_is_in_the_markdown_table() -> None:
     assert "`fake_cuda_switch`" in table and "`ORTOP_FAKE_ENV`" in table
 
 
+def test_an_ortop_knob_left_unset_is_not_said_to_keep_orts_default() -> None:
+    # workload.arrival is ortop's: unset, ortop picks the closed loop (fixed spacing with a rate), not ORT
+    rows = {line.split(" | ")[0]: line for line in knobs.markdown_table().splitlines()}
+    arrival = rows["| `workload.arrival`"]
+    assert arrival.endswith("| unset: closed, or fixed when rate_hz is set |")
+    for knob in knobs.registry():
+        if knob.optional and knob.target == knobs.WORKLOAD:
+            assert not rows[f"| `{knob.key}`"].endswith("| ORT's |"), knob.key
+    assert rows["| `session.dynamic_block_base`"].endswith("| ORT's |")  # an ORT setting's unset is ORT's
+
+
 def _parser(*, session: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
     add_workload_args(p, session=session)

@@ -62,8 +62,22 @@ def test_list(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert f"shipped profiles ({REPO / 'profiles'}):" in out
     for name in ("cpu-latency", "cuda-graph", "numa-node0"):
         assert name in out
-    assert "Lowest single-request latency" in out
+    assert "CPU, lowest latency: all physical cores, spinning on" in out  # its description key
+    assert "Lowest single-request latency" not in out  # not the comment over it
     assert str(REPO / "profiles" / "cuda-graph.toml") in out
+
+
+def test_list_shows_the_description_key_and_the_comment_only_without_one(workdir: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    (workdir / "profiles").mkdir()
+    (workdir / "profiles" / "both.toml").write_text('# A long comment on why.\ndescription = "two threads"\n'
+                                                    "[session]\nintra_op_num_threads = 2\n")
+    (workdir / "profiles" / "bare.toml").write_text("[session]\nintra_op_num_threads = 2\n")
+    assert profiles_main(["list"]) == 0
+    out = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and ln.split()}
+    assert lines["both"].split(None, 1)[1] == "two threads"
+    assert lines["bare"].split(None, 1)[1] == "(no description)"
 
 
 def test_show_prints_loadable_toml(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,6 +89,36 @@ def test_show_prints_loadable_toml(workdir: Path, capsys: pytest.CaptureFixture[
     assert data["workload"]["warmup_runs"] == 10
     assert "#   session.intra_op_thread_affinities = 2;3;4" in out  # ORT's 1-based text
     assert pm.loads(out) == pm.load(REPO / "profiles" / "numa-node0.toml")
+
+
+def test_show_names_only_the_settings_it_leaves_unset(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert profiles_main(["show", "cpu-low-power"]) == 0
+    out = capsys.readouterr().out
+    assert "allow_spinning = false" in out
+    notes = " ".join(ln.lstrip("# ") for ln in out.splitlines() if ln.startswith("#"))
+    unset = notes.split("ORT's own default applies: ")[1].split(" left unset")[0]
+    assert "session.dynamic_block_base" in unset and "session.spin_duration_us" in unset
+    assert "allow_spinning" not in unset  # the profile sets both spinning knobs: neither is said to be unset
+    assert "workload.arrival (closed, or fixed when rate_hz is set)" in notes  # ortop's, not ORT's
+    assert "ORT's default" not in notes.replace("ORT's own default applies", "")
+    assert pm.loads(out) == pm.load(REPO / "profiles" / "cpu-low-power.toml")
+
+
+def test_show_of_a_profile_setting_everything_has_no_unset_note(workdir: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from ortop.config import knobs
+
+    values = {"session.intra_op_thread_affinities": ((1,),), "session.intra_op_num_threads": 2,
+              "workload.arrival": "closed"}
+    for knob in knobs.registry():
+        if knob.optional and not knobs.is_entry(knob) and knob.key not in values:
+            values[knob.key] = {bool: False, int: 1, str: "closed"}[knob.type]
+    path = workdir / "full.toml"
+    pm.save(pm.merge(pm.Profile(), **values), path)
+    assert profiles_main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "left unset" not in out
+    assert "dynamic_block_base = 1" in out
 
 
 def test_show_cuda_lists_provider_options(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -161,7 +161,7 @@ async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tm
         assert not isinstance(app.screen, SaveScreen)
         saved = profile_mod.load(path)
         assert replace(saved, description="") == monitor.snapshot().profile
-        assert saved.description == "threads 1 · 200 Hz · warm-up runs 3, tuned on matmul.onnx"  # what it sets
+        assert saved.description == "threads 1 · 200 Hz · warm-up runs 3, saved from the live view on matmul.onnx"
         assert any("profile saved" in e.text for e in monitor.snapshot().events)
         # the same name again asks first, and "n" leaves the file alone
         mtime = path.stat().st_mtime_ns
@@ -651,6 +651,70 @@ async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_pa
         assert app.focused is not None and app.focused.id == "f-session--intra_op_num_threads"
 
 
+def help_text(app: OrtopApp, width: int) -> str:
+    """The help screen's text as it is laid out ``width`` cells wide (its lines unwrapped into one string)."""
+    import io
+
+    from rich.console import Console
+
+    from ortop.tui.screens import HelpScreen
+
+    screen = app.screen
+    assert isinstance(screen, HelpScreen)
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(screen.query_one("#help-text").content)
+    return " ".join(console.export_text().split())
+
+
+async def test_help_explains_every_panels_figures_and_scrolls_at_80x24(monitor: Monitor, tmp_path: Path) -> None:
+    from textual.containers import VerticalScroll
+
+    from ortop.tui.screens import HelpScreen
+
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        titles = [str(p.border_title) for p in app.screen.query(Panel) if p.border_title]
+        assert len(titles) >= 8  # CPU, spin, GPU, memory, latency, replicas, model, events
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = help_text(app, 76)
+        for title in titles:  # every panel of the live view has its legend
+            assert title in text, title
+        for figure in ("in Run 56%", "p99 after idle < 1:", "3▕███▌ 40/57", "between runs N ms/s", "▼ rebuild",
+                       "own scale", "thread core % of a core", "caller N", "main", "reader", "pool",
+                       "p50 ▁▂█ 0.345 ms", "last 5 s p50 p90 p99 max", "8,413 runs p50 p99 p99.9", "★",
+                       "+3.1 % unverified", "−12 % faster / slower", "no difference", "undecided", "not comparable"):
+            assert figure in text, figure
+        # each p50's window, from the running monitor's own spans
+        assert f"one column per {monitor.bucket_s:g} s" in text
+        assert f"the runs that ended in the last {monitor.window_s:g} s" in text
+        assert "since its build or the last reset (r): its run count, the percentiles over its last 50,000 runs" \
+            in text
+        assert "over the last 0.2 s" in text  # the CPU meters' period at this app's 10 Hz (two ticks a frame)
+        box = app.screen.query_one("#help-box", VerticalScroll)
+        assert box.max_scroll_y > 0 and box.scroll_y == 0  # longer than 24 lines: it scrolls
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert box.scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert box.scroll_y == box.max_scroll_y
+        await pilot.press("question_mark")  # the key that opened it closes it
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+def test_the_help_quotes_the_engines_own_figures() -> None:
+    from ortop.engine.store import CONFIG_RING
+    from ortop.engine.verdicts import MIN_VERDICT_RUNS
+    from ortop.tui.screens import help as help_screen
+
+    assert help_screen.CONFIG_RING == CONFIG_RING
+    assert help_screen.MIN_VERDICT_RUNS == MIN_VERDICT_RUNS
+
+
 @pytest.mark.slow
 async def test_f1_is_help_and_f10_quits_like_htop(tmp_path: Path) -> None:
     from ortop.tui.screens import HelpScreen
@@ -681,7 +745,7 @@ async def test_saved_profiles_are_described_by_what_they_set_and_exports_are_nam
         await pilot.press("ctrl+s", "ctrl+a", "ctrl+k", *"fast", "enter")
         await pilot.pause()
         saved = profile_mod.load(tmp_path / "profiles" / "fast.toml")
-        assert saved.description == "threads 2 · spin off · 100 Hz, tuned on resnet-ish.onnx"
+        assert saved.description == "threads 2 · spin off · 100 Hz, saved from the live view on resnet-ish.onnx"
         await pilot.press("e", "w", "ctrl+a", "ctrl+k", *"serving", "enter")
         await pilot.pause()
         out = tmp_path / "profiles" / "serving.py"

@@ -455,6 +455,7 @@ async def test_ctrl_s_saves_the_highlighted_profile_and_it_loads(tmp_path: Path)
         saved = profile_mod.load(tmp_path / "profiles" / "resnet-ish-capacity-threads-x2-8.toml")
         assert saved.session.intra_op_num_threads == 8
         assert saved.workload == screen.running_profile.workload
+        assert saved.description.endswith(", sized by the capacity search on resnet-ish.onnx")  # not "tuned"
 
 
 @pytest.mark.slow

@@ -305,6 +305,34 @@ async def test_ctrl_s_saves_the_selected_rows_profile_and_it_loads(tmp_path: Pat
         saved = profile_mod.load(tmp_path / "profiles" / "resnet-ish-tune-threads-2.toml")
         assert saved.session.intra_op_num_threads == 2
         assert saved.workload == screen.start_profile.workload
+        assert saved.description == "threads 2, tuned on resnet-ish.onnx"  # the tuner produced it
+
+
+@pytest.mark.slow
+async def test_a_saved_profile_says_tuned_only_when_the_tuner_produced_it(tmp_path: Path) -> None:
+    app = tune_app(tmp_path, Factory(threads_effect({2: 0.6})))
+    folder = tmp_path / "profiles"
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+s", "ctrl+a", "ctrl+k", *"before", "enter")  # the live view's own settings
+        await until(pilot, lambda: (folder / "before.toml").exists(), "the first save")
+        assert profile_mod.load(folder / "before.toml").description.endswith(
+            ", saved from the live view on resnet-ish.onnx")
+        await pilot.press("t", "g")
+        screen = app.screen
+        assert isinstance(screen, TuneScreen)
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        await pilot.press("up", "ctrl+s")  # the baseline row: the live session's profile, not the tuner's
+        assert screen.selected().key == "baseline"
+        await pilot.press("ctrl+a", "ctrl+k", *"baseline", "enter")
+        await until(pilot, lambda: (folder / "baseline.toml").exists(), "the baseline's save")
+        assert "tuned" not in profile_mod.load(folder / "baseline.toml").description
+        await pilot.press("down", "enter", "escape")  # apply the winner, back to the live view
+        await until(pilot, lambda: app.screen is not screen, "the live view")
+        await pilot.press("ctrl+s", "ctrl+a", "ctrl+k", *"after", "enter")
+        await until(pilot, lambda: (folder / "after.toml").exists(), "the save after applying the winner")
+        saved = profile_mod.load(folder / "after.toml")
+    assert saved.session.intra_op_num_threads == 2
+    assert saved.description == "threads 2, tuned on resnet-ish.onnx"
 
 
 @pytest.mark.slow

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import tomli_w
 
+from ortop.config import knobs
 from ortop.config import profile as profile_mod
 from ortop.config.profile import ProfileError, ProfileErrors
 from ortop.config.store import load_profile, resolve_profile, shipped_profiles_dir  # noqa: F401  (re-exported)
@@ -71,6 +73,28 @@ def _profile_dirs() -> list[tuple[str, Path]]:
     return dirs
 
 
+def _unset_notes(prof: profile_mod.Profile) -> list[str]:
+    """Comment lines naming the settings the profile leaves unset (TOML has no null, so ``show`` cannot print
+    them): the ORT ones keep ORT's own default, an ortop one says what ortop does then. None when all are set."""
+    ort: list[str] = []
+    ortop: list[str] = []
+    for knob in knobs.registry():
+        if not knob.optional or knobs.is_entry(knob) or knob.read(prof) is not None:
+            continue
+        if knob.unset:
+            ortop.append(f"{knob.key} ({knob.unset})")
+        else:
+            ort.append(knob.key)
+    out = []
+    if ort:
+        out += textwrap.wrap("left unset, so ORT's own default applies: " + ", ".join(ort), 116,
+                             initial_indent="# ", subsequent_indent="#   ", break_on_hyphens=False)
+    if ortop:
+        out += textwrap.wrap("left unset, ortop decides: " + ", ".join(ortop), 116,
+                             initial_indent="# ", subsequent_indent="#   ", break_on_hyphens=False)
+    return out
+
+
 # ---- subcommands --------------------------------------------------------------------------------------------
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -86,8 +110,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         width = max(len(f.stem) for f in files)
         for f in files:
             try:
-                profile_mod.load(f)
-                about = _header_line(f) or "(no description)"
+                about = _one_line(profile_mod.load(f).description) or _header_line(f) or "(no description)"
             except ProfileError as exc:
                 about = f"INVALID: {_one_line(exc)}"
             print(f"  {f.stem:<{width}}  {about}")
@@ -102,7 +125,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     path, prof = load_profile(args.name)
     data = prof.to_dict(full=True)
     print(f"# {path}")
-    print("# effective settings, defaults filled in; options left unset (allow_spinning, ...) keep ORT's default")
+    print("# effective settings, defaults filled in")
+    for line in _unset_notes(prof):
+        print(line)
     print(tomli_w.dumps(data), end="")
     print()
     print("# ORT session config entries it produces:")

@@ -87,6 +87,6 @@ def markdown_table(registry: Iterable[K.Knob]) -> str:
     for knob in registry:
         if K.is_entry(knob):
             continue
-        default = "ORT's" if knob.optional else _literal(knob.default)
+        default = (f"unset: {knob.unset}" if knob.unset else "ORT's") if knob.optional else _literal(knob.default)
         rows.append(f"| {_key(knob)} | {_cell(_where(knob))} | {_cell(default)} |")
     return "\n".join(rows) + "\n"

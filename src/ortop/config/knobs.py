@@ -109,10 +109,13 @@ class Knob:
     Attributes:
         key: dotted profile key (``session.intra_op_num_threads``); the TOML table is everything before the last dot.
         type: ``bool``, ``int``, ``float`` or ``str``; ``tuple`` for a thread affinity; ``dict`` for a map.
-        default: the value when the profile leaves the key out (``None``: ORT's own default applies).
+        default: the value when the profile leaves the key out (``None``: ORT's own default applies, or for an
+            ortop knob what ``unset`` says).
         target: where the value goes (one of :data:`TARGETS`).
         ort_name: the name at the target: attribute, config key, provider option or variable name.
         optional: ``None`` is a value ("leave ORT's default"): tri-state bools, blank numbers.
+        unset: what ``None`` means when it is not ORT's default (a workload knob ortop decides), in a few words
+            (``closed, or fixed when rate_hz is set``); "" for ORT's default.
         minimum: lowest allowed number, if any. maximum: highest, if any.
         choices: the allowed strings, if the value is one of a fixed set.
         note: what the lower bound means, quoted in its error ("0 = ORT's default").
@@ -143,6 +146,7 @@ class Knob:
     target: str = WORKLOAD
     ort_name: str = ""
     optional: bool = False
+    unset: str = ""
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
@@ -453,6 +457,7 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("workload.values", dict, {}, values=float, help="constant fills by input name (e.g. a sample rate)"),
     Knob("workload.inputs", dict, {}, values=str, help="`.npy` files by input name"),
     Knob("workload.arrival", str, None, optional=True, choices=ARRIVAL_MODES,
+         unset="closed, or fixed when rate_hz is set",
          help="how requests come: closed loop, or open (fixed spacing, Poisson, a trace) with a FIFO queue; "
          "unset = fixed when rate_hz is set, else closed", label="arrival", section=_WL,
          hint="closed | fixed | poisson | trace",

@@ -35,7 +35,8 @@ entry alone shares nothing).
 
 Every string taken from a profile (model path, description, config keys and values, provider options,
 environment values) is written as an escaped literal of the target language, or shell-quoted, so no value can
-become code. This package imports neither onnxruntime nor textual.
+become code; in a C++ or C# comment it is quoted readably (printable text as written, UTF-8 included, the rest
+escaped: :func:`ortop.export.literals.comment_str`). This package imports neither onnxruntime nor textual.
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ from ortop.export import cpp, csharp, env, olive, perf_test, python
 from ortop.export import json as json_format
 from ortop.export.common import DEFAULT_MODEL, ExportError
 from ortop.export.common import model_path as _model_path  # render's keyword of the same name shadows it
-from ortop.export.literals import cpp_str, cs_str, py_str
+from ortop.export.literals import comment_str, cpp_str, cs_str, py_str
 from ortop.export.olive import olive_settings
 from ortop.export.perf_test import PERF_TEST_EP_NAMES, PERF_TEST_FLAGS, PERF_TEST_RESULT_FILE, PERF_TEST_SECONDS
 
 __all__ = [
     "DEFAULT_MODEL", "FORMATS", "PERF_TEST_EP_NAMES", "PERF_TEST_FLAGS", "PERF_TEST_RESULT_FILE", "PERF_TEST_SECONDS",
-    "ExportError", "Profile", "cpp_str", "cs_str", "olive_settings", "py_str", "render",
+    "ExportError", "Profile", "comment_str", "cpp_str", "cs_str", "olive_settings", "py_str", "render",
 ]
 
 FORMATS = ("python", "cpp", "csharp", "perf-test", "olive", "env", "json")

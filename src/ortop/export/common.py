@@ -15,6 +15,7 @@ from ortop.config.profile import Profile
 from ortop.config.providers import CUDA, TENSORRT
 from ortop.config.replicas import replica_profile
 from ortop.errors import OrtopError
+from ortop.export.literals import comment_str
 
 DEFAULT_MODEL = "model.onnx"
 
@@ -133,8 +134,10 @@ def spelled(profile: Profile, setters: dict[str, Callable[[Any], list[str]]],
     return out
 
 
-def comment_header(profile: Profile, api: str, quote: Callable[[str], str]) -> list[str]:
-    """The ``//`` comment lines C++ and C# exports open with: origin, profile description, env vars to set."""
+def comment_header(profile: Profile, api: str) -> list[str]:
+    """The ``//`` comment lines C++ and C# exports open with: origin, profile description, env vars to set; the
+    values quoted as a comment carries them (:func:`ortop.export.literals.comment_str`: readable, never code)."""
+    quote = comment_str
     out = [f"// ONNX Runtime session settings exported from an ortop profile ({api})."]
     if profile.description:
         out.append(f"// profile: {quote(profile.description)}")

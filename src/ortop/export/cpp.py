@@ -33,7 +33,7 @@ from ortop.export.common import (
     shared_arena,
     spelled,
 )
-from ortop.export.literals import cpp_str
+from ortop.export.literals import comment_str, cpp_str
 
 
 def _opt_level(v: str) -> list[str]:
@@ -82,7 +82,7 @@ def generic_ep_name(name: str) -> tuple[str, bool]:
 
 def _unknown(knob: knobs.Knob, value: Any) -> str:
     """A comment naming a SessionOptions knob C++ has no setter for, so the export never drops it silently."""
-    return (f"// {knob.name} = {cpp_str(literal(value))}: no C++ setter is known for SessionOptions."
+    return (f"// {knob.name} = {comment_str(literal(value))}: no C++ setter is known for SessionOptions."
             f"{knob.ort_name}; it stays at ORT's default here.")
 
 
@@ -214,14 +214,14 @@ def _provider(profile: Profile) -> list[str]:
     if name == CPU:
         return ["// CPU provider options have no C++ setter; the CPU provider is always registered."] if options else []
     reg, known = generic_ep_name(name)
-    out = [] if known else [f"// {cpp_str(name)}: check the registration name your onnxruntime build expects."]
+    out = [] if known else [f"// {comment_str(name)}: check the registration name your onnxruntime build expects."]
     pairs = ", ".join(f"{{{cpp_str(k)}, {cpp_str(v)}}}" for k, v in options.items())
     return out + [f"so.AppendExecutionProvider({cpp_str(reg)}, {{{pairs}}});"]
 
 
 def render(profile: Profile, model_path: str) -> str:
     """The C++ source for ``profile``."""
-    out = comment_header(profile, "onnxruntime_cxx_api.h", cpp_str)
+    out = comment_header(profile, "onnxruntime_cxx_api.h")
     many = replicas(profile) > 1 or profile.workload.pin_replicas
     usage = "Ort::Session session = MakeSession(env);"
     if many:

@@ -33,7 +33,7 @@ from ortop.export.common import (
     spelled,
 )
 from ortop.export.cpp import generic_ep_name
-from ortop.export.literals import cs_str
+from ortop.export.literals import comment_str, cs_str
 
 
 def _bool(v: bool) -> str:
@@ -66,7 +66,7 @@ SETTERS: dict[str, Callable[[Any], list[str]]] = {
 
 def _unknown(knob: knobs.Knob, value: Any) -> str:
     """A comment naming a SessionOptions knob C# has no spelling for, so the export never drops it silently."""
-    return (f"// {knob.name} = {cs_str(literal(value))}: no C# setter is known for SessionOptions."
+    return (f"// {knob.name} = {comment_str(literal(value))}: no C# setter is known for SessionOptions."
             f"{knob.ort_name}; it stays at ORT's default here.")
 
 
@@ -194,7 +194,7 @@ def _provider(profile: Profile) -> list[str]:
     if name == CPU:
         return ["// CPU provider options have no C# setter; the CPU provider is always registered."] if options else []
     reg, known = generic_ep_name(name)
-    out = [] if known else [f"// {cs_str(name)}: check the registration name your onnxruntime build expects."]
+    out = [] if known else [f"// {comment_str(name)}: check the registration name your onnxruntime build expects."]
     return out + [f"so.AppendExecutionProvider({cs_str(reg)}, new Dictionary<string, string> {{ {dict_items} }});"]
 
 
@@ -207,7 +207,7 @@ def render(profile: Profile, model_path: str) -> str:
     if many:
         usage = ("var sessions = OrtopSession.CreateReplicas(shares);" if profile.workload.pin_replicas
                  else "var sessions = OrtopSession.CreateReplicas();")
-    out = comment_header(profile, "Microsoft.ML.OnnxRuntime", cs_str)
+    out = comment_header(profile, "Microsoft.ML.OnnxRuntime")
     out += [
         "//",
         f"// Usage:  {usage}",

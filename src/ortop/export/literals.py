@@ -35,6 +35,35 @@ def cpp_str(s: str) -> str:
     return "".join(out)
 
 
+def comment_str(s: str) -> str:
+    """``s`` quoted for a ``//`` comment of C++ or C#, readable as it was written: printable text stays as it is,
+    UTF-8 included (``threads 2 · spin off``); a quote and a backslash are escaped, as is the second of two ``?``
+    (no trigraph), and what is not printable (line breaks, controls, bidirectional overrides, U+2028) becomes a
+    ``\\n``/``\\t``/``\\uXXXX`` escape, so the value can neither end the comment's line nor splice the next one
+    into it, nor reorder how the line reads."""
+    out = ['"']
+    for i, ch in enumerate(s):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "?" and i and s[i - 1] == "?":
+            out.append("\\?")
+        elif ch in _COMMENT_ESCAPES:
+            out.append(_COMMENT_ESCAPES[ch])
+        elif ch == " " or ch.isprintable():
+            out.append(ch)
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_COMMENT_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
 def cs_str(s: str) -> str:
     """A C# regular string literal for ``s``: fixed-width ``\\uXXXX``/``\\UXXXXXXXX`` escapes for all non-ASCII
     and control characters (never the variable-length ``\\x``)."""

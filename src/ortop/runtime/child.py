@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,14 @@ def set_timer_slack(ns: int = 1) -> None:
         pass  # no prctl: waits keep the default slack
 
 
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None) -> str:
+    """A Python warning as one line, ``UserWarning: text (file.py:197)``: Python's own form adds the source line
+    (``  warnings.warn(``) on a second line, which the capture would pass on as an event of its own."""
+    text = " ".join(str(message).split())
+    return f"{category.__name__}: {text} ({os.path.basename(filename)}:{lineno})\n"
+
+
 def capture_stderr(send) -> None:
     """Point fd 2 (and 1) at a pipe read by a thread that forwards each line to the parent.
 
@@ -64,6 +73,7 @@ def capture_stderr(send) -> None:
     os.close(w)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    warnings.formatwarning = one_line_warning  # each line read below becomes one event
 
     def reader() -> None:
         set_os_thread_name("ortop-stderr")

@@ -54,22 +54,30 @@ def profile_path(profile_dir: str | os.PathLike, name: str, suffix: str = ".toml
     return Path(profile_dir) / f"{clean}{suffix}" if clean else None
 
 
-def describe(profile: Profile) -> str:
+# Where a saved profile came from, as its description says it ("…, ORIGIN on MODEL"): the live view's own
+# settings (the start, keys, the settings form, an opened profile), a tuner's candidate, a capacity search's.
+LIVE = "saved from the live view"
+TUNED = "tuned"
+SIZED = "sized by the capacity search"
+
+
+def describe(profile: Profile, origin: str = LIVE) -> str:
     """A saved profile's one-line description (``ortop profiles list`` shows it): what it sets beyond ORT's and
-    ortop's defaults, in compact form (``2 thr · spin off · 100 Hz``), and the model it was tuned on."""
+    ortop's defaults, in compact form (``2 thr · spin off · 100 Hz``), then where it came from (``origin``: one of
+    :data:`LIVE`, :data:`TUNED`, :data:`SIZED`) and on which model."""
     from ortop.tui.panels._format import compact_changes, compact_text
 
     base = Profile(model=profile.model, description=profile.description)
     what = compact_text(compact_changes(base, profile), "ORT's defaults")
-    return f"{what}, tuned on {Path(profile.model).name}" if profile.model else what
+    return f"{what}, {origin} on {Path(profile.model).name}" if profile.model else f"{what}, {origin}"
 
 
-def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
-    """Write a profile (atomically, via profile.save), described by what it sets (:func:`describe`); the model
-    path is made absolute so the file works from any folder."""
+def save_profile(profile: Profile, path: str | os.PathLike, origin: str = LIVE) -> Path:
+    """Write a profile (atomically, via profile.save), described by what it sets and where it came from
+    (:func:`describe`); the model path is made absolute so the file works from any folder."""
     if profile.model and not os.path.isabs(profile.model):
         profile = replace(profile, model=os.path.abspath(profile.model))
-    profile = replace(profile, description=describe(profile))
+    profile = replace(profile, description=describe(profile, origin))
     return profile_mod.save(profile, path, header=SAVE_HEADER)
 
 

@@ -94,6 +94,7 @@ class OrtopApp(App[int]):
         self._held_paused = False  # the live session was running when the first of them took hold, and is paused
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
         self.capacity_factory: SearchFactory | None = None  # the capacity screen's search (None: the real one)
+        self._origins: dict[str, str] = {}  # profile_key -> where a profile applied from a screen came from
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -321,7 +322,9 @@ class OrtopApp(App[int]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            meter_s = METER_TICKS / self.refresh_hz if self.refresh_hz > 0 else 0.5
+            self.push_screen(HelpScreen(bucket_s=self.monitor.bucket_s, window_s=self.monitor.window_s,
+                                        meter_s=meter_s, slow_s=SLOW_S))
 
     async def action_quit(self) -> None:
         self.finish()
@@ -347,8 +350,18 @@ class OrtopApp(App[int]):
             self.push_screen("settings", self._settings_closed)
             self._settings.show_errors(exc)
 
-    def ask_save(self, profile: Profile, default_name: str = "", message: Text | None = None) -> None:
-        """The save modal for ``profile`` (the running one, or a history row's); the file is written on its answer."""
+    def origin(self, profile: Profile) -> str:
+        """Where ``profile`` came from, as a saved file's description says it: tuned or sized when the live
+        session got it from the tune or capacity screen, else the live view's own."""
+        from ortop.engine import profile_key
+
+        return self._origins.get(profile_key(profile), actions.LIVE)
+
+    def ask_save(self, profile: Profile, default_name: str = "", message: Text | None = None,
+                 origin: str | None = None) -> None:
+        """The save modal for ``profile`` (the running one, a history row's, one a screen offers); the file is
+        written on its answer, described by ``origin`` (left out: :meth:`origin`)."""
+        said = origin or self.origin(profile)
         if not default_name:
             stem = Path(self.monitor.model_path).stem
             default_name = f"{stem}-config-{self.monitor.snapshot().config_id}"
@@ -357,9 +370,10 @@ class OrtopApp(App[int]):
             if choice is None:
                 return
             try:
-                out = actions.save_profile(profile, choice.path)
+                out = actions.save_profile(profile, choice.path, said)
             except actions.WRITE_ERRORS as exc:
-                self.ask_save(profile, choice.name, Text(f"✗ {actions.why_not(exc, choice.path)}", style="bold red"))
+                self.ask_save(profile, choice.name, Text(f"✗ {actions.why_not(exc, choice.path)}", style="bold red"),
+                              said)
                 return
             self.monitor.add_event("info", f"profile saved: {out}")
             self.notify(f"saved {out}", title="profile")
@@ -487,13 +501,15 @@ class OrtopApp(App[int]):
         except (ProfileError, ModelError) as exc:
             screen.show_message(Text(f"✗ {exc}", style="bold red"))
             return
+        self._origins[profile_key(profile)] = actions.TUNED if who == "tune" else actions.SIZED
         self.monitor.add_event("info", f"{who}: applied {label}")
         screen.show_message(Text(f"applied {label}: the live session rebuilds with it", style="green"))
 
     @on(TuneScreen.SaveRow)
     def _tune_save(self, message: TuneScreen.SaveRow) -> None:
         stem, label = Path(self.monitor.model_path).stem, message.label.replace("µ", "u")  # "spin µs 100"
-        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-tune-{label}"))
+        origin = None if message.label == "baseline" else actions.TUNED  # the baseline is the live one's
+        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-tune-{label}"), origin=origin)
 
     @on(CapacityScreen.Start)
     def _capacity_start(self, message: CapacityScreen.Start) -> None:
@@ -513,7 +529,8 @@ class OrtopApp(App[int]):
     def _capacity_save(self, message: CapacityScreen.SaveRow) -> None:
         stem = Path(self.monitor.model_path).stem
         label = message.label.replace("×", "x").replace("÷", "div")  # "threads ×2 (4)"
-        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-capacity-{label}"))
+        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-capacity-{label}"),
+                      origin=actions.SIZED)
 
     @on(messages.WriteExport)
     def _write_export(self, message: messages.WriteExport) -> None:
