@@ -38,6 +38,7 @@ def test_t0_minimum_at_p99_is_459() -> None:
     assert math.log(0.01) / math.log(0.99) == pytest.approx(458.21, abs=0.01)
     assert min_queries(0.99, 0.99, 0) == 459
     assert min_queries(0.9, 0.99, 0) == 44  # 0.9^n ≤ 0.01 ⇔ n ≥ 43.7
+    assert min_queries(0.5, 0.5, 0) == 1    # 0.5^1 ≤ 0.5: a single request can certify a median at 50 %
     assert early_stopping(459, 0).certified
     assert early_stopping(458, 0).status == "undecided"
     assert early_stopping(458, 0).needed == 459 and early_stopping(458, 0).more == 1
