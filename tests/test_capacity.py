@@ -9,22 +9,12 @@ import numpy as np
 import pytest
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import (
-    MET_MIN_S,
-    POOL_MIN_S,
-    CapacityResult,
-    Point,
-    Search,
-    Slo,
-    grid,
-    parse_slo,
-    predict_knee,
-    queue_model,
-    server_times,
-    simulate,
-    t95,
-)
+from ortop.engine.capacity import MET_MIN_S, POOL_MIN_S, CapacityResult, Point, Search
 from ortop.errors import UsageError
+from ortop.measure.bracket import grid
+from ortop.measure.queue import predict_knee, queue_model, server_times, simulate
+from ortop.measure.slo import Slo, parse_slo
+from ortop.measure.stats import t95
 from tests.models import make_matmul_model
 from tests.test_cli import one_error_line, ortop
 

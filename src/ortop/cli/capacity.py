@@ -47,7 +47,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ortop.cli.profiles import resolve_profile
     from ortop.config import profile as P
-    from ortop.engine import find_capacity, parse_slo
+    from ortop.engine import find_capacity
+    from ortop.measure.slo import parse_slo
     from ortop.model import load_model
 
     slo = parse_slo(args.slo)
@@ -100,7 +101,8 @@ def _rate(x: float | None) -> str:
 
 
 def format_result(result: Any, *, plot: bool = True) -> str:
-    from ortop.engine import text_curve
+    from ortop.measure.bracket import NOT_APART
+    from ortop.report.curve import text_curve
 
     slo = result.slo
     lines = [f"model    {result.model}",
@@ -126,8 +128,8 @@ def format_result(result: Any, *, plot: bool = True) -> str:
         if result.separated(best):
             lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s"]
         else:
-            lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but the brackets overlap or "
-                          "lie within 10 %: not shown to serve more (a longer --budget gives points time to decide)"]
+            lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but {NOT_APART}: not "
+                          "shown to serve more (a longer --budget gives points time to decide)"]
         for s in result.searches:
             if s.index != best and s.met:
                 est, lo, hi = result.ratio(best, s.index)
@@ -145,7 +147,7 @@ def format_result(result: Any, *, plot: bool = True) -> str:
             lines.append(f"  {s.name:<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  {slo.metric} "
                          f"{v:>8.3g} ms{model}  {p.decision}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
     if plot and any(s.points for s in result.searches):
-        lines += ["", text_curve(result)]
+        lines += ["", text_curve(result.as_dict())]
     for w in result.warnings:
         lines.append(f"warning  {w}")
     return "\n".join(lines)

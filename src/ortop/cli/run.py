@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.headless:
             raise UsageError("--slo judges a headless run: add --headless (the capacity screen, c, sizes traffic "
                              "against an SLO in the live view)")
-        from ortop.engine import parse_slo
+        from ortop.measure.slo import parse_slo
 
         parse_slo(args.slo)
     outputs = open_outputs(args, protect)
@@ -200,8 +200,9 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
 
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as P
-    from ortop.engine import measure, parse_slo
+    from ortop.engine import measure
     from ortop.measure.arrivals import TRACE, mode_of
+    from ortop.measure.slo import parse_slo
     from ortop.model.mixes import SHAPE_REFUSED
 
     prof = effective_profile(args, model_path)

@@ -116,7 +116,8 @@ def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tup
     in seconds per candidate.
     """
     from ortop.config import profile as P
-    from ortop.engine import find_capacity, parse_slo
+    from ortop.engine import find_capacity
+    from ortop.measure.slo import parse_slo
 
     if not args.slo:
         raise UsageError("--objective capacity needs --slo, e.g. --slo p99=50ms")

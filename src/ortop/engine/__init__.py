@@ -5,7 +5,7 @@
 - without a screen: :func:`measure` and :func:`compare` (the headless runner; profiles may each name their model),
   :func:`check_profile`, :func:`workload_difference`, :func:`profile_ops` (per-operator time); models in a
   comparison: :func:`check_inputs` (refuses models whose inputs differ: :class:`InputsDiffer`);
-- capacity: :func:`find_capacity` under an SLO (:func:`parse_slo`), its :class:`CapacityResult`;
+- capacity: :func:`find_capacity` under an SLO (:func:`ortop.measure.slo.parse_slo`), its :class:`CapacityResult`;
 - the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard;
 - a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`;
 - another onnxruntime: :func:`check_python` (an interpreter a worker may run under, named by ``PYTHON_VAR``).
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from ortop.lazy import face_getattr
 
 if TYPE_CHECKING:
-    from ortop.engine.capacity import CapacityResult, Slo, parse_slo, text_curve
+    from ortop.engine.capacity import CapacityResult
     from ortop.engine.capacity_search import CapacitySearch, find_capacity
     from ortop.engine.headless import check_profile, compare, measure
     from ortop.engine.models import InputsDiffer, check_inputs
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ortop.engine.workerproc import PYTHON_VAR, check_python
 
 __all__ = [
-    "CapacityResult", "CapacitySearch", "Slo", "find_capacity", "parse_slo", "text_curve",
+    "CapacityResult", "CapacitySearch", "find_capacity",
     "InputsDiffer", "check_inputs",
     "BETTER", "DIMENSIONS", "LEADERBOARD_COLUMNS", "NOT_DEFAULT", "OBJECTIVES", "OBJECTIVE_TEXT", "Figures", "Monitor",
     "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
-    "CapacityResult": "capacity", "Slo": "capacity", "parse_slo": "capacity", "text_curve": "capacity",
+    "CapacityResult": "capacity",
     "CapacitySearch": "capacity_search", "find_capacity": "capacity_search",
     "check_profile": "headless", "compare": "headless", "measure": "headless",
     "InputsDiffer": "models", "check_inputs": "models",

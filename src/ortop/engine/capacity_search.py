@@ -12,18 +12,11 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import (
-    POOL_MIN_S,
-    CapacityResult,
-    Point,
-    Search,
-    Slo,
-    grid,
-    predict_knee,
-    server_times,
-    work_ms,
-)
+from ortop.engine.capacity import POOL_MIN_S, CapacityResult, Point, Search
 from ortop.errors import RuntimeFailure
+from ortop.measure.bracket import grid
+from ortop.measure.queue import predict_knee, server_times, work_ms
+from ortop.measure.slo import Slo
 
 _Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, server_times
 

@@ -21,7 +21,7 @@ from ortop.engine.snapshot import Snapshot, summary
 from ortop.engine.store import CONFIG_RING
 
 if TYPE_CHECKING:
-    from ortop.engine.capacity import Slo
+    from ortop.measure.slo import Slo
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ import numpy as np
 
 from ortop.measure.series import Bucket
 
-__all__ = ["Bucket", "LatencyStats", "Ring", "Verdict", "latency_stats", "median_ci", "spark", "verdict"]
+__all__ = ["Bucket", "LatencyStats", "Ring", "Verdict", "latency_stats", "median_ci", "spark", "t95", "verdict"]
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
+T95 = {3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131,
+       20: 2.086, 30: 2.042}
 
 
 class Ring:
@@ -166,3 +168,11 @@ def spark(values: list[float] | np.ndarray, width: int, lo: float | None = None,
         levels = np.full(vals.shape, 4.0)
     levels = np.where(np.isfinite(vals), levels, 0).astype(np.int64)
     return "".join(_BLOCK_ARRAY[levels])
+
+
+def t95(df: int) -> float:
+    """Student's t for a two-sided 95 % interval (df ≥ 1); 1.96 beyond the table."""
+    if df <= 2:
+        return {1: 12.706, 2: 4.303}.get(df, 12.706)
+    keys = [k for k in sorted(T95) if k <= df]
+    return T95[keys[-1]] if df <= 30 else 1.96

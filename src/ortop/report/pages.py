@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ortop.measure.bracket import NOT_APART
 from ortop.report.figures import capacity_curves, forest
 from ortop.report.html import esc, figure, host_section, notes_section, num, page, pct, profiles_section, table
 
@@ -265,7 +266,7 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
         verdict = f"Best within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} requests/s."
         if len(results) > 1 and data.get("best_separated") is False:
             verdict = (f"Ahead within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} "
-                       "requests/s, but the brackets overlap or lie within 10 %: not shown to serve more.")
+                       f"requests/s, but {NOT_APART}: not shown to serve more.")
     points = []
     for p in results:
         for q in p.get("points") or []:

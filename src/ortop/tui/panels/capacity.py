@@ -2,7 +2,7 @@
 the verdict and a profile's detail, from a :class:`~ortop.engine.CapacityResult`; and the alternatives the screen
 offers to size beside the running profile.
 
-The curve is the engine's own (:func:`ortop.engine.text_curve`, the one ``ortop capacity`` prints), coloured here
+The curve is the reports' own (:func:`ortop.report.curve.text_curve`, the one ``ortop capacity`` prints), coloured here
 one colour per profile, with a dotted column and an arrow under the axis at each profile's capacity: the knee, the
 highest rate found to meet the SLO. The search moves on in its own thread while the screen draws, so the screen
 holds a copy of what it knew at each point (:func:`copy_result`). Nothing here imports Textual.
@@ -20,11 +20,12 @@ from rich.text import Text
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
-from ortop.engine import CapacityResult, text_curve
+from ortop.engine import CapacityResult
+from ortop.measure.bracket import NOT_APART
+from ortop.report.curve import HOLLOW, MARKS, text_curve
 from ortop.tui.panels._format import DASH, compact_changes, compact_text, fmt_ms, fmt_rate
 
 STYLES = ("cyan", "magenta", "yellow", "green")     # one per profile, in the order of the search
-FILLED, HOLLOW = "●▲■◆", "○△□◇"                    # text_curve's marks per profile: a met point, another
 PREFIX = 9                                          # text_curve's y labels before the plot ("   12.1 ┤")
 RIGHT = 8                                           # room after the plot for " SLO 100"
 COLUMNS = ("profile", "capacity", "bracket /s", "ceiling", "points", "state")
@@ -113,7 +114,7 @@ def curve(result: CapacityResult | None, width: int, height: int) -> Text:
     line in yellow, and each knee marked (a dotted column under the SLO line, an arrow and the rate below the
     axis). A short note until the first point is measured."""
     plot_w, plot_h = max(8, width - PREFIX - RIGHT), max(4, height - 4)
-    plain = text_curve(result, plot_w, plot_h) if result is not None else ""
+    plain = text_curve(result.as_dict(), plot_w, plot_h) if result is not None else ""
     if result is None or not plain:
         return Text("the curve is drawn here as each point is measured", style="dim")
     lines = plain.split("\n")
@@ -136,7 +137,7 @@ def curve(result: CapacityResult | None, width: int, height: int) -> Text:
         elif k == slo_line:
             line.stylize("yellow", PREFIX)
         for x, ch in enumerate(row):
-            for marks in (FILLED, HOLLOW):
+            for marks in (MARKS, HOLLOW):
                 if ch in marks:
                     line.stylize(STYLES[marks.index(ch) % len(STYLES)], x, x + 1)
             if ch == "┊":
@@ -195,7 +196,7 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
     best = result.best() if result is not None and done else None
     out = []
     for i, (name, profile) in enumerate(zip(names, profiles)):
-        label = f"{FILLED[i % len(FILLED)]} {name}"
+        label = f"{MARKS[i % len(MARKS)]} {name}"
         if result is None or i >= len(result.searches):
             out.append(Row(i, name, (label, "", "", "", "", "not started" if not done else ""),
                            STYLES[i % len(STYLES)], profile))
@@ -250,8 +251,8 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
         elif done:
             t.append(f" · {s.name} met it at no rate measured")
     if done and not sure:
-        t.append("\nthe brackets overlap or lie within 10 %, so neither is shown to serve more: a longer budget (b) "
-                 "gives points time to decide",
+        t.append(f"\n{NOT_APART}, so neither is shown to serve more: a longer budget (b) gives points time to "
+                 "decide",
                  style="yellow")
     return t
 

@@ -38,8 +38,9 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from ortop.config.profile import Profile
-from ortop.engine import CapacityResult, Slo, parse_slo
+from ortop.engine import CapacityResult
 from ortop.errors import OrtopError
+from ortop.measure.slo import Slo, parse_slo
 from ortop.tui._compat import relabel_binding
 from ortop.tui.panels import capacity as panel
 from ortop.tui.screens._base import FromScreen, Offered, Responsive, post_from_thread, under_cursor

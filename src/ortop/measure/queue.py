@@ -1,0 +1,191 @@
+"""A queue's response times from what its server measured: a FIFO queue simulated by Lindley's recursion, the rate
+where it would cross an SLO (the knee's prediction), and the long-run SLO metric with an interval by a moving-block
+bootstrap of a point's server times (the queue model).
+
+Pure numbers: the capacity search (:mod:`ortop.engine.capacity`, whose docstring says why the search needs each)
+hands in arrays of what it measured and gets numbers back.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ortop.measure.slo import Slo
+
+MODEL_N = 40_000        # simulated requests per replicate of the queue model (see queue_model)
+MODEL_REPS = 24         # its replicates: the spread of the metric over resampled busy times and fresh arrivals
+CHUNK = 32              # busy times are resampled in runs of this many, keeping the host's slow spells together
+
+
+def simulate(service_ms: np.ndarray, gaps: np.ndarray, rate_per_s: float, servers: int = 1,
+             wake_ms: np.ndarray | None = None) -> np.ndarray:
+    """Response times (ms) of a FIFO queue with ``servers`` servers: request *n* arrives ``gaps[n] / rate`` after
+    request *n − 1* (``gaps``: unit-mean inter-arrival draws) and needs ``service_ms[n]``; ``wake_ms[n]`` more when
+    it finds its server idle (a sleeping thread wakes late; a busy one takes the next request at once)."""
+    arrive = np.cumsum(gaps) * (1e3 / rate_per_s)
+    if servers <= 1:
+        def lindley(work: np.ndarray) -> np.ndarray:
+            # Lindley's recursion in closed form: D_n = C_n + max_{j≤n} (A_j − C_{j−1}), C the cumulative work.
+            done = np.cumsum(work)
+            return done + np.maximum.accumulate(arrive - (done - work))
+
+        depart = lindley(service_ms)
+        if wake_ms is not None:  # who found the server idle, from the queue without the wake-ups, then with them
+            idle = np.r_[True, arrive[1:] >= depart[:-1]]
+            depart = lindley(service_ms + np.where(idle, wake_ms, 0.0))
+        return depart - arrive
+    free = [0.0] * servers  # a heap of the times each server is next free
+    out = np.empty(arrive.size)
+    wake = wake_ms.tolist() if wake_ms is not None else [0.0] * arrive.size
+    for n, (a, s, w) in enumerate(zip(arrive.tolist(), service_ms.tolist(), wake)):
+        f = heapq.heappop(free)
+        start = a + w if a >= f else f
+        heapq.heappush(free, start + s)
+        out[n] = start + s - a
+    return out
+
+
+def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int = 1, n: int = 20000,
+                 seed: int = 0, at: tuple[float, float] | None = None) -> float:
+    """The offered rate (requests/s, all ``queues`` together) at which the SLO metric of response time would
+    cross the SLO if every run took what the closed loop's runs took (``service_ms``, resampled): Poisson
+    arrivals split evenly over ``queues`` FIFO queues (replicas) of ``servers`` callers each, simulated with common
+    random numbers so the metric grows with the rate, and the rate bisected. 0 when even a lone request misses;
+    nan without service times.
+
+    ``at = (rate, measured_ms)``: a point measured the SLO metric at that offered rate. The simulation's curve is
+    then scaled to pass through it (measured over simulated, at that rate) before it is crossed with the SLO: the
+    simulation knows the curve's shape, the point its level — stalls of the host that come in runs, which a queue
+    of independent service times does not have, raise it."""
+    svc = np.asarray(service_ms, dtype=float)
+    svc = svc[np.isfinite(svc) & (svc > 0)]
+    if svc.size < 10:
+        return math.nan
+    rng = np.random.default_rng(seed)
+    n = n if servers <= 1 else min(n, 8000)
+    draws = rng.choice(svc, size=n)
+    gaps = rng.exponential(1.0, size=n)
+    skip = n // 10  # the queue starts empty: the first tenth is its warm-up
+
+    def metric(rate: float) -> float:
+        return slo.of(simulate(draws, gaps, rate, servers)[skip:])
+
+    top = servers * 1e3 / float(svc.mean())  # one queue's ceiling: beyond it the queue grows without bound
+    limit = slo.ms
+    if at is not None:
+        rate, measured = at
+        if rate > 0 and measured > 0 and math.isfinite(measured):
+            simulated = metric(min(rate / queues, top * 0.999))
+            if simulated > 0 and math.isfinite(simulated):
+                limit = slo.ms * simulated / measured
+    if metric(top * 1e-3) > limit:
+        return 0.0
+    lo, hi = top * 1e-3, top
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if metric(mid) <= limit else (lo, mid)
+        if hi - lo <= 1e-3 * hi:
+            break
+    return lo * queues
+
+
+BUSY_COLUMNS = 3  # server_times' columns: service ms, the gap before the run ms, 1 when the server was idle
+
+
+def server_times(rows: np.ndarray) -> np.ndarray:
+    """What each request cost its server (ms, in start order per server), from a block's rows: (service, gap,
+    idle) — the gap from when it could have started (its arrival, or its server's previous end when that came
+    later) to its start, and whether the server was idle when it arrived. A queued request's gap is the serving
+    loop's own work between runs; an idle server's is how late its thread woke. Replayed through Lindley's
+    recursion on the same arrivals, service + gap gives back the responses measured, so a queue simulated with
+    them is this server, not an ideal one. The first request of each server counts its service alone."""
+    if rows.ndim != 2 or not len(rows):
+        return np.zeros((0, BUSY_COLUMNS))
+    if rows.shape[1] < 6:
+        return np.column_stack([rows[:, 1] / 1e6, np.zeros(len(rows)), np.zeros(len(rows))])
+    out = []
+    for caller in np.unique(rows[:, 4]):
+        r = rows[rows[:, 4] == caller]
+        r = r[np.argsort(r[:, 0], kind="stable")]
+        start, service = r[:, 0], r[:, 1]
+        arrive = start - r[:, 5]
+        free = np.concatenate((start[:1], (start + service)[:-1]))  # when the server could take it
+        ready = np.maximum(arrive, free)
+        out.append(np.column_stack([service / 1e6, (start - ready) / 1e6, (arrive > free).astype(float)]))
+    return np.concatenate(out)
+
+
+def work_ms(times: np.ndarray) -> np.ndarray:
+    """Each request's time on its server from :func:`server_times` rows: its service plus the gap before it (never
+    below zero: a caller starts a run only after its previous one ends)."""
+    return times[:, 0] + np.maximum(times[:, 1], 0.0)
+
+
+def _runs_of(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``n`` draws from ``pool`` in runs of CHUNK consecutive ones (a moving-block bootstrap)."""
+    k = -(-n // CHUNK)
+    starts = rng.integers(0, max(1, pool.size - CHUNK + 1), size=k)
+    return np.minimum((starts[:, None] + np.arange(CHUNK)[None, :]).ravel()[:n], pool.size - 1)
+
+
+def cost_pools(times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """What requests cost their server (ms, :func:`work_ms`), from :func:`server_times` rows, in two pools: when
+    they were queued (the server busy, warm), and when they found it idle (a wake-up, caches gone cold). A pool
+    with under 10 requests borrows the other. None with under 50 requests."""
+    seqs = [np.asarray(t, dtype=float).reshape(-1, BUSY_COLUMNS) for t in times if len(t)]
+    table = np.concatenate(seqs) if seqs else np.zeros((0, BUSY_COLUMNS))
+    table = table[np.isfinite(table).all(axis=1) & (table[:, 0] > 0)]
+    if len(table) < 50:
+        return None
+    work = work_ms(table)
+    idle = table[:, 2] > 0
+    queued = work[~idle] if np.count_nonzero(~idle) >= 10 else work
+    after_idle = work[idle] if np.count_nonzero(idle) >= 10 else queued
+    return queued, after_idle
+
+
+def past_ceiling(cost_ms: float, per_queue_per_s: float, servers: int = 1) -> bool:
+    """Whether requests costing ``cost_ms`` each back to back, offered at ``per_queue_per_s`` to a queue of
+    ``servers`` callers, add up to more work than the callers have time: a queue that never empties."""
+    return per_queue_per_s * cost_ms / 1e3 >= max(1, servers)
+
+
+def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: int = 1, queues: int = 1,
+                seed: int = 0) -> tuple[float, float, float]:
+    """The SLO metric of response time at ``rate_per_s`` in the long run, from what a point's requests cost their
+    server (:func:`server_times`, per block): (estimate, low, high), the bounds 95 % over replicates; nans with
+    under 50 requests.
+
+    Why: a point's own percentile comes from a few seconds of one arrival sequence, and a queue's tail lives in
+    its rare long busy periods. At 75 % load a p99 read from 1 000 requests swings by a quarter from one sequence
+    to the next, and its requests over the SLO come in clumps, so blocks mostly hold none and a t-interval over
+    them is narrow exactly when it should not be. What varies from one sequence to the next is the arrivals;
+    what the point has to measure is the server. So the measured service times — service under this load, the
+    host's slow spells, resampled in runs of CHUNK to keep them together — are replayed through a simulated FIFO
+    queue (``servers`` callers per queue, Poisson arrivals split over ``queues``), each request costing what the
+    point's requests in its situation cost: queued (the loop's gap between runs, warm caches) or finding its
+    server idle (a wake-up, cold caches: a queue that charged those to every request would read busy periods
+    too long), for MODEL_N requests per replicate, each replicate a fresh resample and fresh arrivals: the median is
+    the estimate, and the bounds are the replicates' spread (of one replicate, not of their mean: a deliberately
+    wide interval, which holds the sampling of the service times and what one replicate's arrivals leave in)."""
+    pools = cost_pools(times)
+    if pools is None or not rate_per_s > 0:
+        return (math.nan, math.nan, math.nan)
+    queued, after_idle = pools
+    rng = np.random.default_rng(seed)
+    servers, queues = max(1, servers), max(1, queues)
+    n, reps = (MODEL_N, MODEL_REPS) if servers == 1 else (6000, 8)  # the heap is a Python loop: fewer, shorter
+    per_queue = rate_per_s / queues
+    if past_ceiling(float(queued.mean()), per_queue, servers):  # no long run
+        return (math.inf, math.inf, math.inf)
+    vals = np.empty(reps)
+    for k in range(reps):
+        busy = queued[_runs_of(queued, n, rng)]
+        wake = after_idle[rng.integers(0, after_idle.size, n)] - busy  # found idle: the other pool's cost instead
+        vals[k] = slo.of(simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:])
+    lo, mid, hi = np.percentile(vals, (2.5, 50, 97.5))
+    return (float(mid), float(lo), float(hi))
