@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ortop.cli.flags import add_workload_args, apply_flags
-from ortop.config import knobs
+from ortop.config import docs, knobs
 from ortop.config import profile as pm
 from ortop.config.diff import diff
 from ortop.config.knobs import CONFIG_ENTRY, ENV, PROVIDER_OPTION, SESSION_OPTION, Flag, Knob
@@ -260,7 +260,7 @@ def test_fake_knob_is_in_every_export() -> None:
 
 @pytest.mark.usefixtures("fake")
 def test_fake_knob_is_in_the_markdown_table() -> None:
-    table = knobs.markdown_table()
+    table = docs.markdown_table()
     assert "| `session.fake_spin_pause` | `session.ortop_fake_spin_pause` — a fake config entry | ORT's |" in table
     assert "| `session.fake_verbosity` | `SessionOptions.log_verbosity_level` — a fake SessionOptions attribute | 0 |" \
         in table
@@ -425,12 +425,13 @@ def test_inter_op_spin_knobs_in_form_exports_and_readme() -> None:
 # docs/reference/profile-keys.md is generated (python -m ortop.cli.docgen) and checked for drift by
 # tests/test_docs_reference.py; its table is the one printed here.
 
+
 def test_markdown_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "ortop.config.knobs", "--markdown"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "ortop.config.docs", "--markdown"], capture_output=True, text=True,
                          check=True)
-    assert out.stdout == knobs.markdown_table()
+    assert out.stdout == docs.markdown_table()
     assert out.stderr == ""  # no runpy warning about the module being imported twice
-    bad = subprocess.run([sys.executable, "-m", "ortop.config.knobs"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "ortop.config.docs"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--markdown" in bad.stderr
 
 

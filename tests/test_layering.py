@@ -188,3 +188,73 @@ def test_the_monitor_and_the_ui_fake_take_the_views_arguments():
             want = inspect.getattr_static(MonitorView, name)
             if callable(want):
                 assert params(getattr(impl, name)) == params(want), (impl.__name__, name)
+
+
+def _package_of(path: Path) -> str:
+    """The package a source file's relative imports start from (``ortop.engine`` for engine/monitor.py and for
+    engine/__init__.py alike)."""
+    return ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(files: dict[str, str]) -> dict[str, set[str]]:
+    """Module → the ortop modules it imports anywhere in its source (a function's deferred imports and
+    TYPE_CHECKING blocks too). Its own packages are left out: Python imports them before the module in any case."""
+    graph = {}
+    for name, source in files.items():
+        package = name if name in _PACKAGES else name.rpartition(".")[0]
+        ancestors = {".".join(name.split(".")[:k]) for k in range(1, name.count(".") + 1)}
+        graph[name] = {m for m in _named(source, package) if m in files and m != name and m not in ancestors}
+    return graph
+
+
+def _named(source: str, package: str) -> set[str]:
+    """Every dotted name an import in the source names, at any depth: ``from P import N`` names P and P.N."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(node, package)
+            names |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return names
+
+
+def _base(node: ast.ImportFrom, package: str) -> str:
+    """The module a from-import reads from, a relative one resolved against ``package``."""
+    base = node.module or ""
+    if node.level:
+        parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+        base = f"{parent}.{base}" if base else parent
+    return base
+
+
+def _two_module_circles(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} <-> {b}" for a, targets in graph.items() for b in targets if a < b and a in graph.get(b, ()))
+
+
+_PACKAGES = {m.name for m in pkgutil.walk_packages(ortop.__path__, "ortop.") if m.ispkg} | {"ortop"}
+
+
+def test_no_two_modules_import_each_other():
+    """No two modules of ortop import each other, at any depth (an import deferred into a function or kept for the
+    type checker counts): what both need lives in the one it belongs to, or in a module below both."""
+    files = {_module_of(f): f.read_text() for f in sorted(SRC.rglob("*.py"))}
+    assert len(files) > 100
+    graph = _import_graph(files)
+    assert sum(len(t) for t in graph.values()) > 300
+    assert not _two_module_circles(graph), "\n".join(_two_module_circles(graph))
+
+
+def test_the_circle_check_sees_deferred_and_type_checking_imports():
+    files = {"ortop.engine.a": "def f():\n    from ortop.engine.b import g\n",
+             "ortop.engine.b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n",
+             "ortop.engine.c": "from ortop.engine import a\nimport ortop.engine\n"}
+    graph = _import_graph(files)
+    assert graph == {"ortop.engine.a": {"ortop.engine.b"}, "ortop.engine.b": {"ortop.engine.a"},
+                     "ortop.engine.c": {"ortop.engine.a"}}
+    assert _two_module_circles(graph) == ["ortop.engine.a <-> ortop.engine.b"]

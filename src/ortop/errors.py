@@ -79,3 +79,10 @@ class RuntimeFailure(OrtopError):
     """The model failed at run time, or measuring could not go on: exit 1."""
 
     exit_code = EXIT_RUNTIME
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception's message on one line (whitespace runs as one space), at most ``limit`` characters; its type's
+    name when it has none."""
+    text = " ".join(str(exc).split())
+    return text[:limit] if text else type(exc).__name__

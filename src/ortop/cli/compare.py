@@ -35,6 +35,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ortop.cli.argtypes import bound, cosine
 from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args, apply_flags
 from ortop.errors import UsageError
 from ortop.measure.agreement import Tolerance
@@ -68,12 +69,12 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         "settled (default p50)")
     g = p.add_argument_group("output agreement", "each configuration's outputs against the first's on the same "
                              "inputs; one beyond any bound is flagged ('off' leaves a bound out)")
-    g.add_argument("--atol", type=_bound, default=None, metavar="X",
+    g.add_argument("--atol", type=bound, default=None, metavar="X",
                    help="the largest max abs error allowed on any output (default off)")
-    g.add_argument("--rtol", type=_bound, default=DEFAULT_TOLERANCE.rtol, metavar="X",
+    g.add_argument("--rtol", type=bound, default=DEFAULT_TOLERANCE.rtol, metavar="X",
                    help=f"the largest mean relative error (mean |b-a| / mean |a|) allowed on any output (default "
                         f"{DEFAULT_TOLERANCE.rtol:g})")
-    g.add_argument("--cosine", type=_cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
+    g.add_argument("--cosine", type=cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
                    help=f"the lowest cosine similarity allowed on any output (default {DEFAULT_TOLERANCE.cosine:g})")
     p.add_argument("--ort-python", metavar="PATH",
                    help="also run the first configuration under this Python's onnxruntime (a venv with numpy and "
@@ -83,32 +84,6 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="also write a self-contained HTML page to FILE: the figures, a forest plot of the changes, "
                         "the host and the profiles")
     add_workload_args(p, session=True)
-
-
-def _bound(text: str) -> float | None:
-    if text.strip().lower() in ("off", "none"):
-        return None
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'off', got {text!r}") from None
-    if not (x >= 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'off', got {text!r}")
-    return x
-
-
-def _cosine(text: str) -> float | None:
-    x = _bound(text) if text.strip().lower() in ("off", "none") else _number(text)
-    if x is not None and not -1 <= x <= 1:
-        raise argparse.ArgumentTypeError(f"a cosine floor is between -1 and 1, got {text!r}")
-    return x
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'off', got {text!r}") from None
 
 
 def _ordered(comps, objective: str):
@@ -307,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
     todo = plan(args)
     profiles, names = todo.profiles, todo.names
     if args.ort_python:  # the first configuration again, its worker under another interpreter's onnxruntime
-        from ortop.cli.variants import with_ort_python
+        from ortop.cli.argtypes import with_ort_python
 
         other, name = with_ort_python(profiles[0], names[0], args.ort_python)
         profiles, names = [*profiles, other], [*names, name]

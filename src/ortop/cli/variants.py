@@ -31,6 +31,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from ortop.cli.argtypes import add_ort_python_arg, with_ort_python
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.measure.compare import METRICS
 
@@ -47,15 +48,16 @@ MiB = 1 << 20
 
 def add_tolerance_args(p: argparse.ArgumentParser) -> None:
     """The output agreement's bounds, spelled as ``ortop compare`` spells them: a variant past any is flagged."""
-    from ortop.cli.compare import DEFAULT_TOLERANCE, _bound, _cosine
+    from ortop.cli.argtypes import bound, cosine
+    from ortop.cli.compare import DEFAULT_TOLERANCE
 
     g = p.add_argument_group("output agreement", "each variant's outputs against the original's on the same inputs; "
                              "one beyond any bound is flagged ('off' leaves a bound out)")
-    g.add_argument("--atol", type=_bound, default=None, metavar="X",
+    g.add_argument("--atol", type=bound, default=None, metavar="X",
                    help="the largest max abs error allowed on any output (default off)")
-    g.add_argument("--rtol", type=_bound, default=DEFAULT_TOLERANCE.rtol, metavar="X",
+    g.add_argument("--rtol", type=bound, default=DEFAULT_TOLERANCE.rtol, metavar="X",
                    help=f"the largest mean relative error allowed on any output (default {DEFAULT_TOLERANCE.rtol:g})")
-    g.add_argument("--cosine", type=_cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
+    g.add_argument("--cosine", type=cosine, default=DEFAULT_TOLERANCE.cosine, metavar="X",
                    help=f"the lowest cosine similarity allowed on any output (default {DEFAULT_TOLERANCE.cosine:g})")
 
 
@@ -63,20 +65,6 @@ def tolerance_of(args: argparse.Namespace) -> Any:
     from ortop.measure.agreement import Tolerance
 
     return Tolerance(args.atol, args.rtol, args.cosine)
-
-
-def add_ort_python_arg(p: argparse.ArgumentParser, help_: str) -> None:
-    p.add_argument("--ort-python", metavar="PATH", help=help_)
-
-
-def with_ort_python(profile: Any, name: str, python: str) -> tuple[Any, str]:
-    """``profile`` run by a worker under the interpreter ``python`` (checked first: exit 2 when it cannot), and
-    ``name`` with that interpreter's onnxruntime version (``original@ort-1.22.0``)."""
-    from ortop.config import profile as profile_mod
-    from ortop.engine import PYTHON_VAR, check_python
-
-    version = check_python(python).ort_version
-    return profile_mod.merge(profile, env={**profile.env, PYTHON_VAR: python}), f"{name}@ort-{version}"
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:

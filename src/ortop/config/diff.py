@@ -13,17 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ortop.config import knobs
 from ortop.config.keys import flatten
 from ortop.config.knobs import Knob
 from ortop.config.values import human
 
-if TYPE_CHECKING:
-    from ortop.config.tree import Profile
-
 NOT_SETTINGS = ("model", "description")  # what a profile runs and says of itself, not how it runs
+
+
+class Settings(Protocol):
+    """A profile as the diff reads it (:class:`ortop.config.tree.Profile`, whose ``changes_from`` calls
+    :func:`diff`): its settings as a nested dict."""
+
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]: ...
 
 
 def _plain(v: Any) -> Any:
@@ -73,7 +77,7 @@ class Change:
         return {"key": self.key, "before": _plain(self.before), "after": _plain(self.after)}
 
 
-def diff(a: Profile, b: Profile, *, settings_only: bool = False) -> tuple[Change, ...]:
+def diff(a: Settings, b: Settings, *, settings_only: bool = False) -> tuple[Change, ...]:
     """Every setting whose value differs from ``a`` to ``b``, by dotted key in sorted order; maps ([session.config],
     [env], provider options, input dims) entry by entry. ``settings_only`` leaves out the model path and the
     description."""
@@ -105,7 +109,7 @@ def change_terms(changes: Iterable[Change]) -> list[str]:
     return [c.term for c in glance_order(changes)]
 
 
-def glance_terms(profile: Profile) -> list[str]:
+def glance_terms(profile: Settings) -> list[str]:
     """What runs now, one term per knob shown at a glance: ``always`` ones always, ``set`` ones when they differ
     from their default (``threads 4 · spin off · dbb 4 · 100 Hz``)."""
     out = []

@@ -1,11 +1,13 @@
-"""The README's profile table, written from the knob registry so the documentation cannot drift from the code.
+"""The profile-key table, written from the knob registry so the documentation cannot drift from the code.
 
-``python -m ortop.config.knobs --markdown`` prints it; a test compares it with README.md.
+``python -m ortop.config.docs --markdown`` prints it; ``python -m ortop.cli.docgen`` writes it into
+docs/reference/profile-keys.md, which a test checks for drift.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -81,12 +83,30 @@ def _key(knob: K.Knob) -> str:
     return f"`[{knob.key}]`" if knob.is_map else f"`{knob.key}`"
 
 
-def markdown_table(registry: Iterable[K.Knob]) -> str:
-    """One row per profile key (map entries are listed in their map's row), in declaration order."""
+def markdown_table(registry: Iterable[K.Knob] | None = None) -> str:
+    """One row per profile key (map entries are listed in their map's row), in declaration order; the knob registry
+    (:func:`ortop.config.knobs.registry`) unless ``registry`` is given."""
     rows = ["| key | ORT name | default |", "|---|---|---|"]
-    for knob in registry:
+    for knob in K.registry() if registry is None else registry:
         if K.is_entry(knob):
             continue
         default = (f"unset: {knob.unset}" if knob.unset else "ORT's") if knob.optional else _literal(knob.default)
         rows.append(f"| {_key(knob)} | {_cell(_where(knob))} | {_cell(default)} |")
     return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ortop.config.docs --markdown``: print the profile-key table."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["--markdown"]:
+        print("usage: python -m ortop.config.docs --markdown", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown_table())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through a subprocess in the tests
+    # Run the importable module's copy, so the registry read is the one every other module sees.
+    from ortop.config import docs as _docs
+
+    raise SystemExit(_docs.main())

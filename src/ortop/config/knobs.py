@@ -14,13 +14,12 @@ the knob's key inside each exporter.
 Over ~400 lines: the registry is one list of declarations, read and changed together.
 
 The registry is looked up at call time (:func:`registry`), so a test can swap :data:`REGISTRY` for a longer tuple.
-This module imports neither onnxruntime nor textual. ``python -m ortop.config.knobs --markdown`` prints the README
-table.
+This module imports neither onnxruntime nor textual. ``python -m ortop.config.docs --markdown`` prints the
+profile-key table.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -542,27 +541,3 @@ def sections() -> list[str]:
 def settings(*targets: str) -> list[Knob]:
     """Single-valued knobs (no maps, no map entries) going to any of ``targets``, in declaration order."""
     return [k for k in registry() if k.target in targets and not k.is_map and not is_entry(k)]
-
-
-def markdown_table() -> str:
-    """The README's ``| key | ORT name | default |`` table for the current registry."""
-    from ortop.config.docs import markdown_table as render
-
-    return render(registry())
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m ortop.config.knobs --markdown``: print the README's profile table."""
-    args = sys.argv[1:] if argv is None else argv
-    if args != ["--markdown"]:
-        print("usage: python -m ortop.config.knobs --markdown", file=sys.stderr)
-        return 2
-    sys.stdout.write(markdown_table())
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised through a subprocess in the tests
-    # Run the importable module's copy, so the registry read is the one every other module sees.
-    from ortop.config import knobs as _registry
-
-    raise SystemExit(_registry.main())

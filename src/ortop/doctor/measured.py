@@ -24,7 +24,7 @@ from ortop.collectors.host import HostFacts
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor.findings import Finding, patch_text
-from ortop.doctor.static import intra_threads
+from ortop.doctor.static import intra_threads, pace_findings
 
 P99_OVER_P50 = 2.0        # latency varies when p99 is more than this many times p50
 SPIN_SAVING_PCT = 10.0    # a CPU saving below this is worth knowing, not worth a warning
@@ -225,21 +225,6 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
         trial = Trial(profile, baseline, comparisons.get(c.name, {}), not_tried.get(c.name, ""))
         findings.extend(c.judge(trial))
     return MeasuredResult(tuple(findings), tuple(names), tried, not_tried, baseline, elapsed, warnings)
-
-
-def pace_findings(profile: Profile, served_per_s: float) -> list[Finding]:
-    """A warning when the profile's offered rate was not served: every figure then includes queueing."""
-    from ortop.engine.traffic import offered_rate, pace_text
-
-    said = pace_text(profile, served_per_s)
-    if not said:
-        return []
-    offered = offered_rate(profile)
-    return [Finding("pace", "warning", f"the offered rate is not kept: {said.removeprefix('rate not kept: ')}",
-                    {"offered_per_s": round(offered, 1), "served_per_s": round(served_per_s, 1)},
-                    f"offer at most about {served_per_s * 0.8:.0f}/s here (80 % of what it serves), or serve more: "
-                    "more intra-op threads, or replicas on their own cores",
-                    {"workload.rate_hz": round(served_per_s * 0.8 / max(1, profile.workload.replicas), 1)})]
 
 
 def _num(x: Any) -> float:

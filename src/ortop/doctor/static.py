@@ -538,9 +538,22 @@ def check_pace(ctx: Context) -> list[Finding]:
     """Live: the offered rate is more than the configuration serves (its figures include queueing)."""
     if ctx.served_per_s is None:
         return []
-    from ortop.doctor.measured import pace_findings
-
     return pace_findings(ctx.profile, ctx.served_per_s)
+
+
+def pace_findings(profile: Profile, served_per_s: float) -> list[Finding]:
+    """A warning when the profile's offered rate was not served: every figure then includes queueing."""
+    from ortop.engine.traffic import offered_rate, pace_text
+
+    said = pace_text(profile, served_per_s)
+    if not said:
+        return []
+    offered = offered_rate(profile)
+    return [Finding("pace", "warning", f"the offered rate is not kept: {said.removeprefix('rate not kept: ')}",
+                    {"offered_per_s": round(offered, 1), "served_per_s": round(served_per_s, 1)},
+                    f"offer at most about {served_per_s * 0.8:.0f}/s here (80 % of what it serves), or serve more: "
+                    "more intra-op threads, or replicas on their own cores",
+                    {"workload.rate_hz": round(served_per_s * 0.8 / max(1, profile.workload.replicas), 1)})]
 
 
 STATIC_CHECKS: tuple[tuple[str, Check], ...] = (

@@ -27,8 +27,8 @@ from ortop.lazy import face_getattr
 if TYPE_CHECKING:
     from ortop.engine.capacity import CapacityResult
     from ortop.engine.capacity_search import CapacitySearch, find_capacity
-    from ortop.engine.headless import check_profile, compare, measure
-    from ortop.engine.models import InputsDiffer, check_inputs
+    from ortop.engine.headless import compare, measure
+    from ortop.engine.models import InputsDiffer, check_inputs, check_profile
     from ortop.engine.monitor import Monitor
     from ortop.engine.ops import profile_ops
     from ortop.engine.snapshot import Snapshot, summary, workload_difference
@@ -61,8 +61,8 @@ __all__ = [
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
     "CapacityResult": "capacity",
     "CapacitySearch": "capacity_search", "find_capacity": "capacity_search",
-    "check_profile": "headless", "compare": "headless", "measure": "headless",
-    "InputsDiffer": "models", "check_inputs": "models",
+    "compare": "headless", "measure": "headless",
+    "InputsDiffer": "models", "check_inputs": "models", "check_profile": "models",
     "Monitor": "monitor",
     "profile_ops": "ops",
     "Snapshot": "snapshot", "summary": "snapshot", "workload_difference": "snapshot",

@@ -316,7 +316,7 @@ def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, bud
              on_point: Callable[[Search, Point], None] | None = None,
              strict_providers: bool = False) -> CapacityResult:
     """Check the profiles (ProfileError / ModelError for bad input), then search (see :class:`CapacitySearch`)."""
-    from ortop.engine.headless import check_profile
+    from ortop.engine.models import check_profile
     from ortop.model import load_model
 
     info = load_model(model_path)

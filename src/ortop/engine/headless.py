@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.models import check_profile
 from ortop.engine.snapshot import Snapshot, summary
 from ortop.engine.store import CONFIG_RING
 
@@ -57,41 +58,6 @@ def gpu_summary(collector: Any, pid: int | None = None, warnings: list[str] | No
          "util_percent": d.util_percent, "worker_mem": d.process_mem}
         for d in sample.devices
     ]
-
-
-def check_profile(model_info: Any, profile: Profile) -> None:
-    """Refuse (ProfileError / ModelError) a profile that is invalid or cannot feed the model."""
-    import os
-
-    from ortop import model as model_mod
-    from ortop.config import profile as profile_mod
-
-    profile_mod.validate(profile, host_cpus=os.cpu_count())
-    w = profile.workload
-    model_mod.make_feeds(model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
-                         batch=w.batch, seed=w.seed)
-    check_traffic(model_info, profile)
-
-
-def check_traffic(model_info: Any, profile: Profile) -> None:
-    """Refuse (ProfileError / ModelError, exit 2) arrivals that cannot be scheduled, a bad mix or a bad trace."""
-    from ortop.config.errors import ProfileError
-    from ortop.measure.arrivals import FIXED, POISSON, TRACE, mode_of
-    from ortop.model import mixes
-    from ortop.model import trace as trace_mod
-
-    w = profile.workload
-    mode = mode_of(w)
-    if mode in (FIXED, POISSON) and not w.rate_hz > 0:
-        raise ProfileError(f"workload.arrival = {mode!r} needs an offered rate: set workload.rate_hz (--rate)")
-    if mode == TRACE:
-        if not w.trace:
-            raise ProfileError("workload.arrival = 'trace' needs a trace: set workload.trace (--trace FILE.jsonl)")
-        trace_mod.load(w.trace, model_info)
-    elif w.trace:
-        raise ProfileError(f"workload.trace is set but workload.arrival is {mode!r}: set arrival = 'trace' to "
-                           "replay it")
-    mixes.variants(model_info, w.dim_mix, w.shape_mix)
 
 
 def measure(model_path: str, profile: Profile, *, duration_s: float, strict_providers: bool = False,

@@ -6,6 +6,9 @@ model's inputs (``Build.feed_model``), so two models with the same inputs see th
 be compared (:mod:`ortop.measure.agreement`). That needs inputs that match: the same names, each of the same dtype
 and rank, and where both models fix an axis, the same size; where only one fixes it, the size the first model's
 inputs are fed with must be that one. Anything else is refused with one line naming the difference (exit 2).
+
+A profile is checked against its model the same way, before a worker starts (:func:`check_profile`): the monitor,
+the headless runner and the capacity search refuse what cannot be fed or scheduled.
 """
 
 from __future__ import annotations
@@ -120,3 +123,38 @@ def model_bytes(path: str) -> int | None:
         return os.path.getsize(path)
     except OSError:
         return None
+
+
+def check_profile(model_info: Any, profile: Profile) -> None:
+    """Refuse (ProfileError / ModelError) a profile that is invalid or cannot feed the model."""
+    import os
+
+    from ortop import model as model_mod
+    from ortop.config import profile as profile_mod
+
+    profile_mod.validate(profile, host_cpus=os.cpu_count())
+    w = profile.workload
+    model_mod.make_feeds(model_info, dims=w.dims, shapes=w.shapes, values=w.values, inputs=w.inputs,
+                         batch=w.batch, seed=w.seed)
+    check_traffic(model_info, profile)
+
+
+def check_traffic(model_info: Any, profile: Profile) -> None:
+    """Refuse (ProfileError / ModelError, exit 2) arrivals that cannot be scheduled, a bad mix or a bad trace."""
+    from ortop.config.errors import ProfileError
+    from ortop.measure.arrivals import FIXED, POISSON, TRACE, mode_of
+    from ortop.model import mixes
+    from ortop.model import trace as trace_mod
+
+    w = profile.workload
+    mode = mode_of(w)
+    if mode in (FIXED, POISSON) and not w.rate_hz > 0:
+        raise ProfileError(f"workload.arrival = {mode!r} needs an offered rate: set workload.rate_hz (--rate)")
+    if mode == TRACE:
+        if not w.trace:
+            raise ProfileError("workload.arrival = 'trace' needs a trace: set workload.trace (--trace FILE.jsonl)")
+        trace_mod.load(w.trace, model_info)
+    elif w.trace:
+        raise ProfileError(f"workload.trace is set but workload.arrival is {mode!r}: set arrival = 'trace' to "
+                           "replay it")
+    mixes.variants(model_info, w.dim_mix, w.shape_mix)

@@ -192,7 +192,7 @@ class Monitor(Verification, Readout):
 
     # ---- internals: worker lifecycle -----------------------------------------------------------------------
     def _check(self, profile: Profile) -> None:
-        from ortop.engine.headless import check_profile
+        from ortop.engine.models import check_profile
 
         check_profile(self.info, profile)
 

@@ -195,8 +195,8 @@ def read_log(path: str, limit: int = 2000) -> list[str]:
 
 def child_main(conn: Any, req: Request) -> None:
     """Entry point of the spawned child: capture fd 1 and 2, probe, send one dict, exit."""
+    from ortop.errors import one_line
     from ortop.runtime.child import die_with_parent
-    from ortop.runtime.session import one_line
 
     fd = os.open(os.path.join(req.workdir, LOG_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ortop.errors import one_line
 from ortop.measure import arrivals as A
 from ortop.runtime.child import set_os_thread_name, set_timer_slack
 
@@ -179,8 +180,6 @@ class Loop:
             else:
                 self._open(n, server, runs, self.queues[r], self.locks[r])
         except Exception as exc:  # a Run() failure is reported, never raised into the void
-            from ortop.runtime.session import one_line
-
             self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
 
     def _closed(self, n: int, server: Server, runs: list[Callable[[], Any]]) -> None:

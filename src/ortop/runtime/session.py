@@ -14,6 +14,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.config.providers import CUDA, TENSORRT
+from ortop.errors import one_line
 from ortop.model import mixes
 from ortop.model.mixes import Variant
 from ortop.runtime import iobind
@@ -27,11 +28,6 @@ class ShapeRefused(Exception):
 
 def describe(feeds: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {'x'.join(map(str, v.shape))}" for k, v in feeds.items())
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:500] if text else type(exc).__name__
 
 
 class Session:

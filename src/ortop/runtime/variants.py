@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ortop.errors import one_line
+
 LOG_NAME = "ort-variants.log"
 OPT_EXTENDED, OPT_ALL, INT8_DYNAMIC, INT8_STATIC, FP16 = "opt-extended", "opt-all", "int8-dynamic", "int8-static", \
     "fp16"
@@ -208,7 +210,7 @@ def preprocess(src: str, dst: str, made: Made) -> str:
     try:
         quant_pre_process(src, dst, skip_symbolic_shape=skip_symbolic)
     except Exception as exc:
-        made.notes.append(f"pre-processing skipped: it failed ({type(exc).__name__}: {_one_line(exc)}); the "
+        made.notes.append(f"pre-processing skipped: it failed ({type(exc).__name__}: {one_line(exc, 400)}); the "
                           "original was quantized")
         return src
     return dst
@@ -288,7 +290,7 @@ def make_all(req: Request, log_path: str | None = None) -> list[dict[str, Any]]:
             made.make_s = time.perf_counter() - t0
             made.bytes = _size_with_data(dst)
         except Exception as exc:  # the variant's answer: why it could not be made; the next one goes on
-            made.error = f"{type(exc).__name__}: {_one_line(exc)}"
+            made.error = f"{type(exc).__name__}: {one_line(exc, 400)}"
             made.make_s = time.perf_counter() - t0
             _remove(dst)
         for line in map(_plain, _log_lines(log_path, start)):
@@ -323,11 +325,6 @@ def _remove(path: str) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:400] if text else type(exc).__name__
 
 
 def _log_size(path: str | None) -> int:
@@ -375,7 +372,7 @@ def child_main(conn: Any, req: Request) -> None:
         result["ort_version"] = ort.__version__
         result["variants"] = make_all(req, log_path)
     except Exception as exc:  # onnxruntime or its quantization tools could not be imported
-        result["error"] = f"{type(exc).__name__}: {_one_line(exc)}"
+        result["error"] = f"{type(exc).__name__}: {one_line(exc, 400)}"
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:

@@ -368,7 +368,8 @@ class Worker:
         from ortop import model as model_mod
         from ortop.config import profile as profile_mod
         from ortop.config.replicas import split_cores
-        from ortop.runtime.session import WARMUP_LIMIT_NS, build, one_line
+        from ortop.errors import one_line
+        from ortop.runtime.session import WARMUP_LIMIT_NS, build
 
         self._halt_live()
         self._abort_block()

@@ -405,8 +405,8 @@ class OrtopApp(App[int]):
                             highlight=highlight)
         self.push_screen(screen, answered)
 
-    @on(messages.VerifyRow)
-    def _verify_row(self, message: messages.VerifyRow) -> None:
+    @on(HistoryScreen.VerifyRow)
+    def _verify_row(self, message: HistoryScreen.VerifyRow) -> None:
         note = self.start_verify(message.record.config_id)
         message.screen.show_message(Text(note, style="green" if note.startswith("verifying") else "bold red"))
 
@@ -424,8 +424,8 @@ class OrtopApp(App[int]):
         self.tick()
         return f"verifying #{config_id} against the row before it: the two alternate for a few seconds"
 
-    @on(messages.ApplyRow)
-    def _apply_row(self, message: messages.ApplyRow) -> None:
+    @on(HistoryScreen.ApplyRow)
+    def _apply_row(self, message: HistoryScreen.ApplyRow) -> None:
         rec = message.record
         try:
             self.apply_profile(rec.profile)
@@ -434,12 +434,12 @@ class OrtopApp(App[int]):
             return
         message.screen.show_message(Text(f"re-applying #{rec.config_id}: the session rebuilds", style="green"))
 
-    @on(messages.SaveRow)
-    def _save_row(self, message: messages.SaveRow) -> None:
+    @on(HistoryScreen.SaveRow)
+    def _save_row(self, message: HistoryScreen.SaveRow) -> None:
         self.ask_save(message.record.profile, default_name=f"config-{message.record.config_id}")
 
-    @on(messages.ExportRow)
-    def _export_row(self, message: messages.ExportRow) -> None:
+    @on(HistoryScreen.ExportRow)
+    def _export_row(self, message: HistoryScreen.ExportRow) -> None:
         self.push_screen(ExportScreen(message.record.profile))
 
     @on(DoctorScreen.ApplyPatch)
@@ -532,8 +532,8 @@ class OrtopApp(App[int]):
         self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-capacity-{label}"),
                       origin=actions.SIZED)
 
-    @on(messages.WriteExport)
-    def _write_export(self, message: messages.WriteExport) -> None:
+    @on(ExportScreen.WriteExport)
+    def _write_export(self, message: ExportScreen.WriteExport) -> None:
         """Ask a name for the export (the model's ``…-export`` offered), then write it next to the profiles."""
         screen, text, ext = message.screen, message.text, message.ext
         self.ask_export_name(screen, text, ext, actions.export_name(self.profile_dir, self.monitor.model_path, ext))

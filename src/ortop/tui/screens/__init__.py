@@ -1,6 +1,6 @@
 """The screens, one per module: the live view, settings, history, tune, capacity, help, and the save / open / export /
 confirm modals. Modal screens return what the user chose through ``dismiss(result)`` to the callback the app passed to
-``push_screen``; the history and export screens post :mod:`ortop.tui.messages`. None of them holds the monitor or
+``push_screen``; each screen posts its own messages to the app. None of them holds the monitor or
 writes a file: the app acts, through :mod:`ortop.tui.actions` for files.
 """
 

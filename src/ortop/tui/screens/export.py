@@ -11,8 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static, Tab, Tabs
 
 from ortop.config.profile import Profile
-from ortop.tui.messages import WriteExport
-from ortop.tui.screens._base import Responsive
+from ortop.tui.screens._base import FromScreen, Responsive
 
 EXPORT_FORMATS: tuple[tuple[str, str], ...] = (
     ("python", ".py"), ("cpp", ".cpp"), ("csharp", ".cs"), ("perf-test", ".sh"), ("olive", ".olive.json"),
@@ -34,8 +33,21 @@ def export_text(profile: Profile, fmt: str) -> tuple[str, bool]:
 
 class ExportScreen(Responsive, ModalScreen[None]):
     """The settings as code or config text, per format; ``w`` asks the app to write the shown text next to the
-    profiles under a name the user gives (:class:`~ortop.tui.messages.WriteExport`), and the app answers with
+    profiles under a name the user gives (:class:`ExportScreen.WriteExport`), and the app answers with
     :meth:`show_message`."""
+
+    class WriteExport(FromScreen["ExportScreen"]):
+        """Write the exported ``text`` next to the profiles under a name the user gives (``…-export{ext}`` offered);
+        the app asks the name and answers with :meth:`ExportScreen.show_message`."""
+
+        def __init__(self, screen: ExportScreen, text: str, ext: str) -> None:
+            super().__init__(screen)
+            self.text = text
+            self.ext = ext
+
+        @property
+        def control(self) -> ExportScreen:
+            return self.screen
 
     BINDINGS = [
         Binding("escape", "close", "close"),
@@ -86,7 +98,7 @@ class ExportScreen(Responsive, ModalScreen[None]):
 
     def action_write(self) -> None:
         if self.ok:
-            self.post_message(WriteExport(self, self.text, dict(EXPORT_FORMATS)[self.fmt]))
+            self.post_message(self.WriteExport(self, self.text, dict(EXPORT_FORMATS)[self.fmt]))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -11,18 +11,41 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from ortop.tui.messages import ApplyRow, ExportRow, SaveRow, VerifyRow
 from ortop.tui.panels.history import HISTORY_COLUMNS, columns, history_detail, history_rows, label_width
-from ortop.tui.screens._base import Responsive
+from ortop.tui.screens._base import FromScreen, Responsive
+
+
+class _RowMessage(FromScreen["HistoryScreen"]):
+    """A request about one history row (an ``engine.monitor.ConfigRecord``)."""
+
+    def __init__(self, screen: HistoryScreen, record: Any) -> None:
+        super().__init__(screen)
+        self.record = record
+
+    @property
+    def control(self) -> HistoryScreen:
+        return self.screen
 
 
 class HistoryScreen(Responsive, Screen[None]):
     """One row per configuration tried, updated live; the best p50 is starred and each row has a verdict.
 
     Enter re-applies a row's profile, ctrl+s saves it, e exports it: the table is where a tuning session ends. Each
-    of those is a message to the app (:mod:`ortop.tui.messages`); the app feeds the table with
+    of those is a message of this screen's to the app (:class:`ApplyRow`…); the app feeds the table with
     :meth:`refresh_data` on its tick and answers a re-apply with :meth:`show_message`.
     """
+
+    class ApplyRow(_RowMessage):
+        """Re-apply the row's profile; the app answers with :meth:`HistoryScreen.show_message`."""
+
+    class VerifyRow(_RowMessage):
+        """Verify the row against the one before it by interleaving them (the app starts it, the monitor runs it)."""
+
+    class SaveRow(_RowMessage):
+        """Save the row's profile (the app opens the save modal)."""
+
+    class ExportRow(_RowMessage):
+        """Export the row's profile (the app opens the export modal)."""
 
     BINDINGS = [
         Binding("h,escape", "close", "back"),
@@ -115,25 +138,22 @@ class HistoryScreen(Responsive, Screen[None]):
     def _row_selected(self) -> None:
         self.action_apply_row()
 
-    def action_apply_row(self) -> None:
+    def _post(self, kind: type[_RowMessage]) -> None:
         rec = self.selected()
         if rec is not None:
-            self.post_message(ApplyRow(self, rec))
+            self.post_message(kind(self, rec))
+
+    def action_apply_row(self) -> None:
+        self._post(self.ApplyRow)
 
     def action_verify_row(self) -> None:
-        rec = self.selected()
-        if rec is not None:
-            self.post_message(VerifyRow(self, rec))
+        self._post(self.VerifyRow)
 
     def action_save_row(self) -> None:
-        rec = self.selected()
-        if rec is not None:
-            self.post_message(SaveRow(self, rec))
+        self._post(self.SaveRow)
 
     def action_export_row(self) -> None:
-        rec = self.selected()
-        if rec is not None:
-            self.post_message(ExportRow(self, rec))
+        self._post(self.ExportRow)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,50 @@
+"""Argument types and options that several commands share: an output bound that may be 'off', a cosine floor, and
+another interpreter's onnxruntime for one configuration (``--ort-python``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+
+def bound(text: str) -> float | None:
+    """A bound ≥ 0, or None for 'off' / 'none' (argparse ``type=``)."""
+    if text.strip().lower() in ("off", "none"):
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'off', got {text!r}") from None
+    if not (x >= 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'off', got {text!r}")
+    return x
+
+
+def cosine(text: str) -> float | None:
+    """A cosine similarity floor between -1 and 1, or None for 'off' / 'none' (argparse ``type=``)."""
+    x = bound(text) if text.strip().lower() in ("off", "none") else _number(text)
+    if x is not None and not -1 <= x <= 1:
+        raise argparse.ArgumentTypeError(f"a cosine floor is between -1 and 1, got {text!r}")
+    return x
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'off', got {text!r}") from None
+
+
+def add_ort_python_arg(p: argparse.ArgumentParser, help_: str) -> None:
+    p.add_argument("--ort-python", metavar="PATH", help=help_)
+
+
+def with_ort_python(profile: Any, name: str, python: str) -> tuple[Any, str]:
+    """``profile`` run by a worker under the interpreter ``python`` (checked first: exit 2 when it cannot), and
+    ``name`` with that interpreter's onnxruntime version (``original@ort-1.22.0``)."""
+    from ortop.config import profile as profile_mod
+    from ortop.engine import PYTHON_VAR, check_python
+
+    version = check_python(python).ort_version
+    return profile_mod.merge(profile, env={**profile.env, PYTHON_VAR: python}), f"{name}@ort-{version}"
