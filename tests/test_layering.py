@@ -258,3 +258,28 @@ def test_the_circle_check_sees_deferred_and_type_checking_imports():
     assert graph == {"ortop.engine.a": {"ortop.engine.b"}, "ortop.engine.b": {"ortop.engine.a"},
                      "ortop.engine.c": {"ortop.engine.a"}}
     assert _two_module_circles(graph) == ["ortop.engine.a <-> ortop.engine.b"]
+
+
+def _private_names(source: str, package: str) -> list[str]:
+    """``from ortop.X import _name`` in a source file, relative imports resolved: a name its module keeps to itself."""
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = _base(node, package)
+            if base == "ortop" or base.startswith("ortop."):
+                hits += [f"{node.lineno}: from {base} import {a.name}" for a in node.names
+                         if a.name.startswith("_") and not a.name.startswith("__")]
+    return hits
+
+
+def test_no_module_imports_a_private_name_of_another():
+    files = sorted(SRC.rglob("*.py"))
+    hits = [f"{f.relative_to(SRC)}:{h}" for f in files for h in _private_names(f.read_text(), _package_of(f))]
+    assert not hits, "\n".join(hits)
+
+
+def test_the_private_name_check_sees_deferred_and_relative_imports():
+    src = ("from ortop.model.inspect import walk, _walk\n"
+           "def f():\n    from ..fsutil import _umask\n    from ortop import __version__\n    from os import _exit\n")
+    assert _private_names(src, "ortop.doctor") == ["1: from ortop.model.inspect import _walk",
+                                                   "3: from ortop.fsutil import _umask"]

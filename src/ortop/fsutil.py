@@ -96,18 +96,21 @@ def write_text(path: str | os.PathLike, text: str, *, protect: Iterable[str | os
                 fh.write(text)
                 fh.flush()
             return Path(os.fspath(path))
-        _replace(real, text, mode=stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+        replace_file(real, text, mode=stat.S_IMODE(st.st_mode) if st is not None else None)
     except OSError as exc:
         raise UsageError(f"cannot write the {what} {os.fspath(path)}: {exc.strerror or exc}") from None
     return Path(os.fspath(path))
 
 
-def _replace(real: str, text: str, *, mode: int) -> None:
+def replace_file(real: str, data: str | bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` (text as UTF-8) beside ``real`` and move it into place, so a failed write never leaves half a
+    file; ``mode``: the file's permissions, 0o666 less the umask unless given. OSError when it cannot."""
     folder = os.path.dirname(real) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+    mode = 0o666 & ~_umask() if mode is None else mode
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())

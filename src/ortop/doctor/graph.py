@@ -10,7 +10,6 @@ elementwise ops (a layout boundary crossed twice).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +63,7 @@ def scan_graph(path: str) -> GraphFacts | None:
     """The Transposes of the model at ``path`` (weights not loaded); None when the file cannot be read."""
     import onnx
 
-    from ortop.model.inspect import _walk_graphs
+    from ortop.model.inspect import walk_graphs
 
     try:
         proto = onnx.load(path, load_external_data=False)
@@ -74,7 +73,7 @@ def scan_graph(path: str) -> GraphFacts | None:
     layout: list[str] = []
     chains: list[tuple[str, str]] = []
     cancelling = 0
-    for g in _walk_graphs(proto.graph):
+    for g in walk_graphs(proto.graph):
         consumers: dict[str, list[Any]] = {}
         for n in g.node:
             for name in n.input:
@@ -123,7 +122,7 @@ def write_without_initializer_inputs(src: str, dst: str) -> int:
     """
     import onnx
 
-    from ortop.fsutil import check_writable
+    from ortop.fsutil import check_writable, replace_file
 
     real = check_writable(dst, protect=[src], what="fixed model")
     try:
@@ -145,23 +144,9 @@ def write_without_initializer_inputs(src: str, dst: str) -> int:
             with open(real, "wb") as fh:
                 fh.write(data)
         else:
-            _replace_bytes(real, data)
+            replace_file(real, data)
     except OSError as exc:
         raise UsageError(f"cannot write the fixed model {dst}: {exc.strerror or exc}") from None
     return removed
 
 
-def _replace_bytes(real: str, data: bytes) -> None:
-    """Write ``data`` beside ``real`` and move it into place, so a failed write never leaves half a model."""
-    from ortop.fsutil import _umask
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=os.path.dirname(real))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            os.fchmod(fh.fileno(), 0o666 & ~_umask())
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

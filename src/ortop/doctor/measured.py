@@ -70,7 +70,7 @@ class MeasuredCheck:
     judge: Callable[[Trial], list[Finding]]
 
 
-def _change(c: Any) -> dict[str, Any]:
+def change_evidence(c: Any) -> dict[str, Any]:
     """A comparison as evidence: before, after, the change and its interval, the verdict, the pairs."""
     d = c.as_dict()
     return {k: d[k] for k in ("before", "after", "change_pct", "ci_low_pct", "ci_high_pct", "verdict", "pairs",
@@ -93,7 +93,7 @@ def judge_spinning(t: Trial) -> list[Finding]:
     if cpu is None or p50 is None:
         return []
     rate = t.profile.workload.rate_hz
-    evidence = {"rate_hz": rate, "cpu_ms_per_run": _change(cpu), "p50_ms": _change(p50)}
+    evidence = {"rate_hz": rate, "cpu_ms_per_run": change_evidence(cpu), "p50_ms": change_evidence(p50)}
     if cpu.verdict == "faster" and -cpu.change_pct >= SPIN_SAVING_PCT:
         return [Finding("spinning", "warning",
                         f"at {rate:g} Hz the intra-op pool spins between runs: with spinning off, {cpu.text()}",
@@ -128,7 +128,7 @@ def judge_variance(t: Trial) -> list[Finding]:
     if p99 is None:
         return [Finding("variance", "info", msg, evidence, f"dynamic_block_base was not tried ({t.why_not}); "
                         f"look for {others}")]
-    evidence["dynamic_block_base_4"] = _change(p99)
+    evidence["dynamic_block_base_4"] = change_evidence(p99)
     if p99.verdict == "faster":
         return [Finding("variance", "warning", msg, evidence,
                         f"set {patch_text(BLOCK_BASE)} (parallel loops in shrinking blocks, so a slow thread "

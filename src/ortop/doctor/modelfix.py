@@ -82,11 +82,11 @@ class FixMeasured:
     error: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        from ortop.doctor.measured import _change
+        from ortop.doctor.measured import change_evidence
 
         return {"copy": self.copy, "error": self.error or None, "outputs": self.outputs or None,
                 "outputs_differ": list(self.outputs_differ),
-                **{m: _change(c) for m, c in self.comparisons.items()}}
+                **{m: change_evidence(c) for m, c in self.comparisons.items()}}
 
     def evidence(self) -> dict[str, Any]:
         """What a finding shows of it: the copy, p50 and throughput in words, and its outputs."""

@@ -26,7 +26,7 @@ from ortop.doctor.findings import Finding
 from ortop.doctor.graph import GraphFacts
 from ortop.engine.events import ORT_LOG
 from ortop.model import ModelInfo
-from ortop.model.inspect import _human_bytes as human_bytes
+from ortop.model.inspect import human_bytes
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"

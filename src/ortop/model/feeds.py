@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 
 from ortop.model.inspect import (
-    _INT_NAMES,
-    _MASK_RE,
-    _NON_TENSOR,
+    INT_NAMES,
+    MASK_RE,
+    NON_TENSOR,
     ModelError,
     ModelInfo,
     TensorInfo,
-    _first_line,
+    first_line,
     format_shape,
 )
 
@@ -126,7 +126,7 @@ def make_feeds(
     symbols = _resolve_symbols(info, dims, shapes, inputs, batch, notes)
     feeds: dict[str, np.ndarray] = {}
     for t in info.inputs:
-        if t.dtype in _NON_TENSOR:
+        if t.dtype in NON_TENSOR:
             raise ModelError(f"input '{t.name}' is a {t.dtype} type; ortop can only feed tensors")
         if t.name in inputs:
             feeds[t.name] = _load_npy(t, inputs[t.name], shapes.get(t.name), notes)
@@ -135,7 +135,7 @@ def make_feeds(
         _check_size(t, shape, sum(a.nbytes for a in feeds.values()))
         if t.name in values:
             feeds[t.name] = _constant(t, shape, values[t.name])
-        elif t.dtype in _INT_NAMES and _MASK_RE.search(t.name):
+        elif t.dtype in INT_NAMES and MASK_RE.search(t.name):
             feeds[t.name] = np.ones(shape, dtype=numpy_dtype(t.dtype))
             notes.append(f"input '{t.name}' filled with 1s (a mask; override with --value/--input)")
         else:
@@ -262,7 +262,7 @@ def _load_npy(t: TensorInfo, path: str, explicit: Sequence[int] | None, notes: l
     try:
         arr = np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise ModelError(f"--input {t.name}: cannot read {path} as .npy ({_first_line(exc)})") from None
+        raise ModelError(f"--input {t.name}: cannot read {path} as .npy ({first_line(exc)})") from None
     if not isinstance(arr, np.ndarray):
         raise ModelError(f"--input {t.name}: {path} holds several arrays (.npz); save one array with np.save")
     if explicit is not None and tuple(int(n) for n in explicit) != arr.shape:
@@ -278,7 +278,7 @@ def _load_npy(t: TensorInfo, path: str, explicit: Sequence[int] | None, notes: l
                 arr = arr.astype(want)
         except (TypeError, ValueError) as exc:
             raise ModelError(f"--input {t.name}: cannot convert {arr.dtype} data to {t.dtype} "
-                             f"({_first_line(exc)})") from None
+                             f"({first_line(exc)})") from None
         notes.append(f"input '{t.name}': {os.path.basename(path)} converted to {t.dtype}")
     return np.ascontiguousarray(arr) if t.dtype != "string" else arr
 
@@ -289,7 +289,7 @@ def _constant(t: TensorInfo, shape: tuple[int, ...], value: float) -> np.ndarray
         return np.full(shape, f"{value:g}" if isinstance(value, float) else str(value), dtype=object)
     if t.dtype == "bool":
         return np.full(shape, bool(value), dtype=dt)
-    if t.dtype in _INT_NAMES:
+    if t.dtype in INT_NAMES:
         v = float(value)
         if not np.isfinite(v) or v != int(v):
             raise ModelError(f"--value {t.name}={value}: input '{t.name}' is {t.dtype}; give a whole number")
@@ -313,7 +313,7 @@ def _random(t: TensorInfo, shape: tuple[int, ...], rng: np.random.Generator, bou
         if size:
             arr[0] = True
         return arr.reshape(shape)
-    if t.dtype in _INT_NAMES:
+    if t.dtype in INT_NAMES:
         lo, hi = 1, 10
         if bound is not None:
             lo, hi = (1, bound) if bound > 1 else (0, max(bound, 1))

@@ -39,16 +39,16 @@ _ELEM_BITS: dict[int, int] = {
     1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 14: 64, 15: 128, 16: 16,
     17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2, 27: 6, 28: 6,
 }
-_INT_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "int4", "uint4", "int2",
+INT_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "int4", "uint4", "int2",
               "uint2"}
 _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
-_NON_TENSOR = {"sequence", "map", "optional", "sparse_tensor", "opaque", "undefined"}
+NON_TENSOR = {"sequence", "map", "optional", "sparse_tensor", "opaque", "undefined"}
 
 # Ops whose output holds the same integer values as their data input (input 0), so ids flow through them unchanged.
 _PASSTHROUGH = {"Cast", "Unsqueeze", "Reshape", "Squeeze", "Identity", "Flatten"}
 _GATHERS = {"Gather", "GatherElements", "GatherND"}
 _CONTROL_FLOW = {"If", "Loop", "Scan"}
-_MASK_RE = re.compile(r"mask", re.IGNORECASE)
+MASK_RE = re.compile(r"mask", re.IGNORECASE)
 
 # onnxruntime (major, minor) -> the highest model IR version it loads, measured by loading models of each IR
 # version (onnxruntime-gpu 1.31.1 loads IR 13 and refuses 14 with "max supported IR version: 13"). Versions not
@@ -123,7 +123,7 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
     except FileNotFoundError:
         raise ModelError(f"model file not found: {path}") from None
     except OSError as exc:  # a symlink loop, a name too long, no permission on a folder
-        raise ModelError(f"cannot read the model {path}: {exc.strerror or _first_line(exc)}") from None
+        raise ModelError(f"cannot read the model {path}: {exc.strerror or first_line(exc)}") from None
     if stat.S_ISDIR(st.st_mode):
         raise ModelError(f"{path} is a directory, not an .onnx file")
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block open() forever; a device never ends
@@ -132,11 +132,11 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
         size = os.path.getsize(path)
         proto = onnx.load(path, format="protobuf", load_external_data=False)
     except DecodeError as exc:
-        raise ModelError(f"{path} is not a valid ONNX model ({_first_line(exc) or 'protobuf decode error'})") from None
+        raise ModelError(f"{path} is not a valid ONNX model ({first_line(exc) or 'protobuf decode error'})") from None
     except OSError as exc:
-        raise ModelError(f"cannot read {path}: {exc.strerror or _first_line(exc)}") from None
+        raise ModelError(f"cannot read {path}: {exc.strerror or first_line(exc)}") from None
     except Exception as exc:  # protobuf size limits, odd encodings: never a traceback
-        raise ModelError(f"{path} is not a valid ONNX model ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise ModelError(f"{path} is not a valid ONNX model ({type(exc).__name__}: {first_line(exc)})") from None
     if size == 0:
         raise ModelError(f"{path} is not a valid ONNX model (empty file)")
     if not proto.HasField("graph"):
@@ -149,7 +149,7 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
     except ModelError:
         raise
     except Exception as exc:
-        raise ModelError(f"{path}: could not read the model's graph ({type(exc).__name__}: {_first_line(exc)})") \
+        raise ModelError(f"{path}: could not read the model's graph ({type(exc).__name__}: {first_line(exc)})") \
             from None
     if missing:
         raise ModelError(f"{path} keeps weights in an external data file that is missing: {missing}")
@@ -157,14 +157,14 @@ def load_model(path: str | os.PathLike) -> ModelInfo:
     return info
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else ""
 
 
 def _summarize(path: str, proto: Any) -> ModelInfo:
     graph = proto.graph
-    graphs = list(_walk_graphs(graph))
+    graphs = list(walk_graphs(graph))
     nodes = [n for g in graphs for n in g.node]
     init_names = {t.name for t in graph.initializer}
 
@@ -213,15 +213,15 @@ def _summarize(path: str, proto: Any) -> ModelInfo:
     )
 
 
-def _walk_graphs(graph: Any) -> Iterator[Any]:
+def walk_graphs(graph: Any) -> Iterator[Any]:
     """The graph and every subgraph (If branches, Loop/Scan bodies), depth first."""
     yield graph
     for node in graph.node:
         for attr in node.attribute:
             if attr.HasField("g"):
-                yield from _walk_graphs(attr.g)
+                yield from walk_graphs(attr.g)
             for sub in attr.graphs:
-                yield from _walk_graphs(sub)
+                yield from walk_graphs(sub)
 
 
 def _tensor_info(value_info: Any) -> TensorInfo:
@@ -279,7 +279,7 @@ def _missing_external_data(path: str, graph: Any) -> str:
     """The first external data file the model names that does not exist next to it ("" when all are there)."""
     base = os.path.dirname(os.path.abspath(path))
     seen: set[str] = set()
-    for g in _walk_graphs(graph):
+    for g in walk_graphs(graph):
         for t in g.initializer:
             if t.data_location != 1:
                 continue
@@ -346,7 +346,7 @@ def _gather_bounds(inputs: Sequence[TensorInfo], graphs: Sequence[Any], nodes: S
 
     bounds: dict[str, int] = {}
     for t in inputs:
-        if t.dtype not in _INT_NAMES:
+        if t.dtype not in INT_NAMES:
             continue
         found: list[int] = []
         todo, seen = [t.name], {t.name}
@@ -463,7 +463,7 @@ def format_shape(shape: Sequence[int | str | None] | None) -> str:
     return "x".join("?" if d is None else str(d) for d in shape)
 
 
-def _human_bytes(n: float) -> str:
+def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -474,7 +474,7 @@ def _human_bytes(n: float) -> str:
 def format_info(info: ModelInfo) -> str:
     """The human-readable ``ortop info`` report."""
     def tensor(t: TensorInfo) -> str:
-        if t.dtype in _NON_TENSOR:
+        if t.dtype in NON_TENSOR:
             return f"  {t.name}: {t.dtype}"
         return f"  {t.name}: {t.dtype}[{'' if t.shape == () else format_shape(t.shape)}]"
 
@@ -484,7 +484,7 @@ def format_info(info: ModelInfo) -> str:
     ]
     if info.producer:
         lines.append(f"producer    {info.producer}")
-    lines.append(f"params      {info.num_initializers} initializers, {_human_bytes(info.param_bytes)}")
+    lines.append(f"params      {info.num_initializers} initializers, {human_bytes(info.param_bytes)}")
     lines.append(f"inputs      {len(info.inputs)}")
     for t in info.inputs:
         bound = info.gather_bounds.get(t.name)
