@@ -23,13 +23,13 @@ def bound(text: str) -> float | None:
 
 def cosine(text: str) -> float | None:
     """A cosine similarity floor between -1 and 1, or None for 'off' / 'none' (argparse ``type=``)."""
-    x = bound(text) if text.strip().lower() in ("off", "none") else _number(text)
+    x = bound(text) if text.strip().lower() in ("off", "none") else _float(text)
     if x is not None and not -1 <= x <= 1:
         raise argparse.ArgumentTypeError(f"a cosine floor is between -1 and 1, got {text!r}")
     return x
 
 
-def _number(text: str) -> float:
+def _float(text: str) -> float:
     try:
         return float(text)
     except ValueError:

@@ -25,6 +25,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor.findings import Finding, patch_text
 from ortop.doctor.static import intra_threads, pace_findings
+from ortop.measure.stats import num_or_nan
 
 P99_OVER_P50 = 2.0        # latency varies when p99 is more than this many times p50
 SPIN_SAVING_PCT = 10.0    # a CPU saving below this is worth knowing, not worth a warning
@@ -212,9 +213,9 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
             if r.fatal:
                 raise ab.AbError(r.fatal)
             lat, cpu = r.summary["latency_ms"], r.summary["cpu"]
-            baseline = Figures(r.summary["runs"], _num(lat.get("p50")), _num(lat.get("p99")),
-                               _num(cpu.get("cpu_ms_per_run")))
-            served = _num(r.summary.get("throughput_per_s"))
+            baseline = Figures(r.summary["runs"], num_or_nan(lat.get("p50")), num_or_nan(lat.get("p99")),
+                               num_or_nan(cpu.get("cpu_ms_per_run")))
+            served = num_or_nan(r.summary.get("throughput_per_s"))
             elapsed, warnings = r.duration_s, tuple(r.summary.get("warnings", ()))
     except ab.AbError as exc:
         f = Finding("measure", "warning", f"the measured checks could not run: {exc}", {"error": str(exc)},
@@ -226,6 +227,3 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
         findings.extend(c.judge(trial))
     return MeasuredResult(tuple(findings), tuple(names), tried, not_tried, baseline, elapsed, warnings)
 
-
-def _num(x: Any) -> float:
-    return float(x) if x is not None else math.nan

@@ -39,6 +39,7 @@ from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import sequential, stats
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
+from ortop.measure.stats import json_num as _num
 from ortop.runtime import protocol as P
 
 BUILD_TIMEOUT_S = 600.0
@@ -162,11 +163,6 @@ class AbResult:
 
     def comparison(self, other: int, metric: str) -> Comparison | None:
         return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
-
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 4)
-
 
 def _mib(x: int | None) -> float | None:
     return None if x is None else round(x / MiB, 1)

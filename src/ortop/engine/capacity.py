@@ -60,7 +60,7 @@ from ortop.config.profile import Profile
 from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.queue import cost_pools, past_ceiling, queue_model
 from ortop.measure.slo import Slo
-from ortop.measure.stats import t95
+from ortop.measure.stats import json_num, t95
 
 STEP = 1.1              # from the prediction, steps of 10 % until the knee is bracketed
 MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
@@ -174,17 +174,12 @@ class Point:
     def as_dict(self, slo: Slo) -> dict[str, Any]:
         a = self.all()
         p50, p99 = (float(x) for x in np.percentile(a, (50, 99))) if a.size else (math.nan, math.nan)
-        return {"rate_per_s": _num(self.rate_per_s), "served_per_s": _num(self.served_per_s()),
+        return {"rate_per_s": json_num(self.rate_per_s), "served_per_s": json_num(self.served_per_s()),
                 "dropped": self.dropped, "runs": self.runs, "blocks": len(self.blocks),
-                "recorded_s": round(self.recorded_s(), 2), "p50_ms": _num(p50),
-                "p99_ms": _num(p99), "slo_ms": _num(self.value(slo)),
-                "model_ms": [_num(x) for x in self.model] if not math.isnan(self.model[0]) else None,
+                "recorded_s": round(self.recorded_s(), 2), "p50_ms": json_num(p50),
+                "p99_ms": json_num(p99), "slo_ms": json_num(self.value(slo)),
+                "model_ms": [json_num(x) for x in self.model] if not math.isnan(self.model[0]) else None,
                 "decision": self.decision, "order": self.order}
-
-
-def _num(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 4)
-
 
 @dataclass
 class Search:
@@ -260,10 +255,10 @@ class Search:
         return knee(self.lo, self.hi, a.estimate(slo), b.estimate(slo), slo.ms)
 
     def as_dict(self, slo: Slo) -> dict[str, Any]:
-        return {"profile": self.name, "capacity_per_s": _num(self.capacity(slo)),
-                "bracket": [_num(self.lo), _num(self.hi)],
-                "met": self.met, "ceiling_per_s": _num(self.ceiling_per_s), "floor_ms": _num(self.floor_ms),
-                "predicted_per_s": _num(self.predicted_per_s),
+        return {"profile": self.name, "capacity_per_s": json_num(self.capacity(slo)),
+                "bracket": [json_num(self.lo), json_num(self.hi)],
+                "met": self.met, "ceiling_per_s": json_num(self.ceiling_per_s), "floor_ms": json_num(self.floor_ms),
+                "predicted_per_s": json_num(self.predicted_per_s),
                 "note": self.note or self.failed or None,
                 "points": [p.as_dict(slo) for _, p in sorted(self.points.items())]}
 

@@ -18,6 +18,7 @@ from ortop.config.profile import Profile
 from ortop.engine.memory import MemoryInfo, mb
 from ortop.engine.traffic import Traffic, summary_part
 from ortop.measure import stats
+from ortop.measure.stats import json_num
 
 MINUS = "\u2212"
 
@@ -130,10 +131,10 @@ class ConfigRecord:
             "label": self.label,
             "changes": [c.as_dict() for c in self.changes],
             "runs": self.latency.runs,
-            "p50_ms": _num(self.latency.p50),
-            "p99_ms": _num(self.latency.p99),
-            "throughput_per_s": _num(self.throughput_per_s),
-            "cpu_ms_per_run": _num(self.cpu.cpu_ms_per_run),
+            "p50_ms": json_num(self.latency.p50),
+            "p99_ms": json_num(self.latency.p99),
+            "throughput_per_s": json_num(self.throughput_per_s),
+            "cpu_ms_per_run": json_num(self.cpu.cpu_ms_per_run),
             "rss_peak_mb": mb(self.rss_peak),
             "rss_delta_mb": None if self.rss_delta is None else round(self.rss_delta / 2**20, 1),
             "verdict": v.as_dict() if isinstance(v, RowVerdict) else None,
@@ -152,8 +153,8 @@ class ReplicaFigures:
 
     def as_dict(self) -> dict[str, Any]:
         return {"replica": self.index, "cores": list(self.cores) if self.cores else None, "runs": self.runs,
-                "throughput_per_s": _num(self.throughput_per_s), "p50_ms": _num(self.latency.p50),
-                "p99_ms": _num(self.latency.p99)}
+                "throughput_per_s": json_num(self.throughput_per_s), "p50_ms": json_num(self.latency.p50),
+                "p99_ms": json_num(self.latency.p99)}
 
 
 @dataclass(frozen=True)
@@ -228,10 +229,6 @@ def signed_pct(x: float, decimals: int = 1) -> str:
 
 
 # ---- the summary ---------------------------------------------------------------------------------------------------
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 4)
-
-
 def memory_summary(m: MemoryInfo, gpu: Any = None) -> dict[str, Any]:
     """The summary's ``memory`` block (MB): the worker's RSS at the end and its peak, its growth since the build,
     the host's memory, and the worker's GPU memory (summed over devices; None without a GPU or a figure)."""
@@ -297,13 +294,13 @@ def summary(snap: Snapshot, *, duration_s: float, gpu: Any = None, extra: dict |
         "warmup_runs": warmup,
         "duration_s": round(duration_s, 3),
         "latency_ms": snap.latency.as_dict(),
-        "throughput_per_s": _num(snap.throughput_per_s),
+        "throughput_per_s": json_num(snap.throughput_per_s),
         "cpu": {
-            "cpu_ms_per_run": _num(snap.cpu.cpu_ms_per_run),
-            "cpu_ms_between_runs_per_s": _num(snap.cpu.cpu_ms_between_runs_per_s),
-            "process_cpu_percent": _num(snap.cpu.process_cpu_percent),
+            "cpu_ms_per_run": json_num(snap.cpu.cpu_ms_per_run),
+            "cpu_ms_between_runs_per_s": json_num(snap.cpu.cpu_ms_between_runs_per_s),
+            "process_cpu_percent": json_num(snap.cpu.process_cpu_percent),
         },
-        "session": {"create_ms": _num(snap.create_ms), "first_run_ms": _num(snap.first_run_ms)},
+        "session": {"create_ms": json_num(snap.create_ms), "first_run_ms": json_num(snap.first_run_ms)},
         "inputs": list(snap.feeds),
         "gpu": gpu,
         "memory": memory_summary(snap.memory, gpu),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ortop.measure import stats
+from ortop.measure.stats import json_num
 
 # Columns of a configuration store's ring (engine.store): response first, so every figure judged on "latency"
 # (verdicts, percentiles, the history) is what a request sees.
@@ -77,8 +78,8 @@ class GapRow:
     p99_ms: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gap": self.label, "runs": self.runs, "service_p50_ms": _num(self.p50_ms),
-                "service_p99_ms": _num(self.p99_ms)}
+        return {"gap": self.label, "runs": self.runs, "service_p50_ms": json_num(self.p50_ms),
+                "service_p99_ms": json_num(self.p99_ms)}
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,8 @@ class ShapeRow:
 
     def as_dict(self) -> dict[str, Any]:
         return {"shape": self.shape, "label": self.label, "runs": self.runs,
-                "service_ms": {"p50": _num(self.service.p50), "p99": _num(self.service.p99)},
-                "latency_ms": {"p50": _num(self.response.p50), "p99": _num(self.response.p99)}}
+                "service_ms": {"p50": json_num(self.service.p50), "p99": json_num(self.service.p99)},
+                "latency_ms": {"p50": json_num(self.response.p50), "p99": json_num(self.response.p99)}}
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,9 @@ class Traffic:
                 f"configuration serves about {rate(self.served_per_s)}/s here; the latencies include queueing")
 
     def arrivals_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "offered_per_s": _num(self.offered_per_s), "served_per_s": _num(self.served_per_s),
-                "dropped": self.dropped, "queue_max": self.queue_max, "kept": self.kept()}
+        return {"mode": self.mode, "offered_per_s": json_num(self.offered_per_s),
+                "served_per_s": json_num(self.served_per_s), "dropped": self.dropped, "queue_max": self.queue_max,
+                "kept": self.kept()}
 
 
 def offered_rate(profile: Any) -> float:
@@ -158,11 +160,6 @@ def rate(x: float) -> str:
     if not math.isfinite(x):
         return "?"
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
-
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 4)
-
 
 def idle_gaps(rows: np.ndarray) -> tuple[GapRow, ...]:
     """Service p50/p99 by the idle gap before each run (rows: the ring's); () when no gap was recorded."""
@@ -222,8 +219,8 @@ def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wa
 
 def stats_dict(s: stats.LatencyStats, std: float = math.nan) -> dict[str, Any]:
     """The figures the summary gives for response, service and queue: mean, std, p50, p90, p99, p999, max."""
-    return {"mean": _num(s.mean), "std": _num(std), "p50": _num(s.p50), "p90": _num(s.p90), "p99": _num(s.p99),
-            "p999": _num(s.p999), "max": _num(s.max)}
+    return {"mean": json_num(s.mean), "std": json_num(std), "p50": json_num(s.p50), "p90": json_num(s.p90),
+            "p99": json_num(s.p99), "p999": json_num(s.p999), "max": json_num(s.max)}
 
 
 def summary_part(t: Traffic) -> dict[str, Any]:

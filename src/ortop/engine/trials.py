@@ -17,6 +17,7 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine.space import Candidate, describe
 from ortop.measure.compare import HIGHER_IS_BETTER, Block, Comparison
+from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import median_ci
 
 KEEP = "keep the baseline"
@@ -85,11 +86,6 @@ class Figures:
     def as_dict(self) -> dict[str, Any]:
         return {"p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms),
                 "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run)}
-
-
-def _num(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
-
 
 def figures(blocks: Sequence[Block]) -> Figures:
     if not blocks:

@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from ortop.measure.stats import latency_stats, median_ci
+from ortop.measure.stats import json_num, latency_stats, median_ci
 
 METRICS = ("p50", "p99", "throughput", "cpu")  # cpu = CPU ms per run; lower is better for all but throughput
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -232,11 +232,6 @@ def _pct(log_ratio: float) -> float:
         return math.nan
     return math.expm1(log_ratio) * 100 if math.isfinite(log_ratio) else (math.inf if log_ratio > 0 else -100.0)
 
-
-def _num(x: float, digits: int) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
-
-
 def _fmt_values(*vs: float) -> list[str]:
     """Values side by side with one number of decimals: three significant digits of the largest."""
     finite = [abs(v) for v in vs if math.isfinite(v)]
@@ -308,15 +303,15 @@ class Comparison:
             "baseline": self.baseline,
             "other": self.other,
             "metric": self.metric,
-            "before": _num(self.before, 4),
-            "after": _num(self.after, 4),
-            "change_pct": _num(self.change_pct, 2),
-            "ci_low_pct": _num(self.ci_low_pct, 2),
-            "ci_high_pct": _num(self.ci_high_pct, 2),
+            "before": json_num(self.before, 4),
+            "after": json_num(self.after, 4),
+            "change_pct": json_num(self.change_pct, 2),
+            "ci_low_pct": json_num(self.ci_low_pct, 2),
+            "ci_high_pct": json_num(self.ci_high_pct, 2),
             "significant": self.significant,
             "verdict": self.verdict,
             "pairs": self.pairs,
-            "seconds_more": _num(self.seconds_more, 1) if self.seconds_more is not None else None,
+            "seconds_more": json_num(self.seconds_more, 1) if self.seconds_more is not None else None,
             "look_confidence": None if self.look_confidence is None else round(self.look_confidence, 6),
             "text": self.text(),
         }

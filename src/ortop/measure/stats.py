@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ortop.measure.series import Bucket
 
-__all__ = ["Bucket", "LatencyStats", "Ring", "Verdict", "latency_stats", "median_ci", "spark", "t95", "verdict"]
+__all__ = ["Bucket", "LatencyStats", "Ring", "Verdict", "json_num", "latency_stats", "median_ci", "num_or_nan", "spark",
+           "t95", "verdict"]
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
 T95 = {3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131,
@@ -176,3 +178,14 @@ def t95(df: int) -> float:
         return {1: 12.706, 2: 4.303}.get(df, 12.706)
     keys = [k for k in sorted(T95) if k <= df]
     return T95[keys[-1]] if df <= 30 else 1.96
+
+
+def json_num(x: float | None, digits: int = 4) -> float | None:
+    """A figure as a result's ``as_dict`` writes it: rounded to ``digits`` decimals, None for a missing, nan or
+    infinite one (JSON has no nan)."""
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def num_or_nan(x: Any) -> float:
+    """A figure read back from such a dict: nan where it is None."""
+    return float(x) if x is not None else math.nan

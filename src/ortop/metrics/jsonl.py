@@ -28,14 +28,10 @@ from typing import IO, Any
 import numpy as np
 
 from ortop.errors import UsageError
+from ortop.measure.stats import json_num
 from ortop.metrics.runs import Pacer, RunFeed, WorkerRss
 
 __all__ = ["JsonlWriter", "open_jsonl", "interval_line"]
-
-
-def _num(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
-
 
 def interval_line(latency_ms: np.ndarray, *, t: float, interval_s: float, snap: Any, runs_total: int,
                   rss_bytes: int | None) -> dict[str, Any]:
@@ -49,10 +45,10 @@ def interval_line(latency_ms: np.ndarray, *, t: float, interval_s: float, snap: 
         "state": str(snap.state),
         "runs": int(a.size),
         "runs_total": int(runs_total),
-        "p50_ms": _num(p50),
-        "p99_ms": _num(p99),
-        "throughput_per_s": _num(a.size / interval_s if interval_s > 0 and a.size else math.nan, 2),
-        "cpu_ms_per_run": _num(snap.cpu.cpu_ms_per_run),
+        "p50_ms": json_num(p50),
+        "p99_ms": json_num(p99),
+        "throughput_per_s": json_num(a.size / interval_s if interval_s > 0 and a.size else math.nan, 2),
+        "cpu_ms_per_run": json_num(snap.cpu.cpu_ms_per_run),
         "rss_bytes": rss_bytes,
         **_traffic(snap),
     }
@@ -64,9 +60,9 @@ def _traffic(snap: Any) -> dict[str, Any]:
     t = getattr(snap, "traffic", None)
     if t is None or not t.open:
         return {}
-    return {"arrival": t.mode, "offered_per_s": _num(t.offered_per_s, 2), "dropped": int(t.dropped),
-            "queue_p50_ms": _num(t.queue.p50), "queue_p99_ms": _num(t.queue.p99),
-            "service_p50_ms": _num(t.service.p50), "service_p99_ms": _num(t.service.p99)}
+    return {"arrival": t.mode, "offered_per_s": json_num(t.offered_per_s, 2), "dropped": int(t.dropped),
+            "queue_p50_ms": json_num(t.queue.p50), "queue_p99_ms": json_num(t.queue.p99),
+            "service_p50_ms": json_num(t.service.p50), "service_p99_ms": json_num(t.service.p99)}
 
 
 class JsonlWriter:
