@@ -13,8 +13,8 @@ The search calls back on its own thread after each point. The screen copies what
 search is between two points, so the copy is whole) and posts it, never waiting for the UI; a timer between points
 moves the clock and shows the ceilings once measured. Drawing is in :mod:`ortop.tui.panels.capacity`.
 
-About 470 lines: one screen, its six states, its ten keys and the four messages it trades with the app, like the
-tune screen it is modelled on; split further, the states would be read and set from two modules.
+The states and the search's thread are the job screen's (:mod:`ortop.tui.screens.job`), shared with the tune
+screen.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
@@ -43,13 +41,13 @@ from ortop.errors import OrtopError
 from ortop.measure.slo import Slo, parse_slo
 from ortop.tui._compat import relabel_binding
 from ortop.tui.panels import capacity as panel
-from ortop.tui.screens._base import FromScreen, Offered, Responsive, post_from_thread, under_cursor
+from ortop.tui.screens._base import FromScreen, Offered, post_from_thread
+from ortop.tui.screens.job import JobScreen
 
 SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through
 BUDGETS_S = (30.0, 60.0, 120.0)
 DEFAULT_SLO_MS = 20.0
 DEFAULT_BUDGET_S = 60.0
-REFRESH_S = 0.5   # the clock, the bar and the ceilings between two points
 RUNNING_NAME = "running"
 
 
@@ -102,7 +100,7 @@ class Curve(Widget):
         return panel.curve(self.result, self.content_size.width, self.content_size.height)
 
 
-class CapacityScreen(Responsive, Screen[None]):
+class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     """Size the running profile and one alternative under a latency SLO; apply or save the one that serves more."""
 
     DEFAULT_CSS = """
@@ -127,6 +125,12 @@ class CapacityScreen(Responsive, Screen[None]):
         Binding("w", "report", "report"),
         Binding("f10", "quit", "quit", show=False),
     ]
+    PREFIX = "cap"
+    COLUMNS = panel.COLUMNS
+    SETTINGS = ("slo", "budget", "alternative", "start")
+    INTRO = ("l picks the SLO, b the budget, a the profile sized beside the running one, g starts: the live session "
+             "pauses while the search runs")
+    STOPPING = "stopping: the point under way ends, and what is known stays"
 
     class Start(FromScreen["CapacityScreen"]):
         """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
@@ -155,14 +159,6 @@ class CapacityScreen(Responsive, Screen[None]):
             self.path = path
             self.error = error
 
-    class _Ended(Message):
-        """The search returned its result or failed (posted from the search's thread)."""
-
-        def __init__(self, result: CapacityResult | None, error: str) -> None:
-            super().__init__()
-            self.result = result
-            self.error = error
-
     def __init__(self, profile: Profile, *, search_factory: SearchFactory | None = None,
                  host: tuple[int, int] | None = None) -> None:
         super().__init__()
@@ -172,16 +168,9 @@ class CapacityScreen(Responsive, Screen[None]):
         self.host = host or _host()   # (logical, physical) cores: what the alternatives may ask for
         self.offers = panel.alternatives(profile, logical=self.host[0], physical=self.host[1])
         self.choice = 0
-        self.state = "ready"          # ready → starting → running → stopping → done / failed
-        self.result: CapacityResult | None = None
-        self.error = ""
         self._factory: SearchFactory = search_factory or real_search
-        self._stop = threading.Event()
         self._search: Search | None = None
         self._t0 = 0.0
-        self._timer: Timer | None = None
-        self._rows: tuple[panel.Row, ...] = ()
-        self._note: Text | None = None
         self.model_path = ""          # set when a search starts: the report names it
         self.report_dir = "."         # where w writes the report
 
@@ -214,30 +203,11 @@ class CapacityScreen(Responsive, Screen[None]):
             yield Static("", id="cap-detail")
         yield Footer()
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        for name in panel.COLUMNS:
-            table.add_column(name, key=name)
-        table.focus()
+    def _mounted(self) -> None:
         self._label_alternative()
-        self.refresh_rows()
-        self.show_message(Text("l picks the SLO, b the budget, a the profile sized beside the running one, g starts: "
-                               "the live session pauses while the search runs", style="dim"))
-
-    def on_unmount(self) -> None:
-        self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
 
     # ---- the search --------------------------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self.state in ("starting", "running", "stopping")
-
-    def run_search(self, model_path: str, profile: Profile) -> None:
-        """Start the search from ``profile`` in a thread (the app has paused the live session)."""
-        if self._stop.is_set() or not self.is_attached:
-            self.app.post_message(self.Finished(self))  # closed before the app answered: nothing to wait for
-            return
+    def _prepare(self, model_path: str, profile: Profile) -> Callable[[], CapacityResult]:
         if profile != self.running_profile:
             label = self.alternative.label if self.alternative is not None else ""
             self.running_profile = profile
@@ -245,30 +215,15 @@ class CapacityScreen(Responsive, Screen[None]):
             labels = [o.label for o in self.offers]
             self.choice = labels.index(label) if label in labels else 0
         self.model_path = model_path
-        self.state = "running"
         self._t0 = time.monotonic()
-        self._timer = self.set_interval(REFRESH_S, self._tick, name="capacity-elapsed")
-        self.refresh_rows()
-        self.show_message(Text("the live session is paused while the search runs; s stops it", style="yellow"))
-        self._run(self.app, model_path, self.profiles(), self.names(), self.slo, self.budget_s, self._stop)
+        profiles, names, slo, budget_s, stop = self.profiles(), self.names(), self.slo, self.budget_s, self._stop
 
-    @work(thread=True, exclusive=True, group="capacity-search")
-    def _run(self, app: Any, model_path: str, profiles: list[Profile], names: list[str], slo: Slo,
-             budget_s: float, stop: threading.Event) -> None:
-        result: CapacityResult | None = None
-        error = ""
-        try:
-            search = self._factory(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop,
-                                   on_point=self._measured)
-            self._search = search
-            result = search.run()
-        except OrtopError as exc:  # a model that cannot be read, a profile it cannot take: one line
-            error = str(exc)
-        except Exception as exc:  # anything else is shown too, never as a traceback
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            post_from_thread(self, self._Ended(result, error))
-            post_from_thread(app, self.Finished(self))
+        def search() -> CapacityResult:
+            self._search = self._factory(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop,
+                                         on_point=self._measured)
+            return self._search.run()
+
+        return search
 
     def _measured(self, search: Any, point: Any) -> None:
         """The search's callback, on its thread: copy what it knows and hand it over."""
@@ -282,21 +237,12 @@ class CapacityScreen(Responsive, Screen[None]):
             self.result = message.result
             self.refresh_rows()
 
-    @on(_Ended)
-    def _on_ended(self, message: _Ended) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
+    def _failed(self) -> None:
         self._search = None
-        self.error = message.error
-        if message.result is None:
-            self.state = "failed"
-            self.refresh_rows()
-            self.show_message(Text("the live session resumes", style="dim"))
-            return
-        self.state = "done"
-        self.result = message.result
-        best = self.result.best()
+
+    def _done(self, result: CapacityResult) -> None:
+        self._search = None
+        best = result.best()
         self.refresh_rows(select=best)
         self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it, w writes "
                                "the HTML report", style="dim"))
@@ -328,11 +274,9 @@ class CapacityScreen(Responsive, Screen[None]):
         else:
             self.show_message(Text(f"report written: {os.path.abspath(message.path)}", style="green"))
 
-    def _tick(self) -> None:
+    def _between(self) -> None:
         """Between two points: the clock, and the ceilings and brackets as the search sets them."""
         search = self._search
-        if self.state not in ("running", "stopping") or not self.is_mounted:
-            return
         if search is not None and self.state == "running":
             self.result = panel.copy_result(search.result())
             self.refresh_rows()
@@ -363,14 +307,9 @@ class CapacityScreen(Responsive, Screen[None]):
                  "  ·  enter applies · ^s saves · c/esc back", style="dim")
         return t
 
-    def _draw_title(self) -> None:
-        self.query_one("#cap-title", Static).update(self._title())
-        self.query_one(ProgressBar).update(total=self.budget_s, progress=0.0 if self.state == "ready" else
-                                           min(self._elapsed(), self.budget_s))
-
     def _verdict(self) -> Text:
         if self.state == "failed":
-            return Text(f"✗ the search failed: {self.error}", style="bold red")
+            return self.failure()
         t = panel.verdict(self.result, self.state == "done")
         if self.state == "done" and self.result is not None:
             for w in self.result.warnings[:2]:
@@ -397,10 +336,6 @@ class CapacityScreen(Responsive, Screen[None]):
         self.refresh_bindings()
         self.show_message()
 
-    def selected(self) -> panel.Row | None:
-        """The row under the cursor, or None."""
-        return under_cursor(self.query_one(DataTable), self._rows)
-
     def show_message(self, message: Text | None = None) -> None:
         """The highlighted profile in full, then ``message`` (the outcome of an apply, what the keys do)."""
         if message is not None:
@@ -416,21 +351,6 @@ class CapacityScreen(Responsive, Screen[None]):
         relabel_binding(self, "a", f"vs {alt.label}" if alt is not None else "alternative")
 
     # ---- keys --------------------------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("slo", "budget", "alternative", "start"):
-            return not self.running
-        if action == "stop":
-            return True if self.state == "running" else (None if self.running else False)
-        return True
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self) -> None:
-        self.show_message()
-
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_apply()
-
     def _new_search(self) -> None:
         """A setting changed after a search: what is shown was for the old one, so the screen starts over."""
         if self.state in ("done", "failed"):
@@ -455,27 +375,11 @@ class CapacityScreen(Responsive, Screen[None]):
             self._label_alternative()
             self._new_search()
 
-    def action_start(self) -> None:
-        if not self.running:
-            self.state, self.result, self.error = "starting", None, ""
-            self._stop = threading.Event()
-            self.refresh_rows()
-            self.post_message(self.Start(self))
-
-    def action_stop(self) -> None:
-        if self.state == "running":
-            self._stop.set()
-            self.state = "stopping"
-            self.refresh_rows()
-            self.show_message(Text("stopping: the point under way ends, and what is known stays", style="yellow"))
-
     def action_apply(self) -> None:
         row = self.selected()
         if row is None:
             return
-        if self.running:
-            self.show_message(Text("the search is running: stop it (s) or wait for its result before applying a "
-                                   "profile", style="yellow"))
+        if self._refused_while_running("a profile"):
             return
         s = self.result.searches[row.index] if self.result is not None else None
         if s is not None and s.failed:
@@ -498,11 +402,3 @@ class CapacityScreen(Responsive, Screen[None]):
         path = self.report_path()
         self.show_message(Text(f"writing {path} …", style="dim"))
         self._write_report(self.result, path, profiles)
-
-    def action_close(self) -> None:
-        self._stop.set()  # the search ends with what it has; the app resumes the live session once it has
-        self.dismiss(None)
-
-    async def action_quit(self) -> None:
-        self._stop.set()
-        await self.app.run_action("quit")

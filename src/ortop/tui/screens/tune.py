@@ -11,27 +11,23 @@ The tuner calls back on its own thread at each step. The screen copies the rows 
 steps, so the copy is whole) and posts them, never waiting for the UI: a quit while the search runs must not leave
 the tuning thread blocked on an event loop that has stopped.
 
-The screen moves through five states (ready, running, stopping, done, failed); the rows are plain functions of a
-trial, run on the tuning thread (:mod:`ortop.tui.panels.tune`).
-
-About 440 lines: one screen, its five states, its nine keys and the four messages it trades with the app; split
-further, the states would be read and set from two modules.
+The screen's five states (ready, running, stopping, done, failed) and the search's thread are the job screen's
+(:mod:`ortop.tui.screens.job`), shared with the capacity screen; the rows are plain functions of a trial, run on the
+tuning thread (:mod:`ortop.tui.panels.tune`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from ortop.config.profile import Profile
@@ -46,15 +42,14 @@ from ortop.engine import (
     figures_text,
     profile_key,
 )
-from ortop.errors import OrtopError
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
-from ortop.tui.screens._base import FromScreen, Offered, Responsive, under_cursor
+from ortop.tui.screens._base import FromScreen, Offered
 from ortop.tui.screens._base import post_from_thread as _post
+from ortop.tui.screens.job import JobScreen
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
 DEFAULT_BUDGET_S = 60.0
-REFRESH_S = 0.5   # the elapsed time and the bar between two steps of the tuner
 
 
 class TunerFactory(Protocol):
@@ -81,7 +76,7 @@ def default_objective(profile: Profile) -> str:
 
 
 # ---- the screen ---------------------------------------------------------------------------------------------------
-class TuneScreen(Responsive, Screen[None]):
+class TuneScreen(JobScreen[TuneResult, Row]):
     """Race candidate settings against the running ones for a budget; stop, apply or save any row."""
 
     DEFAULT_CSS = """
@@ -104,6 +99,12 @@ class TuneScreen(Responsive, Screen[None]):
         Binding("ctrl+s", "save", "save row", key_display="^s"),
         Binding("q,f10", "quit", "quit", show=False),
     ]
+    PREFIX = "tune"
+    COLUMNS = LEADERBOARD_COLUMNS
+    SETTINGS = ("objective", "limit", "budget", "start")
+    INTRO = ("o picks the objective, l a p99 limit, b the budget, g starts: the live session pauses while the search "
+             "runs")
+    STOPPING = "stopping: the race under way ends, and the result so far follows"
 
     class Start(FromScreen["TuneScreen"]):
         """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
@@ -124,15 +125,6 @@ class TuneScreen(Responsive, Screen[None]):
             super().__init__()
             self.board = board
 
-    class _Ended(Message):
-        """The search returned a result or failed (posted from the tuning thread)."""
-
-        def __init__(self, result: TuneResult | None, error: str, warnings: Sequence[str]) -> None:
-            super().__init__()
-            self.result = result
-            self.error = error
-            self.warnings = tuple(warnings)
-
     def __init__(self, profile: Profile, *, tuner_factory: TunerFactory | None = None,
                  budget_s: float = DEFAULT_BUDGET_S) -> None:
         super().__init__()
@@ -140,17 +132,10 @@ class TuneScreen(Responsive, Screen[None]):
         self.objective = default_objective(profile)
         self.budget_s = budget_s
         self.max_p99_ms: float | None = None
-        self.state = "ready"          # ready → starting → running → stopping → done / failed
-        self.result: TuneResult | None = None
-        self.error = ""
         self.board = Board("not started", 0.0, (baseline_row(profile),))
         self._factory: TunerFactory = tuner_factory or real_tuner
-        self._stop = threading.Event()
         self._tuner: Tuner | None = None
-        self._timer: Timer | None = None
-        self._rows: tuple[Row, ...] = ()
         self._verdict = Text()
-        self._note: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="tune-title")
@@ -162,55 +147,21 @@ class TuneScreen(Responsive, Screen[None]):
             yield Static("", id="tune-detail")
         yield Footer()
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        for name in LEADERBOARD_COLUMNS:
-            table.add_column(name, key=name)
-        table.focus()
-        self.refresh_rows()
-        self.show_message(Text("o picks the objective, l a p99 limit, b the budget, g starts: the live session "
-                               "pauses while the search runs", style="dim"))
-
-    def on_unmount(self) -> None:
-        self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
+    def may_set(self) -> bool:
+        return self.state == "ready"  # one search a screen: its leaderboard stays
 
     # ---- the search ------------------------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self.state in ("starting", "running", "stopping")
-
-    def run_search(self, model_path: str, profile: Profile) -> None:
-        """Start the search from ``profile`` in a thread (the app has paused the live session)."""
-        if self._stop.is_set() or not self.is_attached:
-            self.app.post_message(self.Finished(self))  # closed before the app answered: nothing to wait for
-            return
+    def _prepare(self, model_path: str, profile: Profile) -> Callable[[], TuneResult]:
         self.start_profile = profile
-        self.state = "running"
         self.board = Board("starting", 0.0, (baseline_row(profile),))
-        self._timer = self.set_interval(REFRESH_S, self._tick, name="tune-elapsed")
-        self.refresh_rows()
-        self.show_message(Text("the live session is paused while the search runs; s stops it", style="yellow"))
-        self._search(self.app, model_path, profile, self.objective, self.budget_s, self.max_p99_ms)
+        objective, budget_s, max_p99_ms, stop = self.objective, self.budget_s, self.max_p99_ms, self._stop
 
-    @work(thread=True, exclusive=True, group="tune-search")
-    def _search(self, app: Any, model_path: str, profile: Profile, objective: str, budget_s: float,
-                max_p99_ms: float | None) -> None:
-        result: TuneResult | None = None
-        error, warnings = "", []
-        try:
-            tuner = self._factory(model_path, profile, objective=objective, budget_s=budget_s,
-                                  on_event=self._stepped, stop=self._stop, max_p99_ms=max_p99_ms)
-            self._tuner = tuner
-            result = tuner.run()
-            warnings = list(getattr(tuner.racer, "warnings", ()))
-        except OrtopError as exc:  # a model that cannot be read, the start profile failing: one line
-            error = str(exc)
-        except Exception as exc:  # anything else is shown too, never as a traceback
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            _post(self, self._Ended(result, error, warnings))
-            _post(app, self.Finished(self))
+        def search() -> TuneResult:
+            self._tuner = self._factory(model_path, profile, objective=objective, budget_s=budget_s,
+                                        on_event=self._stepped, stop=stop, max_p99_ms=max_p99_ms)
+            return self._tuner.run()
+
+        return search
 
     def _stepped(self, kind: str, tuner: Tuner) -> None:
         """The tuner's callback, on its thread: copy what it shows and hand it over."""
@@ -223,23 +174,14 @@ class TuneScreen(Responsive, Screen[None]):
         self.board = message.board
         self.refresh_rows()
 
-    @on(_Ended)
-    def _on_ended(self, message: _Ended) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-        self.result, self.error = message.result, message.error
-        res = message.result
-        if res is None:
-            self.state = "failed"
-            self._verdict = Text(f"✗ the search failed: {message.error}", style="bold red")
-            self.refresh_rows()
-            self.show_message(Text("the live session resumes", style="dim"))
-            return
-        self.state = "done"
+    def _failed(self) -> None:
+        self._verdict = self.failure()
+
+    def _done(self, res: TuneResult) -> None:
         rows = board_rows(res.trials, res.baseline, res.baseline_figures, res.objective)
         self.board = Board("stopped" if res.stopped else "done", res.elapsed_s, rows)
-        self._verdict = self._verdict_text(res, message.warnings)
+        racer = self._tuner.racer if self._tuner is not None else None
+        self._verdict = self._verdict_text(res, list(getattr(racer, "warnings", ())))
         best = profile_key(res.best)
         self.refresh_rows(select=next((r.key for r in rows if profile_key(r.profile) == best), None))
         self.show_message(Text("enter or a applies the selected row to the live session, ctrl+s saves it",
@@ -260,17 +202,15 @@ class TuneScreen(Responsive, Screen[None]):
             t.append(f"\nwarning: {w}", style="yellow")
         return t
 
-    def _tick(self) -> None:
+    def _between(self) -> None:
         """Between two steps of the tuner the clock moves (the title and the bar), and a dimension that has just
         started lists its candidates as racing: its first step comes only after its first rung, seconds later."""
-        if self.state not in ("running", "stopping") or not self.is_mounted:
-            return
         tuner = self._tuner
         if tuner is not None and len(tuner.trials) > len(self.board.rows) - 1:
             self.board = tuner_board(tuner)  # new trials only get added, each whole, between the tuner's steps
             self.refresh_rows()
         else:
-            self._draw_progress()
+            self._draw_title()
 
     def _elapsed(self) -> float:
         tuner = self._tuner
@@ -296,12 +236,6 @@ class TuneScreen(Responsive, Screen[None]):
             t.append("  ·  enter/a applies a row · ^s saves it · t/esc back", style="dim")
         return t
 
-    def _draw_progress(self) -> None:
-        self.query_one("#tune-title", Static).update(self._title())
-        bar = self.query_one(ProgressBar)
-        bar.update(total=self.budget_s, progress=min(self._elapsed(), self.budget_s) if self.state != "ready"
-                   else 0.0)
-
     def refresh_rows(self, select: str | None = None) -> None:
         """Rebuild the table (a few dozen rows at most), keeping the selected row (by its candidate) selected."""
         table = self.query_one(DataTable)
@@ -316,13 +250,9 @@ class TuneScreen(Responsive, Screen[None]):
         if current in keys:
             table.move_cursor(row=keys.index(current))
         self.query_one("#tune-verdict", Static).update(self._verdict)
-        self._draw_progress()
+        self._draw_title()
         self.refresh_bindings()
         self.show_message()
-
-    def selected(self) -> Row | None:
-        """The row under the cursor, or None."""
-        return under_cursor(self.query_one(DataTable), self._rows)
 
     def show_message(self, message: Text | None = None) -> None:
         """The selected row in full, then ``message`` (the outcome of an apply, what the keys do)."""
@@ -337,53 +267,26 @@ class TuneScreen(Responsive, Screen[None]):
         self.query_one("#tune-detail", Static).update(t)
 
     # ---- keys ------------------------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("objective", "limit", "budget", "start"):
-            return self.state == "ready"
-        if action == "stop":
-            return True if self.state == "running" else (None if self.running else False)
-        return True
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self) -> None:
-        self.show_message()
-
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_apply()
+    def _redraw(self) -> None:
+        self._draw_title()
+        self.refresh_bindings()
 
     def action_objective(self) -> None:
-        if self.state == "ready":
+        if self.may_set():
             self.objective = OBJECTIVES[(OBJECTIVES.index(self.objective) + 1) % len(OBJECTIVES)]
-            self._draw_progress()
+            self._draw_title()
 
     def action_limit(self) -> None:
         """Cycle the p99 limit: a constrained objective ("least CPU per run with p99 ≤ 5 ms")."""
-        if self.state == "ready":
+        if self.may_set():
             self.max_p99_ms = P99_LIMITS_MS[(P99_LIMITS_MS.index(self.max_p99_ms) + 1) % len(P99_LIMITS_MS)]
-            self._draw_progress()
+            self._draw_title()
 
     def action_budget(self) -> None:
-        if self.state == "ready":
+        if self.may_set():
             later = [b for b in BUDGETS_S if b > self.budget_s]
             self.budget_s = later[0] if later else BUDGETS_S[0]
-            self._draw_progress()
-
-    def action_start(self) -> None:
-        if self.state == "ready":
-            self.state = "starting"
-            self._draw_progress()
-            self.refresh_bindings()
-            self.post_message(self.Start(self))
-
-    def action_stop(self) -> None:
-        if self.state == "running":
-            self._stop.set()
-            self.state = "stopping"
-            self._draw_progress()
-            self.refresh_bindings()
-            self.show_message(Text("stopping: the race under way ends, and the result so far follows",
-                                   style="yellow"))
+            self._draw_title()
 
     def action_apply(self) -> None:
         row = self.selected()
@@ -392,9 +295,7 @@ class TuneScreen(Responsive, Screen[None]):
         if row.status == "failed":
             self.show_message(Text(f"✗ {row.key} failed, so it cannot be applied (see why above)", style="bold red"))
             return
-        if self.running:
-            self.show_message(Text("the search is running: stop it (s) or wait for its result before applying a "
-                                   "row", style="yellow"))
+        if self._refused_while_running("a row"):
             return
         self.post_message(self.ApplyRow(self, row.profile, row.key))
 
@@ -407,11 +308,3 @@ class TuneScreen(Responsive, Screen[None]):
                                    style="bold red"))
             return
         self.post_message(self.SaveRow(self, row.profile, row.key))
-
-    def action_close(self) -> None:
-        self._stop.set()  # the search finishes with what it has; the app resumes the live session when it has
-        self.dismiss(None)
-
-    async def action_quit(self) -> None:
-        self._stop.set()
-        await self.app.run_action("quit")

@@ -1,0 +1,232 @@
+"""What the tune and capacity screens share: a search run from the live view in worker processes of its own.
+
+Five states: ready (its settings may change), running (after a moment starting, while the app pauses the live
+session), stopping (s: the search ends with what it has), done and failed. The screen asks the app to pause the live
+session (the subclass's ``Start``, answered with :meth:`JobScreen.run_search`) and to resume it once the search's
+workers are gone (its ``Finished``), whatever ended the search: its result, s, esc, q, or an error. Each screen has
+message classes of its own, so the app tells the two apart.
+
+The search runs on a thread and calls back there; the screen posts what it needs to itself and never waits for the
+UI: a quit while the search runs must not leave that thread blocked on an event loop that has stopped.
+
+A subclass says what its search is (:meth:`JobScreen._prepare`), what it shows once it ends (:meth:`JobScreen._done`),
+and draws itself (``_title``, ``_elapsed``, ``refresh_rows``, ``show_message``). Textual calls a handler of every
+class in the screen's MRO, so ``on_mount``, ``on_unmount`` and the table's handlers live here alone, with hooks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
+
+from rich.text import Text
+from textual import on, work
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, ProgressBar, Static
+
+from ortop.config.profile import Profile
+from ortop.errors import OrtopError
+from ortop.tui.screens._base import FromScreen, Responsive, post_from_thread, under_cursor
+
+R = TypeVar("R")  # what the search returns
+W = TypeVar("W")  # one row of the screen's table
+REFRESH_S = 0.5   # the clock and the bar between two callbacks of the search
+
+
+class JobScreen(Responsive, Screen[None], Generic[R, W]):
+    """A search started, stopped and followed from the live view; its rows applied or saved once it ends."""
+
+    PREFIX: ClassVar[str]                  # the widgets' ids: PREFIX-title, PREFIX-detail, …
+    COLUMNS: ClassVar[tuple[str, ...]]     # the table's columns
+    SETTINGS: ClassVar[tuple[str, ...]]    # the actions that change what the next search does (and start it)
+    INTRO: ClassVar[str]                   # what the keys do, before the start
+    STOPPING: ClassVar[str]                # what s says
+    Start: ClassVar[type[FromScreen[Any]]]
+    Finished: ClassVar[type[FromScreen[Any]]]
+    budget_s: float                        # the search's budget (s): the title's clock and the bar count to it
+
+    class _Ended(Message):
+        """The search returned its result or failed (posted from the search's thread)."""
+
+        def __init__(self, result: Any, error: str) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = "ready"          # ready → starting → running → stopping → done / failed
+        self.result: R | None = None
+        self.error = ""
+        self._stop = threading.Event()
+        self._timer: Timer | None = None
+        self._rows: tuple[W, ...] = ()
+        self._note: Text | None = None
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(DataTable)
+        for name in self.COLUMNS:
+            table.add_column(name, key=name)
+        table.focus()
+        self._mounted()
+        self.refresh_rows()
+        self.show_message(Text(self.INTRO, style="dim"))
+
+    def on_unmount(self) -> None:
+        self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
+
+    # ---- the search ------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.state in ("starting", "running", "stopping")
+
+    def may_set(self) -> bool:
+        """Whether the settings may change now (and a search start)."""
+        return not self.running
+
+    def run_search(self, model_path: str, profile: Profile) -> None:
+        """Start the search from ``profile`` in a thread (the app has paused the live session)."""
+        if self._stop.is_set() or not self.is_attached:
+            self.app.post_message(self.Finished(self))  # closed before the app answered: nothing to wait for
+            return
+        search = self._prepare(model_path, profile)
+        self.state = "running"
+        self._timer = self.set_interval(REFRESH_S, self._tick, name=f"{self.PREFIX}-elapsed")
+        self.refresh_rows()
+        self.show_message(Text("the live session is paused while the search runs; s stops it", style="yellow"))
+        self._run(self.app, search)
+
+    @work(thread=True, exclusive=True, group="job-search")
+    def _run(self, app: Any, search: Callable[[], R]) -> None:
+        result: R | None = None
+        error = ""
+        try:
+            result = search()
+        except OrtopError as exc:  # a model that cannot be read, a profile it cannot take: one line
+            error = str(exc)
+        except Exception as exc:  # anything else is shown too, never as a traceback
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            post_from_thread(self, self._Ended(result, error))
+            post_from_thread(app, self.Finished(self))
+
+    @on(_Ended)
+    def _on_ended(self, message: _Ended) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self.error = message.error
+        if message.result is None:
+            self.state = "failed"
+            self._failed()
+            self.refresh_rows()
+            self.show_message(Text("the live session resumes", style="dim"))
+            return
+        self.state = "done"
+        self.result = message.result
+        self._done(message.result)
+
+    def _tick(self) -> None:
+        if self.state in ("running", "stopping") and self.is_mounted:
+            self._between()
+
+    def failure(self) -> Text:
+        """The verdict of a search that failed."""
+        return Text(f"✗ the search failed: {self.error}", style="bold red")
+
+    # ---- what a subclass gives -------------------------------------------------------------------------------
+    def _prepare(self, model_path: str, profile: Profile) -> Callable[[], R]:
+        """Take in what the app answered, and return the search to run on the thread."""
+        raise NotImplementedError
+
+    def _done(self, result: R) -> None:
+        """The search returned ``result`` (state done): show it."""
+        raise NotImplementedError
+
+    def _failed(self) -> None:
+        """The search failed (state failed, ``error`` says why), before the screen is drawn again."""
+
+    def _between(self) -> None:
+        """The timer, while the search runs: the clock, and what it knows between two callbacks."""
+        self._draw_title()
+
+    def _mounted(self) -> None:
+        """Once mounted, before the first drawing."""
+
+    def _redraw(self) -> None:
+        """The state changed (starting, stopping)."""
+        self.refresh_rows()
+
+    def _title(self) -> Text:
+        raise NotImplementedError
+
+    def _elapsed(self) -> float:
+        raise NotImplementedError
+
+    def refresh_rows(self) -> None:
+        raise NotImplementedError
+
+    def show_message(self, message: Text | None = None) -> None:
+        raise NotImplementedError
+
+    # ---- drawing ---------------------------------------------------------------------------------------------
+    def _draw_title(self) -> None:
+        self.query_one(f"#{self.PREFIX}-title", Static).update(self._title())
+        self.query_one(ProgressBar).update(total=self.budget_s, progress=0.0 if self.state == "ready" else
+                                           min(self._elapsed(), self.budget_s))
+
+    def selected(self) -> W | None:
+        """The row under the cursor, or None."""
+        return under_cursor(self.query_one(DataTable), self._rows)
+
+    def _refused_while_running(self, what: str) -> bool:
+        """Say so and return True while the search runs: ``what`` is applied only from its result."""
+        if self.running:
+            self.show_message(Text(f"the search is running: stop it (s) or wait for its result before applying "
+                                   f"{what}", style="yellow"))
+        return self.running
+
+    # ---- keys ------------------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.SETTINGS:
+            return self.may_set()
+        if action == "stop":
+            return True if self.state == "running" else (None if self.running else False)
+        return True
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self.show_message()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_apply()
+
+    def action_apply(self) -> None:
+        raise NotImplementedError
+
+    def action_start(self) -> None:
+        if self.may_set():
+            self.state, self.result, self.error = "starting", None, ""
+            self._stop = threading.Event()
+            self._redraw()
+            self.post_message(self.Start(self))
+
+    def action_stop(self) -> None:
+        if self.state == "running":
+            self._stop.set()
+            self.state = "stopping"
+            self._redraw()
+            self.show_message(Text(self.STOPPING, style="yellow"))
+
+    def action_close(self) -> None:
+        self._stop.set()  # the search ends with what it has; the app resumes the live session once it has
+        self.dismiss(None)
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        await self.app.run_action("quit")
