@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar, cast
 
+from rich.text import Text
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable
@@ -18,6 +19,24 @@ class Responsive:
 
     def on_mount(self) -> None:
         apply_breakpoints(cast(Screen, self))  # a no-op when the classes were given at construction
+
+
+class Rows:
+    """Screens of one table whose highlighted row is shown in full below it (their ``show_message``) and whose row
+    enter applies (their ``action_apply``). Handlers by Textual's naming, so a plain mixin holds them."""
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.show_message()
+
+    def on_data_table_row_selected(self) -> None:
+        self.action_apply()
+
+    def show_message(self, message: Text | None = None) -> None:
+        """The highlighted row in full, then ``message`` (the outcome of an action) under it."""
+        raise NotImplementedError
+
+    def action_apply(self) -> None:
+        raise NotImplementedError
 
 
 T = TypeVar("T")

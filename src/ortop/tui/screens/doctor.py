@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -22,13 +22,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ortop.doctor import Finding, by_severity, counts, evidence_text, patch_text
-from ortop.tui.screens._base import Responsive, under_cursor
+from ortop.tui.screens._base import Responsive, Rows, under_cursor
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 MEASURED_BUDGET_S = 15.0
 
 
-class DoctorScreen(Responsive, Screen[None]):
+class DoctorScreen(Responsive, Rows, Screen[None]):
     """Findings about the live session, most severe first; enter or f applies the selected one's patch."""
 
     DEFAULT_CSS = """
@@ -217,14 +217,6 @@ class DoctorScreen(Responsive, Screen[None]):
             self.show_message(Text("✗ refused: see the notification", style="bold red"))
 
     # ---- keys ------------------------------------------------------------------------------------------------
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self) -> None:
-        self.show_message()
-
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_apply()
-
     def action_apply(self) -> None:
         f = self.selected()
         if f is None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ortop.tui.panels.history import HISTORY_COLUMNS, columns, history_detail, history_rows, label_width
-from ortop.tui.screens._base import FromScreen, Responsive
+from ortop.tui.screens._base import FromScreen, Responsive, Rows
 
 
 class _RowMessage(FromScreen["HistoryScreen"]):
@@ -27,7 +26,7 @@ class _RowMessage(FromScreen["HistoryScreen"]):
         return self.screen
 
 
-class HistoryScreen(Responsive, Screen[None]):
+class HistoryScreen(Responsive, Rows, Screen[None]):
     """One row per configuration tried, updated live; the best p50 is starred and each row has a verdict.
 
     Enter re-applies a row's profile, ctrl+s saves it, e exports it: the table is where a tuning session ends. Each
@@ -49,7 +48,7 @@ class HistoryScreen(Responsive, Screen[None]):
 
     BINDINGS = [
         Binding("h,escape", "close", "back"),
-        Binding("enter", "apply_row", "re-apply"),
+        Binding("enter", "apply", "re-apply"),
         Binding("v", "verify_row", "verify"),
         Binding("ctrl+s", "save_row", "save row"),
         Binding("e", "export_row", "export row"),
@@ -130,20 +129,12 @@ class HistoryScreen(Responsive, Screen[None]):
             detail.append_text(message)
         self.query_one("#history-detail", Static).update(detail)
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self) -> None:
-        self.show_message()
-
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_apply_row()
-
     def _post(self, kind: type[_RowMessage]) -> None:
         rec = self.selected()
         if rec is not None:
             self.post_message(kind(self, rec))
 
-    def action_apply_row(self) -> None:
+    def action_apply(self) -> None:
         self._post(self.ApplyRow)
 
     def action_verify_row(self) -> None:

@@ -11,7 +11,7 @@ UI: a quit while the search runs must not leave that thread blocked on an event 
 
 A subclass says what its search is (:meth:`JobScreen._prepare`), what it shows once it ends (:meth:`JobScreen._done`),
 and draws itself (``_title``, ``_elapsed``, ``refresh_rows``, ``show_message``). Textual calls a handler of every
-class in the screen's MRO, so ``on_mount``, ``on_unmount`` and the table's handlers live here alone, with hooks.
+class in the screen's MRO, so ``on_mount`` and ``on_unmount`` live here alone, with hooks.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from textual.widgets import DataTable, ProgressBar, Static
 
 from ortop.config.profile import Profile
 from ortop.errors import OrtopError
-from ortop.tui.screens._base import FromScreen, Responsive, post_from_thread, under_cursor
+from ortop.tui.screens._base import FromScreen, Responsive, Rows, post_from_thread, under_cursor
 
 R = TypeVar("R")  # what the search returns
 W = TypeVar("W")  # one row of the screen's table
 REFRESH_S = 0.5   # the clock and the bar between two callbacks of the search
 
 
-class JobScreen(Responsive, Screen[None], Generic[R, W]):
+class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
     """A search started, stopped and followed from the live view; its rows applied or saved once it ends."""
 
     PREFIX: ClassVar[str]                  # the widgets' ids: PREFIX-title, PREFIX-detail, …
@@ -170,9 +170,6 @@ class JobScreen(Responsive, Screen[None], Generic[R, W]):
     def refresh_rows(self) -> None:
         raise NotImplementedError
 
-    def show_message(self, message: Text | None = None) -> None:
-        raise NotImplementedError
-
     # ---- drawing ---------------------------------------------------------------------------------------------
     def _draw_title(self) -> None:
         self.query_one(f"#{self.PREFIX}-title", Static).update(self._title())
@@ -197,17 +194,6 @@ class JobScreen(Responsive, Screen[None], Generic[R, W]):
         if action == "stop":
             return True if self.state == "running" else (None if self.running else False)
         return True
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self) -> None:
-        self.show_message()
-
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_apply()
-
-    def action_apply(self) -> None:
-        raise NotImplementedError
 
     def action_start(self) -> None:
         if self.may_set():
