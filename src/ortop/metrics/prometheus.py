@@ -190,8 +190,8 @@ class OrtopCollector:
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             monitor, feed = self.monitor, self.feed
-            if monitor is None:
-                return iter(())
+            if monitor is None:  # the endpoint is up before the session: its counters already read 0
+                return iter([*self._counters(None), self._dropped_family()])
             if feed is not None:
                 try:
                     feed.update()
@@ -200,23 +200,7 @@ class OrtopCollector:
             return iter(list(self._families(monitor.snapshot())))
 
     def _families(self, s: Snapshot) -> Iterable[Metric]:
-        h = self.histogram
-        yield h.family("ortop_latency", "Response time of every request of the live configuration, seconds: from "
-                       "its scheduled arrival with open arrivals (queue + Run()), the Run() call in a closed loop.")
-        yield CounterMetricFamily("ortop_runs", "Runs of the live configurations since ortop started "
-                                  "(the latency histogram's count).", value=h.count)
-        errors = sum(e.count for e in s.events if e.level == "error")
-        self._errors = max(self._errors, errors)  # old events are trimmed from the list; a counter never goes down
-        yield CounterMetricFamily("ortop_errors", "Errors reported: failed runs and builds, worker deaths, ORT "
-                                  "errors (repeats counted).", value=self._errors)
-        yield CounterMetricFamily("ortop_rebuilds", "Configurations applied after the first (rebuilds and "
-                                  "restarts for environment knobs).", value=max(0, len(s.history) - 1))
-        yield CounterMetricFamily("ortop_worker_restarts", "Worker processes restarted after dying.",
-                                  value=s.restarts)
-        if self.feed is not None:
-            yield CounterMetricFamily("ortop_metrics_feed_failures", "Polls of the latency feed that failed (the "
-                                      "next one tries again); non-zero means the histogram may lag.",
-                                      value=self.feed.failures)
+        yield from self._counters(s)
         yield from self._gauges(s)
         yield from self._traffic(s)
         yield self._info(s)
@@ -225,6 +209,33 @@ class OrtopCollector:
         for st in State:
             state.add_metric([st.value], 1.0 if str(s.state) == st.value else 0.0)
         yield state
+
+    def _counters(self, s: Snapshot | None) -> Iterable[Metric]:
+        """The latency histogram and the counters, all 0 before there is a snapshot (``s`` None): Prometheus'
+        advice for a metric known to exist, so that a scrape, ``rate()`` or an alert finds it from the start."""
+        h = self.histogram
+        yield h.family("ortop_latency", "Response time of every request of the live configuration, seconds: from "
+                       "its scheduled arrival with open arrivals (queue + Run()), the Run() call in a closed loop.")
+        yield CounterMetricFamily("ortop_runs", "Runs of the live configurations since ortop started "
+                                  "(the latency histogram's count).", value=h.count)
+        if s is not None:
+            errors = sum(e.count for e in s.events if e.level == "error")
+            self._errors = max(self._errors, errors)  # old events are trimmed from the list; a counter never goes down
+        yield CounterMetricFamily("ortop_errors", "Errors reported: failed runs and builds, worker deaths, ORT "
+                                  "errors (repeats counted).", value=self._errors)
+        yield CounterMetricFamily("ortop_rebuilds", "Configurations applied after the first (rebuilds and "
+                                  "restarts for environment knobs).",
+                                  value=max(0, len(s.history) - 1) if s is not None else 0)
+        yield CounterMetricFamily("ortop_worker_restarts", "Worker processes restarted after dying.",
+                                  value=s.restarts if s is not None else 0)
+        if self.feed is not None:
+            yield CounterMetricFamily("ortop_metrics_feed_failures", "Polls of the latency feed that failed (the "
+                                      "next one tries again); non-zero means the histogram may lag.",
+                                      value=self.feed.failures)
+
+    def _dropped_family(self) -> Metric:
+        return CounterMetricFamily("ortop_requests_dropped", "Requests shed on a full queue (open arrivals), over "
+                                   "every configuration since ortop started.", value=sum(self._dropped.values()))
 
     def _gauges(self, s: Snapshot) -> Iterable[Metric]:
         def gauge(name: str, doc: str, value: float | None, unit: str = "") -> Metric | None:
@@ -262,8 +273,7 @@ class OrtopCollector:
         t = s.traffic
         if t is not None and s.config_id >= 0:
             self._dropped[s.config_id] = max(self._dropped.get(s.config_id, 0), t.dropped)
-        yield CounterMetricFamily("ortop_requests_dropped", "Requests shed on a full queue (open arrivals), over "
-                                  "every configuration since ortop started.", value=sum(self._dropped.values()))
+        yield self._dropped_family()
         if t is None or not t.open:
             return
         if _finite(t.offered_per_s):
