@@ -632,23 +632,28 @@ async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_pa
         await pilot.press("s")
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
-        assert screen.query_one("#label-session--intra_op_num_threads").has_class("-focus")
+
+        def focused(wid: str) -> Callable[[], bool]:
+            return lambda: app.focused is not None and app.focused.id == wid
+
+        await wait_for(pilot, focused("f-session--intra_op_num_threads"), what="the first field focused")
+        await wait_for(pilot, lambda: screen.query_one("#label-session--intra_op_num_threads").has_class("-focus"),
+                       what="the first field's label marked")
         names = screen.sections()
         presses = names.index("Workload")
         await pilot.press(*["ctrl+down"] * presses)
-        await pilot.pause()
-        assert app.focused is not None and app.focused.id == "f-workload--rate_hz"  # ~25 tabs down before
-        assert screen.query_one("#label-workload--rate_hz").has_class("-focus")
-        assert "Workload › rate Hz" in str(screen.query_one("#settings-focus").render())
+        await wait_for(pilot, focused("f-workload--rate_hz"), what="the Workload section's first field")  # ~25 tabs
+        await wait_for(pilot, lambda: screen.query_one("#label-workload--rate_hz").has_class("-focus"),
+                       what="its label marked")
+        await wait_for(pilot, lambda: "Workload › rate Hz" in str(screen.query_one("#settings-focus").render()),
+                       what="the focused row named")
         await pilot.press("ctrl+up")
-        await pilot.pause()
         from ortop.tui import form
 
         before = next(f for f in form.FIELDS if f.section == names[presses - 1])
-        assert app.focused is not None and app.focused.id == "f-" + before.key.replace(".", "--")
+        await wait_for(pilot, focused("f-" + before.key.replace(".", "--")), what="the section before")
         await pilot.press("ctrl+down", "ctrl+down")  # wraps around to the first section
-        await pilot.pause()
-        assert app.focused is not None and app.focused.id == "f-session--intra_op_num_threads"
+        await wait_for(pilot, focused("f-session--intra_op_num_threads"), what="the first section again")
 
 
 def help_text(app: OrtopApp, width: int) -> str:
