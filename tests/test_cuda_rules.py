@@ -23,7 +23,8 @@ import pynvml
 import pytest
 
 from ortop.cli.profiles import profiles_main
-from ortop.collectors.gpu import GpuSample, NvmlGpuCollector, cuda_device, cuda_visible
+from ortop.collectors.cuda import cuda_device, cuda_visible
+from ortop.collectors.gpu import GpuSample, NvmlGpuCollector
 from ortop.collectors.host import HostFacts
 from ortop.config import knobs
 from ortop.config import profile as pm

@@ -5,7 +5,7 @@ Each check is a small pure function of a :class:`Context` returning findings (no
 :data:`STATIC_CHECKS`; the CLI and the TUI run that one list. A context is built from a probe session by
 :mod:`ortop.doctor.diagnose`, or from a live monitor's snapshot in the TUI; tests build one directly.
 
-Over ~400 lines: a flat list of independent checks, each a short function; one file keeps the list readable
+Over ~550 lines: a flat list of independent checks, each a short function; one file keeps the list readable
 beside the registry that runs them.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ortop.collectors.gpu import cuda_device
+from ortop.collectors.cuda import cuda_device
 from ortop.collectors.host import HostFacts, format_cpulist
 from ortop.config.profile import Profile
 from ortop.config.validate import option_int
