@@ -46,6 +46,7 @@ from ortop.tui.screens.doctor import DoctorScreen
 from ortop.tui.screens.export import ExportScreen
 from ortop.tui.screens.help import HelpScreen
 from ortop.tui.screens.history import HistoryScreen
+from ortop.tui.screens.job import JobScreen
 from ortop.tui.screens.main import MainScreen
 from ortop.tui.screens.open import OpenScreen
 from ortop.tui.screens.save import SaveAs, SaveScreen
@@ -473,21 +474,22 @@ class OrtopApp(App[int]):
     def _doctor_measured(self) -> None:
         self.release_live("doctor")
 
-    @on(TuneScreen.Start)
-    def _tune_start(self, message: TuneScreen.Start) -> None:
-        """The search races worker processes of its own: the live one waits, paused, until they are gone."""
-        self.hold_live("tune")
+    @on(JobScreen.Start)
+    def _job_start(self, message: JobScreen.Start) -> None:
+        """A tune or capacity search runs worker processes of its own: the live one waits, paused, until they are
+        gone."""
+        self.hold_live(message.screen.JOB)
         message.screen.run_search(self.monitor.model_path, self.current_profile())
 
-    @on(TuneScreen.Finished)
-    def _tune_finished(self) -> None:
-        self.release_live("tune")
+    @on(JobScreen.Finished)
+    def _job_finished(self, message: JobScreen.Finished) -> None:
+        self.release_live(message.screen.JOB)
 
-    @on(TuneScreen.ApplyRow)
-    def _tune_apply(self, message: TuneScreen.ApplyRow) -> None:
-        self._apply_offered(message.screen, message.profile, message.label, "tune")
+    @on(JobScreen.ApplyRow)
+    def _job_apply(self, message: JobScreen.ApplyRow) -> None:
+        self._apply_offered(message.screen, message.profile, message.label)
 
-    def _apply_offered(self, screen: TuneScreen | CapacityScreen, profile: Profile, label: str, who: str) -> None:
+    def _apply_offered(self, screen: JobScreen, profile: Profile, label: str) -> None:
         """Apply a profile a screen offers (a leaderboard row, a sized profile), and tell that screen what
         happened; the one the live session already runs is not rebuilt."""
         from ortop.engine import profile_key
@@ -501,36 +503,15 @@ class OrtopApp(App[int]):
         except (ProfileError, ModelError) as exc:
             screen.show_message(Text(f"✗ {exc}", style="bold red"))
             return
-        self._origins[profile_key(profile)] = actions.TUNED if who == "tune" else actions.SIZED
-        self.monitor.add_event("info", f"{who}: applied {label}")
+        self._origins[profile_key(profile)] = screen.ORIGIN
+        self.monitor.add_event("info", f"{screen.JOB}: applied {label}")
         screen.show_message(Text(f"applied {label}: the live session rebuilds with it", style="green"))
 
-    @on(TuneScreen.SaveRow)
-    def _tune_save(self, message: TuneScreen.SaveRow) -> None:
-        stem, label = Path(self.monitor.model_path).stem, message.label.replace("µ", "u")  # "spin µs 100"
-        origin = None if message.label == "baseline" else actions.TUNED  # the baseline is the live one's
-        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-tune-{label}"), origin=origin)
-
-    @on(CapacityScreen.Start)
-    def _capacity_start(self, message: CapacityScreen.Start) -> None:
-        """The search measures in worker processes of its own: the live one waits, paused, until they are gone."""
-        self.hold_live("capacity")
-        message.screen.run_search(self.monitor.model_path, self.current_profile())
-
-    @on(CapacityScreen.Finished)
-    def _capacity_finished(self) -> None:
-        self.release_live("capacity")
-
-    @on(CapacityScreen.ApplyRow)
-    def _capacity_apply(self, message: CapacityScreen.ApplyRow) -> None:
-        self._apply_offered(message.screen, message.profile, message.label, "capacity")
-
-    @on(CapacityScreen.SaveRow)
-    def _capacity_save(self, message: CapacityScreen.SaveRow) -> None:
-        stem = Path(self.monitor.model_path).stem
-        label = message.label.replace("×", "x").replace("÷", "div")  # "threads ×2 (4)"
-        self.ask_save(message.profile, default_name=actions.sanitize_name(f"{stem}-capacity-{label}"),
-                      origin=actions.SIZED)
+    @on(JobScreen.SaveRow)
+    def _job_save(self, message: JobScreen.SaveRow) -> None:
+        name = message.screen.save_name(Path(self.monitor.model_path).stem, message.label)
+        self.ask_save(message.profile, default_name=actions.sanitize_name(name),
+                      origin=message.screen.saved_origin(message.label))
 
     @on(ExportScreen.WriteExport)
     def _write_export(self, message: ExportScreen.WriteExport) -> None:

@@ -3,11 +3,9 @@
 
 Before the start, l cycles the SLO (p99 ≤ 5 … 100 ms), b the budget and a the alternative sized beside the running
 profile (two pinned replicas, spinning the other way, twice or half the threads); g starts. The search runs worker
-processes of its own, so the screen asks the app to pause the live session first (:class:`CapacityScreen.Start`,
-answered with :meth:`CapacityScreen.run_search`) and to resume it once those workers are gone
-(:class:`CapacityScreen.Finished`), whatever ended the search: its budget, s, esc, q, or an error. Once it has
-ended, enter applies the highlighted profile to the live session and ctrl+s saves it, through the app
-(:class:`CapacityScreen.ApplyRow`, :class:`CapacityScreen.SaveRow`); the screen holds no monitor.
+processes of its own, so the screen asks the app to pause the live session first and to resume it once those
+workers are gone, whatever ended the search. Once it has ended, enter applies the highlighted profile to the live
+session and ctrl+s saves it, through the app (the job screen's messages); the screen holds no monitor.
 
 The search calls back on its own thread after each point. The screen copies what the search knows there (the
 search is between two points, so the copy is whole) and posts it, never waiting for the UI; a timer between points
@@ -39,9 +37,10 @@ from ortop.config.profile import Profile
 from ortop.engine import CapacityResult
 from ortop.errors import OrtopError
 from ortop.measure.slo import Slo, parse_slo
+from ortop.tui import actions
 from ortop.tui._compat import relabel_binding
 from ortop.tui.panels import capacity as panel
-from ortop.tui.screens._base import FromScreen, Offered, post_from_thread
+from ortop.tui.screens._base import post_from_thread
 from ortop.tui.screens.job import JobScreen
 
 SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through
@@ -125,24 +124,14 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         Binding("w", "report", "report"),
         Binding("f10", "quit", "quit", show=False),
     ]
+    JOB = "capacity"
+    ORIGIN = actions.SIZED
     PREFIX = "cap"
     COLUMNS = panel.COLUMNS
     SETTINGS = ("slo", "budget", "alternative", "start")
     INTRO = ("l picks the SLO, b the budget, a the profile sized beside the running one, g starts: the live session "
              "pauses while the search runs")
     STOPPING = "stopping: the point under way ends, and what is known stays"
-
-    class Start(FromScreen["CapacityScreen"]):
-        """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
-
-    class Finished(FromScreen["CapacityScreen"]):
-        """The search is over and its workers are gone: the live session may run again."""
-
-    class ApplyRow(Offered["CapacityScreen"]):
-        """Apply a profile to the live session; the app answers with :meth:`show_message`."""
-
-    class SaveRow(Offered["CapacityScreen"]):
-        """Save a profile (the app opens the save modal)."""
 
     class _Measured(Message):
         """A point was measured (posted from the search's thread, with a copy of what the search knows)."""

@@ -2,9 +2,10 @@
 
 Five states: ready (its settings may change), running (after a moment starting, while the app pauses the live
 session), stopping (s: the search ends with what it has), done and failed. The screen asks the app to pause the live
-session (the subclass's ``Start``, answered with :meth:`JobScreen.run_search`) and to resume it once the search's
-workers are gone (its ``Finished``), whatever ended the search: its result, s, esc, q, or an error. Each screen has
-message classes of its own, so the app tells the two apart.
+session (:class:`JobScreen.Start`, answered with :meth:`JobScreen.run_search`) and to resume it once the search's
+workers are gone (:class:`JobScreen.Finished`), whatever ended the search: its result, s, esc, q, or an error. Rows
+are applied and saved by the app too (:class:`JobScreen.ApplyRow`, :class:`JobScreen.SaveRow`). The app handles each
+message once for both screens; the screen's ``JOB`` names it there.
 
 The search runs on a thread and calls back there; the screen posts what it needs to itself and never waits for the
 UI: a quit while the search runs must not leave that thread blocked on an event loop that has stopped.
@@ -29,7 +30,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 
 from ortop.config.profile import Profile
 from ortop.errors import OrtopError
-from ortop.tui.screens._base import FromScreen, Responsive, Rows, post_from_thread, under_cursor
+from ortop.tui.screens._base import FromScreen, Offered, Responsive, Rows, post_from_thread, under_cursor
 
 R = TypeVar("R")  # what the search returns
 W = TypeVar("W")  # one row of the screen's table
@@ -39,14 +40,26 @@ REFRESH_S = 0.5   # the clock and the bar between two callbacks of the search
 class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
     """A search started, stopped and followed from the live view; its rows applied or saved once it ends."""
 
+    JOB: ClassVar[str]                     # the app's name for it: its hold on the live session, its events, files
+    ORIGIN: ClassVar[str]                  # where a profile it offers comes from, as a saved profile says
     PREFIX: ClassVar[str]                  # the widgets' ids: PREFIX-title, PREFIX-detail, …
     COLUMNS: ClassVar[tuple[str, ...]]     # the table's columns
     SETTINGS: ClassVar[tuple[str, ...]]    # the actions that change what the next search does (and start it)
     INTRO: ClassVar[str]                   # what the keys do, before the start
     STOPPING: ClassVar[str]                # what s says
-    Start: ClassVar[type[FromScreen[Any]]]
-    Finished: ClassVar[type[FromScreen[Any]]]
     budget_s: float                        # the search's budget (s): the title's clock and the bar count to it
+
+    class Start(FromScreen["JobScreen[Any, Any]"]):
+        """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
+
+    class Finished(FromScreen["JobScreen[Any, Any]"]):
+        """The search is over and its workers are gone: the live session may run again."""
+
+    class ApplyRow(Offered["JobScreen[Any, Any]"]):
+        """Apply a row's profile to the live session; the app answers with :meth:`show_message`."""
+
+    class SaveRow(Offered["JobScreen[Any, Any]"]):
+        """Save a row's profile (the app opens the save modal)."""
 
     class _Ended(Message):
         """The search returned its result or failed (posted from the search's thread)."""
@@ -133,6 +146,16 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
     def _tick(self) -> None:
         if self.state in ("running", "stopping") and self.is_mounted:
             self._between()
+
+    def save_name(self, model_stem: str, label: str) -> str:
+        """The file name offered for a row's profile: the model, the job and the row (``mm-tune-spin us 100``)."""
+        for symbol, plain in (("µ", "u"), ("×", "x"), ("÷", "div")):  # "spin µs 100", "threads ×2 (4)"
+            label = label.replace(symbol, plain)
+        return f"{model_stem}-{self.JOB}-{label}"
+
+    def saved_origin(self, label: str) -> str | None:
+        """Where the profile of the row ``label`` came from, for its saved file (None: the live one's)."""
+        return self.ORIGIN
 
     def failure(self) -> Text:
         """The verdict of a search that failed."""

@@ -2,10 +2,9 @@
 once it ends (or is stopped) any row can be applied to the live session or saved.
 
 Before the start, o, l and b pick the objective, a p99 limit and the budget, and g starts. The search runs worker
-processes of its own, so the screen asks the app to pause the live session first (:class:`TuneScreen.Start`,
-answered with :meth:`TuneScreen.run_search`) and to resume it once those workers are gone
-(:class:`TuneScreen.Finished`), whatever ended the search: its result, s, esc, q, or an error. Rows are applied and
-saved by the app too (:class:`TuneScreen.ApplyRow`, :class:`TuneScreen.SaveRow`); the screen holds no monitor.
+processes of its own, so the screen asks the app to pause the live session first and to resume it once those
+workers are gone, whatever ended the search; rows are applied and saved by the app too (the job screen's messages);
+the screen holds no monitor.
 
 The tuner calls back on its own thread at each step. The screen copies the rows there (the tuner is between two
 steps, so the copy is whole) and posts them, never waiting for the UI: a quit while the search runs must not leave
@@ -42,8 +41,8 @@ from ortop.engine import (
     figures_text,
     profile_key,
 )
+from ortop.tui import actions
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
-from ortop.tui.screens._base import FromScreen, Offered
 from ortop.tui.screens._base import post_from_thread as _post
 from ortop.tui.screens.job import JobScreen
 
@@ -99,24 +98,14 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         Binding("ctrl+s", "save", "save row", key_display="^s"),
         Binding("q,f10", "quit", "quit", show=False),
     ]
+    JOB = "tune"
+    ORIGIN = actions.TUNED
     PREFIX = "tune"
     COLUMNS = LEADERBOARD_COLUMNS
     SETTINGS = ("objective", "limit", "budget", "start")
     INTRO = ("o picks the objective, l a p99 limit, b the budget, g starts: the live session pauses while the search "
              "runs")
     STOPPING = "stopping: the race under way ends, and the result so far follows"
-
-    class Start(FromScreen["TuneScreen"]):
-        """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
-
-    class Finished(FromScreen["TuneScreen"]):
-        """The search is over and its workers are gone: the live session may run again."""
-
-    class ApplyRow(Offered["TuneScreen"]):
-        """Apply a row's profile to the live session; the app answers with :meth:`show_message`."""
-
-    class SaveRow(Offered["TuneScreen"]):
-        """Save a row's profile (the app opens the save modal)."""
 
     class _Stepped(Message):
         """The tuner took a step (posted from the tuning thread)."""
@@ -146,6 +135,9 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         with VerticalScroll(id="tune-detail-box"):
             yield Static("", id="tune-detail")
         yield Footer()
+
+    def saved_origin(self, label: str) -> str | None:
+        return None if label == "baseline" else self.ORIGIN  # the baseline is the live one's
 
     def may_set(self) -> bool:
         return self.state == "ready"  # one search a screen: its leaderboard stays
