@@ -28,10 +28,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, ProgressBar, Static
+from textual.widgets import DataTable, Static
 
 from ortop.config.profile import Profile
 from ortop.engine import CapacityResult
@@ -103,13 +102,9 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     """Size the running profile and one alternative under a latency SLO; apply or save the one that serves more."""
 
     DEFAULT_CSS = """
-    CapacityScreen #cap-title { height: auto; padding: 0 1; }
-    CapacityScreen #cap-progress { height: 1; padding: 0 1; }
     CapacityScreen #cap-curve { height: 1fr; min-height: 8; padding: 0 1; text-wrap: nowrap; text-overflow: clip; }
     CapacityScreen #cap-table { height: auto; max-height: 5; }
-    CapacityScreen #cap-verdict { height: auto; padding: 0 1; }
-    CapacityScreen #cap-detail-box { height: auto; max-height: 30%; border-top: solid $primary 60%; }
-    CapacityScreen #cap-detail { height: auto; padding: 0 1; }
+    CapacityScreen #cap-detail-box { max-height: 30%; }
     """
 
     BINDINGS = [
@@ -181,16 +176,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         return [self.running_profile] + ([alt.profile] if alt is not None else [])
 
     # ---- layout ------------------------------------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield Static(self._title(), id="cap-title")
-        yield ProgressBar(total=self.budget_s, show_eta=False, id="cap-progress")
+    def _plot(self) -> ComposeResult:
         yield Curve(id="cap-curve")
-        table: DataTable[Text] = DataTable(id="cap-table", cursor_type="row")
-        yield table
-        yield Static("", id="cap-verdict")
-        with VerticalScroll(id="cap-detail-box"):
-            yield Static("", id="cap-detail")
-        yield Footer()
 
     def _mounted(self) -> None:
         self._label_alternative()

@@ -23,10 +23,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.text import Text
 from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, ProgressBar, Static
+from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from ortop.config.profile import Profile
 from ortop.errors import OrtopError
@@ -48,6 +50,15 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
     INTRO: ClassVar[str]                   # what the keys do, before the start
     STOPPING: ClassVar[str]                # what s says
     budget_s: float                        # the search's budget (s): the title's clock and the bar count to it
+    ZEBRA = False                          # the table's rows striped
+
+    DEFAULT_CSS = """
+    JobScreen .job-title { height: auto; padding: 0 1; }
+    JobScreen .job-progress { height: 1; padding: 0 1; }
+    JobScreen .job-verdict { height: auto; padding: 0 1; }
+    JobScreen .job-detail-box { height: auto; border-top: solid $primary 60%; }
+    JobScreen .job-detail { height: auto; padding: 0 1; }
+    """
 
     class Start(FromScreen["JobScreen[Any, Any]"]):
         """Pause the live session and call :meth:`run_search` (the search runs workers of its own)."""
@@ -78,6 +89,24 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
         self._timer: Timer | None = None
         self._rows: tuple[W, ...] = ()
         self._note: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        """The title and the budget's bar, what the subclass draws above the table (:meth:`_plot`), the table, the
+        verdict and the highlighted row in full; ids ``PREFIX-…``, the shared style by class."""
+        p = self.PREFIX
+        yield Static(self._title(), id=f"{p}-title", classes="job-title")
+        yield ProgressBar(total=self.budget_s, show_eta=False, id=f"{p}-progress", classes="job-progress")
+        yield from self._plot()
+        table: DataTable[Text] = DataTable(id=f"{p}-table", cursor_type="row", zebra_stripes=self.ZEBRA)
+        yield table
+        yield Static("", id=f"{p}-verdict", classes="job-verdict")
+        with VerticalScroll(id=f"{p}-detail-box", classes="job-detail-box"):
+            yield Static("", id=f"{p}-detail", classes="job-detail")
+        yield Footer()
+
+    def _plot(self) -> ComposeResult:
+        """What the screen draws between the bar and the table (nothing, unless the subclass says)."""
+        yield from ()
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -23,11 +23,9 @@ from typing import Protocol
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, ProgressBar, Static
+from textual.widgets import DataTable, Static
 
 from ortop.config.profile import Profile
 from ortop.engine import (
@@ -79,12 +77,8 @@ class TuneScreen(JobScreen[TuneResult, Row]):
     """Race candidate settings against the running ones for a budget; stop, apply or save any row."""
 
     DEFAULT_CSS = """
-    TuneScreen #tune-title { height: auto; padding: 0 1; }
-    TuneScreen #tune-progress { height: 1; padding: 0 1; }
     TuneScreen #tune-table { height: 1fr; }
-    TuneScreen #tune-verdict { height: auto; padding: 0 1; }
-    TuneScreen #tune-detail-box { height: auto; max-height: 45%; border-top: solid $primary 60%; }
-    TuneScreen #tune-detail { height: auto; padding: 0 1; }
+    TuneScreen #tune-detail-box { max-height: 45%; }
     """
 
     BINDINGS = [
@@ -101,6 +95,7 @@ class TuneScreen(JobScreen[TuneResult, Row]):
     JOB = "tune"
     ORIGIN = actions.TUNED
     PREFIX = "tune"
+    ZEBRA = True
     COLUMNS = LEADERBOARD_COLUMNS
     SETTINGS = ("objective", "limit", "budget", "start")
     INTRO = ("o picks the objective, l a p99 limit, b the budget, g starts: the live session pauses while the search "
@@ -125,16 +120,6 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         self._factory: TunerFactory = tuner_factory or real_tuner
         self._tuner: Tuner | None = None
         self._verdict = Text()
-
-    def compose(self) -> ComposeResult:
-        yield Static(self._title(), id="tune-title")
-        yield ProgressBar(total=self.budget_s, show_eta=False, id="tune-progress")
-        table: DataTable[Text] = DataTable(id="tune-table", cursor_type="row", zebra_stripes=True)
-        yield table
-        yield Static("", id="tune-verdict")
-        with VerticalScroll(id="tune-detail-box"):
-            yield Static("", id="tune-detail")
-        yield Footer()
 
     def saved_origin(self, label: str) -> str | None:
         return None if label == "baseline" else self.ORIGIN  # the baseline is the live one's
