@@ -122,18 +122,12 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     JOB = "capacity"
     ORIGIN = actions.SIZED
     PREFIX = "cap"
+    NOTE_AFTER = "\n"
     COLUMNS = panel.COLUMNS
     SETTINGS = ("slo", "budget", "alternative", "start")
     INTRO = ("l picks the SLO, b the budget, a the profile sized beside the running one, g starts: the live session "
              "pauses while the search runs")
     STOPPING = "stopping: the point under way ends, and what is known stays"
-
-    class _Measured(Message):
-        """A point was measured (posted from the search's thread, with a copy of what the search knows)."""
-
-        def __init__(self, result: CapacityResult) -> None:
-            super().__init__()
-            self.result = result
 
     class _Reported(Message):
         """The report was written to ``path``, or could not be (``error``), on the writer's thread."""
@@ -205,13 +199,10 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         """The search's callback, on its thread: copy what it knows and hand it over."""
         found = self._search
         if found is not None:
-            post_from_thread(self, self._Measured(panel.copy_result(found.result())))
+            self._moved_on(panel.copy_result(found.result()))
 
-    @on(_Measured)
-    def _on_measured(self, message: _Measured) -> None:
-        if self.state in ("running", "stopping"):
-            self.result = message.result
-            self.refresh_rows()
+    def _show_progress(self, shown: CapacityResult) -> None:
+        self.result = shown
 
     def _failed(self) -> None:
         self._search = None
@@ -312,15 +303,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         self.refresh_bindings()
         self.show_message()
 
-    def show_message(self, message: Text | None = None) -> None:
-        """The highlighted profile in full, then ``message`` (the outcome of an apply, what the keys do)."""
-        if message is not None:
-            self._note = message
-        t = panel.detail(self.selected(), self.result, self.running_profile)
-        if self._note is not None:
-            t.append("\n")
-            t.append_text(self._note)
-        self.query_one("#cap-detail", Static).update(t)
+    def _detail(self, row: panel.Row | None) -> Text:
+        return panel.detail(row, self.result, self.running_profile)
 
     def _label_alternative(self) -> None:
         alt = self.alternative

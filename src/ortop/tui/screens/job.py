@@ -51,6 +51,7 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
     STOPPING: ClassVar[str]                # what s says
     budget_s: float                        # the search's budget (s): the title's clock and the bar count to it
     ZEBRA = False                          # the table's rows striped
+    NOTE_AFTER = ""                        # between the row's detail and the note under it
 
     DEFAULT_CSS = """
     JobScreen .job-title { height: auto; padding: 0 1; }
@@ -71,6 +72,13 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
 
     class SaveRow(Offered["JobScreen[Any, Any]"]):
         """Save a row's profile (the app opens the save modal)."""
+
+    class _Progress(Message):
+        """The search moved on (posted from its thread, with a copy of what the screen shows of it)."""
+
+        def __init__(self, shown: Any) -> None:
+            super().__init__()
+            self.shown = shown
 
     class _Ended(Message):
         """The search returned its result or failed (posted from the search's thread)."""
@@ -156,6 +164,16 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
             post_from_thread(self, self._Ended(result, error))
             post_from_thread(app, self.Finished(self))
 
+    def _moved_on(self, shown: Any) -> None:
+        """From the search's thread, at each of its callbacks: hand a copy of what it shows to the screen."""
+        post_from_thread(self, self._Progress(shown))
+
+    @on(_Progress)
+    def _on_progress(self, message: _Progress) -> None:
+        if self.state in ("running", "stopping"):
+            self._show_progress(message.shown)
+            self.refresh_rows()
+
     @on(_Ended)
     def _on_ended(self, message: _Ended) -> None:
         if self._timer is not None:
@@ -199,6 +217,10 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
         """The search returned ``result`` (state done): show it."""
         raise NotImplementedError
 
+    def _show_progress(self, shown: Any) -> None:
+        """Take in what :meth:`_moved_on` handed over (the screen is drawn again next)."""
+        raise NotImplementedError
+
     def _failed(self) -> None:
         """The search failed (state failed, ``error`` says why), before the screen is drawn again."""
 
@@ -216,6 +238,10 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
     def _title(self) -> Text:
         raise NotImplementedError
 
+    def _detail(self, row: W | None) -> Text:
+        """The highlighted row in full (a new Text: the note is appended to it)."""
+        raise NotImplementedError
+
     def _elapsed(self) -> float:
         raise NotImplementedError
 
@@ -227,6 +253,17 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
         self.query_one(f"#{self.PREFIX}-title", Static).update(self._title())
         self.query_one(ProgressBar).update(total=self.budget_s, progress=0.0 if self.state == "ready" else
                                            min(self._elapsed(), self.budget_s))
+
+    def show_message(self, message: Text | None = None) -> None:
+        """The highlighted row in full (:meth:`_detail`), then the last ``message`` given (the outcome of an apply,
+        what the keys do) under it."""
+        if message is not None:
+            self._note = message
+        t = self._detail(self.selected())
+        if self._note is not None:
+            t.append(self.NOTE_AFTER)
+            t.append_text(self._note)
+        self.query_one(f"#{self.PREFIX}-detail", Static).update(t)
 
     def selected(self) -> W | None:
         """The row under the cursor, or None."""

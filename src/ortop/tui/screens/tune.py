@@ -22,9 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rich.text import Text
-from textual import on
 from textual.binding import Binding
-from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ortop.config.profile import Profile
@@ -41,7 +39,6 @@ from ortop.engine import (
 )
 from ortop.tui import actions
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
-from ortop.tui.screens._base import post_from_thread as _post
 from ortop.tui.screens.job import JobScreen
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
@@ -102,13 +99,6 @@ class TuneScreen(JobScreen[TuneResult, Row]):
              "runs")
     STOPPING = "stopping: the race under way ends, and the result so far follows"
 
-    class _Stepped(Message):
-        """The tuner took a step (posted from the tuning thread)."""
-
-        def __init__(self, board: Board) -> None:
-            super().__init__()
-            self.board = board
-
     def __init__(self, profile: Profile, *, tuner_factory: TunerFactory | None = None,
                  budget_s: float = DEFAULT_BUDGET_S) -> None:
         super().__init__()
@@ -142,14 +132,10 @@ class TuneScreen(JobScreen[TuneResult, Row]):
 
     def _stepped(self, kind: str, tuner: Tuner) -> None:
         """The tuner's callback, on its thread: copy what it shows and hand it over."""
-        _post(self, self._Stepped(tuner_board(tuner)))
+        self._moved_on(tuner_board(tuner))
 
-    @on(_Stepped)
-    def _on_stepped(self, message: _Stepped) -> None:
-        if self.state not in ("running", "stopping"):
-            return
-        self.board = message.board
-        self.refresh_rows()
+    def _show_progress(self, shown: Board) -> None:
+        self.board = shown
 
     def _failed(self) -> None:
         self._verdict = self.failure()
@@ -231,17 +217,11 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         self.refresh_bindings()
         self.show_message()
 
-    def show_message(self, message: Text | None = None) -> None:
-        """The selected row in full, then ``message`` (the outcome of an apply, what the keys do)."""
-        if message is not None:
-            self._note = message
-        row = self.selected()
+    def _detail(self, row: Row | None) -> Text:
         t = Text(no_wrap=False)
         if row is not None:
             t.append_text(row.detail)
-        if self._note is not None:
-            t.append_text(self._note)
-        self.query_one("#tune-detail", Static).update(t)
+        return t
 
     # ---- keys ------------------------------------------------------------------------------------------------
     def _redraw(self) -> None:
