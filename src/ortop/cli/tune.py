@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_workload_args, apply_flags
@@ -196,16 +197,16 @@ def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: 
 
 
 # ---- progress -----------------------------------------------------------------------------------------------------
+@dataclass
 class _Display:
     """A rich renderable: the budget bar, the phase and the leaderboard (rows swapped in whole by events)."""
 
-    def __init__(self, tuner_budget: float, clock: Any, t0: float, objective: str):
-        self.budget = tuner_budget
-        self.clock = clock
-        self.t0 = t0
-        self.objective = objective
-        self.phase = "starting"
-        self.rows: list[tuple[str, ...]] = []
+    budget: float
+    clock: Any
+    t0: float
+    objective: str
+    phase: str = "starting"
+    rows: list[tuple[str, ...]] = field(default_factory=list)
 
     def __rich__(self) -> Any:
         from rich.console import Group

@@ -182,14 +182,16 @@ class Loop:
         except Exception as exc:  # a Run() failure is reported, never raised into the void
             self.on_error(self.config_id, f"{type(exc).__name__}: {one_line(exc)}")
 
+    def _caller(self, n: int, server: Server) -> tuple[int, Callable[[tuple], None], threading.Event, bool, int, int]:
+        """What caller ``n``'s loop keeps in locals (a local costs less than an attribute, per run): its replica,
+        its rows' append, the stop flag, whether CPU is tracked per run, and when its server's last run ended
+        (now, for a first run) with the CPU clock now."""
+        prev_end = server.last_end_ns or time.perf_counter_ns()
+        return (self.callers[n][0], self.rows[n].append, self.stop, self.tracks_cpu, prev_end, time.process_time_ns())
+
     def _closed(self, n: int, server: Server, runs: list[Callable[[], Any]]) -> None:
-        r = self.callers[n][0]
-        append = self.rows[n].append
+        r, append, stop, track_cpu, prev_end, prev_end_cpu = self._caller(n, server)
         perf, cpu = time.perf_counter_ns, time.process_time_ns
-        stop = self.stop
-        track_cpu = self.tracks_cpu
-        prev_end = server.last_end_ns or perf()
-        prev_end_cpu = cpu()
         shapes = A.shape_ids(self.n_shapes, self.weights,
                              int(self.session.profile.workload.seed) + 7919 * r + n + 104729 * self.stream)
         ids: list[int] = next(shapes).tolist()  # Python ints: indexing a list costs less than a numpy scalar
@@ -237,13 +239,8 @@ class Loop:
 
     def _open(self, n: int, server: Server, runs: list[Callable[[], Any]], disp: A.Dispatcher,
               lock: threading.Lock) -> None:
-        r = self.callers[n][0]
-        append = self.rows[n].append
+        r, append, stop, track_cpu, prev_end, prev_end_cpu = self._caller(n, server)
         perf, cpu = time.perf_counter_ns, time.process_time_ns
-        stop = self.stop
-        track_cpu = self.tracks_cpu
-        prev_end = server.last_end_ns or perf()
-        prev_end_cpu = cpu()
         try:
             while not stop.is_set():
                 with lock:
