@@ -40,7 +40,7 @@ from ortop.tui import actions
 from ortop.tui._compat import relabel_binding
 from ortop.tui.panels import capacity as panel
 from ortop.tui.screens._base import post_from_thread
-from ortop.tui.screens.job import JobScreen
+from ortop.tui.screens.job import JobScreen, job_bindings
 
 SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through
 BUDGETS_S = (30.0, 60.0, 120.0)
@@ -107,18 +107,10 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     CapacityScreen #cap-detail-box { max-height: 30%; }
     """
 
-    BINDINGS = [
-        Binding("c,escape,q", "close", "back"),
-        Binding("l", "slo", "SLO"),
-        Binding("b", "budget", "budget"),
-        Binding("a", "alternative", "alternative"),
-        Binding("g", "start", "start"),
-        Binding("s", "stop", "stop"),
-        Binding("enter", "apply", "apply", show=False),
-        Binding("ctrl+s", "save", "save", key_display="^s"),
-        Binding("w", "report", "report"),
-        Binding("f10", "quit", "quit", show=False),
-    ]
+    BINDINGS = job_bindings("c,escape,q", [Binding("l", "slo", "SLO"), Binding("b", "budget", "budget"),
+                                           Binding("a", "alternative", "alternative")],
+                            Binding("enter", "apply", "apply", show=False), "save",
+                            extra=[Binding("w", "report", "report")])
     JOB = "capacity"
     ORIGIN = actions.SIZED
     PREFIX = "cap"

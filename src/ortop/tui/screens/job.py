@@ -18,12 +18,13 @@ class in the screen's MRO, so ``on_mount`` and ``on_unmount`` live here alone, w
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
@@ -33,6 +34,16 @@ from textual.widgets import DataTable, Footer, ProgressBar, Static
 from ortop.config.profile import Profile
 from ortop.errors import OrtopError
 from ortop.tui.screens._base import FromScreen, Offered, Responsive, Rows, post_from_thread, under_cursor
+
+
+def job_bindings(close: str, settings: Sequence[Binding], apply: Binding, save: str, *, extra: Sequence[Binding] = (),
+                 quit_keys: str = "f10") -> list[BindingType]:
+    """A job screen's keys in the order the footer shows them: back, the settings, g start, s stop, apply, ctrl+s
+    save (``save`` its label), ``extra``, and quit (hidden)."""
+    return [Binding(close, "close", "back"), *settings, Binding("g", "start", "start"), Binding("s", "stop", "stop"),
+            apply, Binding("ctrl+s", "save", save, key_display="^s"), *extra,
+            Binding(quit_keys, "quit", "quit", show=False)]
+
 
 R = TypeVar("R")  # what the search returns
 W = TypeVar("W")  # one row of the screen's table

@@ -39,7 +39,7 @@ from ortop.engine import (
 )
 from ortop.tui import actions
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
-from ortop.tui.screens.job import JobScreen
+from ortop.tui.screens.job import JobScreen, job_bindings
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
@@ -78,17 +78,9 @@ class TuneScreen(JobScreen[TuneResult, Row]):
     TuneScreen #tune-detail-box { max-height: 45%; }
     """
 
-    BINDINGS = [
-        Binding("t,escape", "close", "back"),
-        Binding("o", "objective", "objective"),
-        Binding("l", "limit", "p99 limit"),
-        Binding("b", "budget", "budget"),
-        Binding("g", "start", "start"),
-        Binding("s", "stop", "stop"),
-        Binding("a", "apply", "apply row"),
-        Binding("ctrl+s", "save", "save row", key_display="^s"),
-        Binding("q,f10", "quit", "quit", show=False),
-    ]
+    BINDINGS = job_bindings("t,escape", [Binding("o", "objective", "objective"), Binding("l", "limit", "p99 limit"),
+                                         Binding("b", "budget", "budget")],
+                            Binding("a", "apply", "apply row"), "save row", quit_keys="q,f10")
     JOB = "tune"
     ORIGIN = actions.TUNED
     PREFIX = "tune"
