@@ -269,7 +269,7 @@ def test_fake_knob_is_in_the_markdown_table() -> None:
 
 def test_an_ortop_knob_left_unset_is_not_said_to_keep_orts_default() -> None:
     # workload.arrival is ortop's: unset, ortop picks the closed loop (fixed spacing with a rate), not ORT
-    rows = {line.split(" | ")[0]: line for line in knobs.markdown_table().splitlines()}
+    rows = {line.split(" | ")[0]: line for line in docs.markdown_table().splitlines()}
     arrival = rows["| `workload.arrival`"]
     assert arrival.endswith("| unset: closed, or fixed when rate_hz is set |")
     for knob in knobs.registry():

@@ -154,13 +154,13 @@ def profile_keys_page() -> str:
              markdown_table(reg).rstrip(), "", "## Keys with a command-line flag", "",
              "A flag overrides the profile's value; which commands take each is in [cli.md](cli.md).", "",
              "| key | flag |", "|---|---|"]
-    from ortop.cli.flags import _add_flag
+    from ortop.cli.flags import add_flag
 
     for knob in reg:
         flag = knob.cli_flag
         if flag is not None:
             scratch = argparse.ArgumentParser(add_help=False)  # the flag as the commands declare it
-            _add_flag(scratch, knob, flag)
+            add_flag(scratch, knob, flag)
             lines.append(f"| `{knob.key}` | `{_invocation(scratch, scratch._actions[-1])}` |")
     return "\n".join(lines) + "\n"
 

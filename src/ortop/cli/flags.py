@@ -31,7 +31,7 @@ def _flag_knobs(*, session: bool) -> list[tuple[Knob, Flag]]:
     return out
 
 
-def _add_flag(p: Any, knob: Knob, flag: Flag) -> None:
+def add_flag(p: Any, knob: Knob, flag: Flag) -> None:
     """One knob's flag on a parser or group: a bool stores True (False for ``--no-…``), anything else is read as
     the knob's type (one of its choices, when it has them)."""
     help_ = flag.help or knob.help
@@ -112,7 +112,7 @@ def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False,
         group = flag.group if flag.group is not None else ("workload" if knob.table == "workload" else "")
         if group not in groups:
             groups[group] = p.add_argument_group(group)
-        _add_flag(groups[group], knob, flag)
+        add_flag(groups[group], knob, flag)
 
 
 def pairs(items: Sequence[str], flag: str) -> dict[str, str]:

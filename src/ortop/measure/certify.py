@@ -84,6 +84,8 @@ from typing import Literal
 
 import numpy as np
 
+from ortop.measure.stats import json_num as _num
+
 CONFIDENCE = 0.99  # MLPerf's default for the Server scenario's early stopping
 RULE = "binomial early stopping (MLPerf Server, one-sided, tolerance 0), clumped overs counted once per clump"
 
@@ -219,10 +221,6 @@ def clump_factor(over_flags: Sequence[bool] | np.ndarray) -> float:
     edges = np.diff(np.concatenate(([0], x, [0])))
     lengths = (np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).astype(float)
     return float((lengths ** 2).sum() / lengths.sum())
-
-
-def _num(x: float | None, digits: int) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
 @dataclass(frozen=True)

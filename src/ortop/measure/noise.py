@@ -41,6 +41,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ortop.measure.stats import json_num as _num
+
 SLOW_K = 3.0          # a run slower than this × its shape's median service counts as stalled
 COMPARABLE = 0.5      # a slow share ≥ this × (1 − p) puts a p SLO within the host's noise
 
@@ -83,10 +85,6 @@ def stall_verdict(share: float | None, percentile: float, k: float = SLOW_K) -> 
         return None
     return (f"the host's stalls alone put {_share_text(share)} % of runs over {k:g}\u00d7 their shape's median: "
             f"a {percentile_label(percentile)} SLO sits within the host's noise")
-
-
-def _num(x: float | None, digits: int) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
 @dataclass(frozen=True)
