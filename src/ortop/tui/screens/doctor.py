@@ -130,7 +130,7 @@ class DoctorScreen(Responsive, Screen[None]):
         try:
             res = run_measured(model_path, profile, self.host or read_host(), budget_s=self.budget_s,
                                stop=self._stop)
-            findings, note = list(res.findings), Text(f"measured for {res.elapsed_s:.1f} s", style="green")
+            findings, note = list(res.findings), Text(res.summary(), style="green")
         except Exception as exc:  # bad input or a failed worker: shown, the live session resumes
             findings, note = [], Text(f"✗ the measured checks failed: {exc}", style="bold red")
         self.app.call_from_thread(self._measured_done, findings, note)
