@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -16,6 +17,7 @@ from onnx import helper, numpy_helper
 from ortop.cli.doctor import doctor_main
 from ortop.collectors.gpu import GpuDevice
 from ortop.collectors.host import HostFacts, read_host
+from ortop.collectors.load import HostLoad, LoadSampler
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor import Finding, apply_patches, by_severity, exit_code
@@ -583,3 +585,111 @@ async def test_the_doctor_screen_lists_findings_applies_a_patch_and_measures(tmp
         await pilot.press("escape")
         assert not isinstance(app.screen, DoctorScreen)
 
+
+# ---- a busy host, and what the live view verified -----------------------------------------------------------------
+def fake_proc(root: Path, busy: int, idle: int) -> None:
+    """A /proc/stat whose CPUs spent ``busy`` jiffies working (user) and ``idle`` idle, iowait 0."""
+    (root / "stat").write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\n")
+
+
+def test_the_load_sampler_tells_other_processes_from_ortop(tmp_path: Path) -> None:
+    clock, ours = iter([100.0, 110.0]), iter([50.0, 52.0])  # 10 s; ortop used 2 CPU s of the 2 CPUs' 20
+    sampler = LoadSampler(tmp_path, ours=lambda: next(ours), clock=lambda: next(clock), cpus=2)
+    fake_proc(tmp_path, 1000, 1000)
+    sampler.start()
+    fake_proc(tmp_path, 1000 + 1900, 1000 + 100)  # 95 % busy over the window
+    load = sampler.stop()
+    assert load is not None and (load.cpus, load.window_s) == (2, 10.0)
+    assert load.busy_pct == pytest.approx(95.0) and load.ours_pct == pytest.approx(10.0)
+    assert load.others_pct == pytest.approx(85.0)
+    assert load.as_dict() == {"cpus": 2, "busy_pct": 95.0, "ortop_pct": 10.0, "others_pct": 85.0, "window_s": 10.0}
+    nothing = LoadSampler(tmp_path / "absent")
+    nothing.start()
+    assert nothing.stop() is None  # no /proc/stat: no reading, no error
+    real = LoadSampler()
+    real.start()
+    reading = real.stop()
+    assert reading is None or 0.0 <= reading.others_pct <= 100.0
+
+
+def test_a_live_cpu_sample_becomes_a_host_reading() -> None:
+    from ortop.collectors.cpu import CpuSample
+
+    sample = CpuSample((100.0, 100.0), 100.0, 30.0, (), frozenset(), 6.0)  # worker 30 % of a core, the UI 6 %
+    load = HostLoad.from_cpu_sample(sample)
+    assert load is not None and load.others_pct == pytest.approx(82.0)
+    assert HostLoad.from_cpu_sample(None) is None
+
+
+def test_a_saturated_host_is_said_and_a_quiet_one_is_not(healthy: str) -> None:
+    [f] = only(run_static(context(healthy, host_load=HostLoad(2, 100.0, 8.0, 15.0))), "host-load")
+    assert f.severity == "warning" and f.profile_patch is None
+    assert f.message.startswith("the host itself is saturated: other processes use 92 % of its 2 CPUs over 15 s")
+    assert f.evidence["others_pct"] == 92.0 and "interleaved comparisons" in f.fix
+    [f] = only(run_static(context(healthy, host_load=HostLoad(2, 70.0, 10.0, float("nan")))), "host-load")
+    assert f.message.startswith("the host itself is busy: other processes use 60 % of its 2 CPUs (ortop")
+    assert f.severity == "info"  # busy, not saturated: worth knowing, not a failing exit code
+    assert only(run_static(context(healthy, host_load=HostLoad(2, 95.0, 60.0, 15.0))), "host-load") == []
+    assert only(run_static(context(healthy)), "host-load") == []
+
+
+class SaturatedReading:
+    """The collector edge of ``diagnose``: a host whose CPUs other processes keep busy (burning CPU in a test would
+    slow every other test on the machine)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self) -> HostLoad:
+        assert self.started
+        return HostLoad(2, 100.0, 7.0, 3.0)
+
+
+@pytest.mark.integration
+def test_the_doctor_on_a_saturated_host_says_so(healthy: str) -> None:
+    one_thread = prof(**{"session.intra_op_num_threads": 1, "workload.warmup_runs": 3})
+    d = diagnose(healthy, one_thread, budget_s=1.0, load=SaturatedReading())
+    [f] = only(list(d.findings), "host-load")
+    assert f.severity == "warning" and "saturated: other processes use 93 %" in f.message
+    assert d.as_dict()["host_load"]["others_pct"] == 93.0 and d.exit_code == 3
+    assert "; other processes 93 % of the CPUs while the doctor ran (ortop 7 %)" in format_report(d, width=400)
+    # nothing measured (--budget 0): the reading is shown, but there are no measurements for it to contend with
+    unmeasured = diagnose(healthy, one_thread, budget_s=0, load=SaturatedReading())
+    assert only(list(unmeasured.findings), "host-load") == [] and unmeasured.host_load is not None
+    quiet = diagnose(healthy, one_thread, budget_s=1.0, load=LoadSampler(Path("/nonexistent")))
+    assert only(list(quiet.findings), "host-load") == [] and quiet.as_dict()["host_load"] is None
+
+
+@pytest.mark.integration
+def test_spinning_verified_in_the_live_view_is_reported(tmp_path: Path) -> None:
+    from ortop.doctor import context_from_snapshot
+    from ortop.engine.monitor import Monitor
+    from tests.test_engine import wait_for
+
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)  # ~0.4 ms a run: at 50 Hz mostly waiting
+    start = prof(**{"session.intra_op_num_threads": 2, "workload.rate_hz": 50.0, "workload.warmup_runs": 3})
+    mon = Monitor(model, start)
+    mon.start()
+    try:
+        assert mon.wait_ready(30)
+        wait_for(lambda: mon.snapshot().runs >= 30, 20, "the start measured")
+        cid = mon.apply(profile_mod.merge(start, **{"session.allow_spinning": False}))
+        wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs >= 30, 20, "spinning off measured")
+        mon.verify(cid, seconds=3.0).result(timeout=60)
+        snap = mon.snapshot()
+    finally:
+        mon.stop()
+    ctx = context_from_snapshot(snap, HEALTHY_HOST)
+    [v] = ctx.verified
+    assert set(v.changes) == {"session.allow_spinning"} and v.changes["session.allow_spinning"][1] is False
+    cpu = v.comparisons["cpu"]
+    assert cpu.verdict == "faster" and cpu.change_pct < -10  # a spinning pool at 50 Hz burns most of its CPU
+    [f] = only(run_static(ctx), "spinning")  # spinning is off now: said, nothing to patch
+    assert f.severity == "info" and f.message.startswith("spinning is off, and turning it off was verified here")
+    assert f.evidence["measured"].startswith("spinning on vs off, verified in the live view")
+    [f] = only(run_static(replace(ctx, profile=start)), "spinning")  # back on: the verified saving is a warning
+    assert f.severity == "warning" and f.profile_patch == {"session.allow_spinning": False}
+    assert f.evidence["cpu_ms_per_run"]["verdict"] == "faster"

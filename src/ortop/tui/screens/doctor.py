@@ -66,12 +66,13 @@ class DoctorScreen(Responsive, Screen[None]):
             super().__init__()
             self.screen = screen
 
-    def __init__(self, snap: Any, *, host: Any = None, gpus: Sequence[Any] = (),
+    def __init__(self, snap: Any, *, host: Any = None, gpus: Sequence[Any] = (), cpu: Any = None,
                  budget_s: float = MEASURED_BUDGET_S) -> None:
         super().__init__()
         self.snap = snap
         self.host = host
         self.gpus = tuple(gpus)
+        self.cpu = cpu  # the CPU collector's latest sample: how busy other processes keep the host
         self.budget_s = budget_s
         self.static: list[Finding] | None = None
         self.measured: list[Finding] = []
@@ -104,7 +105,7 @@ class DoctorScreen(Responsive, Screen[None]):
         from ortop.doctor import context_from_snapshot, run_static
 
         try:
-            findings = run_static(context_from_snapshot(self.snap, self.host, self.gpus))
+            findings = run_static(context_from_snapshot(self.snap, self.host, self.gpus, self.cpu))
         except Exception as exc:  # an unreadable model file: say so on the screen
             findings = [Finding("doctor", "error", f"the checks could not run: {type(exc).__name__}: {exc}")]
         self.app.call_from_thread(self._static_done, findings)
