@@ -129,10 +129,13 @@ def judge_spinning(t: Trial) -> list[Finding]:
     cpu, p50 = t.comparisons.get("cpu"), t.comparisons.get("p50")
     if cpu is None or p50 is None:
         return []
+    from ortop.measure.arrivals import CLOSED, mode_of
+
     rate = t.profile.workload.rate_hz
     evidence = {"measured": t.measured, "rate_hz": rate, "cpu_ms_per_run": _change(cpu), "p50_ms": _change(p50)}
-    where = f"at {rate:g} Hz" if rate > 0 else "in a closed loop"
-    waits = "between runs" if rate > 0 else "while it waits for work (the graph's serial parts, between runs)"
+    where = traffic_words(t.profile)
+    closed = mode_of(t.profile.workload) == CLOSED
+    waits = "while it waits for work (the graph's serial parts, between runs)" if closed else "between runs"
     if cpu.verdict == "faster" and -cpu.change_pct >= SPIN_SAVING_PCT:
         return [Finding("spinning", "warning",
                         f"{where} the intra-op pool spins {waits}: with spinning off, {cpu.text()}",
@@ -329,10 +332,13 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
         return MeasuredResult((f,), tuple(names), tried, not_tried, None, 0.0)
 
     def said(name: str | None) -> str:
-        """What the finding of check ``name`` rests on (None: the profile's own figures)."""
-        pairs = [c.pairs for c in comparisons.get(name or "", {}).values()]
-        what = versus[name] if name in tried else "the profile alone"
-        return measured_text(what, profile, max(pairs) if pairs else None, baseline.runs, elapsed)
+        """What the finding of check ``name`` rests on (None, or a check that tried nothing: the profile's own
+        runs, measured alone or in the interleaving the others' candidates ran in)."""
+        if name is not None and name in tried:
+            pairs = max((c.pairs for c in comparisons.get(name, {}).values()), default=None)
+            return measured_text(versus[name], profile, pairs, baseline.runs, elapsed)
+        what = "the profile's own runs, interleaved with the candidates," if tried else "the profile alone"
+        return measured_text(what, profile, None, baseline.runs, elapsed)
 
     compared = said(None) if not tried else measured_text(
         "; ".join(versus[n] for n in tried), profile,
