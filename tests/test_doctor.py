@@ -23,9 +23,10 @@ from ortop.config.profile import Profile
 from ortop.doctor import Finding, apply_patches, by_severity, exit_code
 from ortop.doctor.diagnose import diagnose
 from ortop.doctor.graph import scan_graph
-from ortop.doctor.measured import Figures, ShapeSpread, Trial, judge_variance, run_measured
+from ortop.doctor.measured import Figures, Trial, judge_variance, run_measured, spread
 from ortop.doctor.report import format_report
 from ortop.doctor.static import STATIC_CHECKS, Context, run_static
+from ortop.engine.ab import ShapeFigures
 from ortop.measure.compare import Block, compare
 from ortop.model import load_model
 from tests.models import (
@@ -334,13 +335,13 @@ def test_variance_offers_dynamic_block_base_only_when_it_helped() -> None:
     assert "not tried (one intra-op thread)" in f.fix
 
 
-def spread(label: str, p50: float, p99: float, runs: int = 500) -> ShapeSpread:
-    return ShapeSpread(label, runs, p50, p99)
+def shape(label: str, p50: float, p99: float, runs: int = 500) -> ShapeFigures:
+    return ShapeFigures(label, runs, p50, p99)
 
 
 def test_variance_under_a_shape_mix_is_judged_within_each_shape() -> None:
     # p99 3x p50 over all runs because seq_len=128 runs take 14x longer than seq_len=16 ones: that is the mix
-    mix = Figures(1000, 2.0, 6.0, 1.0, (spread("seq_len=16", 2.0, 2.4), spread("seq_len=128", 29.0, 33.0)))
+    mix = Figures(1000, 2.0, 6.0, 1.0, (shape("seq_len=16", 2.0, 2.4), shape("seq_len=128", 29.0, 33.0)))
     helped = {"p99": compare(_blocks(6.0, 4.0), 0, 1, "p99")}
     [f] = judge_variance(Trial(Profile(), mix, helped, measured="dynamic_block_base unset vs 4 …"))
     assert f.severity == "info" and f.profile_patch is None and not f.message.startswith("latency varies")
@@ -348,15 +349,15 @@ def test_variance_under_a_shape_mix_is_judged_within_each_shape() -> None:
     assert f.evidence["per_shape"]["seq_len=128"]["p99_over_p50"] == pytest.approx(33 / 29, abs=0.01)
     assert f.evidence["judged"].startswith("within each shape (2 of 2") and f.evidence["measured"]
     # jitter inside one shape is variance, named by that shape, and dynamic_block_base is offered when it helped
-    wobbly = Figures(1000, 2.0, 6.0, 1.0, (spread("seq_len=16", 2.0, 7.0), spread("seq_len=128", 29.0, 33.0)))
+    wobbly = Figures(1000, 2.0, 6.0, 1.0, (shape("seq_len=16", 2.0, 7.0), shape("seq_len=128", 29.0, 33.0)))
     [f] = judge_variance(Trial(Profile(), wobbly, helped))
     assert f.message.startswith("latency varies within a shape: at seq_len=16 p99 is 3.5× p50")
     assert f.severity == "warning" and f.profile_patch == {"session.dynamic_block_base": 4}
     # a shape with too few runs is listed but not judged; with none judged, it says so
-    few = Figures(150, 2.0, 6.0, 1.0, (spread("seq_len=16", 2.0, 9.0, runs=99), spread("seq_len=128", 29.0, 33.0, 51)))
+    few = Figures(150, 2.0, 6.0, 1.0, (shape("seq_len=16", 2.0, 9.0, runs=99), shape("seq_len=128", 29.0, 33.0, 51)))
     [f] = judge_variance(Trial(Profile(), few))
     assert f.severity == "info" and "too few runs of each shape" in f.message and "--budget" in f.fix
-    steady = Figures(1000, 2.0, 3.0, 1.0, (spread("seq_len=16", 2.0, 2.2), spread("seq_len=128", 2.5, 3.1)))
+    steady = Figures(1000, 2.0, 3.0, 1.0, (shape("seq_len=16", 2.0, 2.2), shape("seq_len=128", 2.5, 3.1)))
     assert judge_variance(Trial(Profile(), steady)) == []
 
 
@@ -371,12 +372,13 @@ def check_judged_by_shape(res, sizes: tuple[str, ...], exact_runs: bool) -> None
     assert large.p50_ms > 3 * small.p50_ms  # the model's run time scales with the dim: the mix is a wide spread
     assert b.p99_ms / b.p50_ms > 2          # so over all runs p99 is far above p50, whatever the host does
     [f] = [f for f in res.findings if f.check == "variance"]  # either judgement leaves a finding here
-    assert f.evidence["per_shape"] == {s.label: s.as_dict() for s in b.shapes}
+    assert set(f.evidence["per_shape"]) == {s.label for s in b.shapes}
+    assert [f.evidence["per_shape"][s.label]["runs"] for s in b.shapes] == [s.runs for s in b.shapes]
     assert f.evidence["measured"] and f.evidence["measured"].endswith(f"{res.elapsed_s:.1f} s")
     assert "over a shape mix (batch=32:4,512:1)" in f.evidence["measured"]
-    worst = max(b.shapes, key=lambda s: s.ratio)
-    if worst.ratio > 2:  # a busy host: jitter inside a shape, named by it
-        assert f.message.startswith(f"latency varies within a shape: at {worst.label} p99 is {worst.ratio:.1f}×")
+    worst = max(b.shapes, key=spread)
+    if spread(worst) > 2:  # a busy host: jitter inside a shape, named by it
+        assert f.message.startswith(f"latency varies within a shape: at {worst.label} p99 is {spread(worst):.1f}×")
     else:
         assert "the spread is the mix" in f.message and f.profile_patch is None
 

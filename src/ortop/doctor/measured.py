@@ -30,6 +30,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor.findings import Finding, patch_text
 from ortop.doctor.static import intra_threads
+from ortop.engine.ab import ShapeFigures
 
 P99_OVER_P50 = 2.0        # latency varies when p99 is more than this many times p50
 SHAPE_MIN_RUNS = 100      # a shape's p99 from fewer runs is its slowest run or two, not a tail worth judging
@@ -42,22 +43,14 @@ def _round(x: float, digits: int = 4) -> float | None:
     return round(x, digits) if math.isfinite(x) else None
 
 
-@dataclass(frozen=True)
-class ShapeSpread:
-    """One input shape of a mix: its runs and their p50 and p99 (response time, as the configuration's own)."""
+def spread(s: ShapeFigures) -> float:
+    """A shape's p99 over its own p50 (nan where either is unknown)."""
+    return s.p99_ms / s.p50_ms if s.p50_ms > 0 and math.isfinite(s.p99_ms) else math.nan
 
-    label: str
-    runs: int
-    p50_ms: float
-    p99_ms: float
 
-    @property
-    def ratio(self) -> float:
-        return self.p99_ms / self.p50_ms if self.p50_ms > 0 and math.isfinite(self.p99_ms) else math.nan
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "p50_ms": _round(self.p50_ms), "p99_ms": _round(self.p99_ms),
-                "p99_over_p50": _round(self.ratio, 2)}
+def _shape_dict(s: ShapeFigures) -> dict[str, Any]:
+    return {"runs": s.runs, "p50_ms": _round(s.p50_ms), "p99_ms": _round(s.p99_ms),
+            "p99_over_p50": _round(spread(s), 2)}
 
 
 @dataclass(frozen=True)
@@ -69,13 +62,13 @@ class Figures:
     p50_ms: float
     p99_ms: float
     cpu_ms_per_run: float
-    shapes: tuple[ShapeSpread, ...] = ()
+    shapes: tuple[ShapeFigures, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"runs": self.runs, "p50_ms": _round(self.p50_ms), "p99_ms": _round(self.p99_ms),
                                "cpu_ms_per_run": _round(self.cpu_ms_per_run)}
         if self.shapes:
-            out["shapes"] = {s.label: s.as_dict() for s in self.shapes}
+            out["shapes"] = {s.label: _shape_dict(s) for s in self.shapes}
         return out
 
 
@@ -169,8 +162,8 @@ def judge_variance(t: Trial) -> list[Finding]:
     if b.shapes:
         # A mix: p99 against p50 over every run measures how far apart the shapes are. Jitter is the spread of one
         # shape's runs around its own p50.
-        judged = [s for s in b.shapes if s.runs >= SHAPE_MIN_RUNS and math.isfinite(s.ratio)]
-        evidence["per_shape"] = {s.label: s.as_dict() for s in b.shapes}
+        judged = [s for s in b.shapes if s.runs >= SHAPE_MIN_RUNS and math.isfinite(spread(s))]
+        evidence["per_shape"] = {s.label: _shape_dict(s) for s in b.shapes}
         if not judged:
             if ratio <= P99_OVER_P50:
                 return []
@@ -179,19 +172,19 @@ def judge_variance(t: Trial) -> list[Finding]:
                             f"p99 is {ratio:.1f}× p50 over the shape mix, which is mostly the shapes' own sizes; too "
                             f"few runs of each shape (fewer than {SHAPE_MIN_RUNS}) to judge the spread within one",
                             evidence, "a longer --budget gives each shape enough runs")]
-        worst = max(judged, key=lambda s: s.ratio)
+        worst = max(judged, key=spread)
         evidence["judged"] = (f"within each shape ({len(judged)} of {len(b.shapes)} with {SHAPE_MIN_RUNS}+ runs): "
                               "the spread between shapes is the mix itself, not variance")
-        if worst.ratio <= P99_OVER_P50:
+        if spread(worst) <= P99_OVER_P50:
             if ratio <= P99_OVER_P50:
                 return []
             fast, slow = min(judged, key=lambda s: s.p50_ms), max(judged, key=lambda s: s.p50_ms)
             return [Finding("variance", "info",
                             f"p99 is {ratio:.1f}× p50 over the shape mix, but within each shape at most "
-                            f"{worst.ratio:.1f}×: the spread is the mix (p50 {fast.p50_ms:.3g} ms at {fast.label}, "
+                            f"{spread(worst):.1f}×: the spread is the mix (p50 {fast.p50_ms:.3g} ms at {fast.label}, "
                             f"{slow.p50_ms:.3g} ms at {slow.label}), not jitter",
                             evidence, "nothing needed: each shape runs steadily")]
-        msg = (f"latency varies within a shape: at {worst.label} p99 is {worst.ratio:.1f}× p50 ({worst.p99_ms:.3g} "
+        msg = (f"latency varies within a shape: at {worst.label} p99 is {spread(worst):.1f}× p50 ({worst.p99_ms:.3g} "
                f"vs {worst.p50_ms:.3g} ms)")
     elif ratio <= P99_OVER_P50:
         return []
@@ -307,8 +300,7 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
             res = headless.compare(model_path, [profile, *candidates], budget_s=budget_s,
                                    names=["start", *tried], stop=stop)
             c0 = res.configs[0]
-            shapes = tuple(ShapeSpread(s.label, s.runs, s.p50_ms, s.p99_ms) for s in c0.shapes)
-            baseline = Figures(c0.runs, c0.p50_ms, c0.p99_ms, c0.cpu_ms_per_run, shapes)
+            baseline = Figures(c0.runs, c0.p50_ms, c0.p99_ms, c0.cpu_ms_per_run, c0.shapes)
             served = c0.throughput_per_s
             for i, name in enumerate(tried, start=1):
                 comparisons[name] = {c.metric: c for c in res.comparisons if c.other == i}
@@ -320,8 +312,8 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
             if r.fatal:
                 raise ab.AbError(r.fatal)
             lat, cpu = r.summary["latency_ms"], r.summary["cpu"]
-            shapes = tuple(ShapeSpread(str(s["label"]), int(s["runs"]), _num(s["latency_ms"].get("p50")),
-                                       _num(s["latency_ms"].get("p99"))) for s in r.summary.get("shapes", ()))
+            shapes = tuple(ShapeFigures(str(s["label"]), int(s["runs"]), _num(s["latency_ms"].get("p50")),
+                                        _num(s["latency_ms"].get("p99"))) for s in r.summary.get("shapes", ()))
             baseline = Figures(r.summary["runs"], _num(lat.get("p50")), _num(lat.get("p99")),
                                _num(cpu.get("cpu_ms_per_run")), shapes)
             served = _num(r.summary.get("throughput_per_s"))

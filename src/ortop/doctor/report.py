@@ -71,7 +71,7 @@ def format_report(d: Any, width: int = 110) -> str:
     lines = [f"ortop doctor  {d.model_path}", f"session       {session}"]
     if s.get("feeds"):
         lines.extend(_wrap(", ".join(s["feeds"]), "inputs        ", width))
-    load = getattr(d, "host_load", None)
+    load = d.host_load
     busy = (f"; other processes {load.others_pct:.0f} % of the CPUs while the doctor ran (ortop "
             f"{load.ours_pct:.0f} %)" if load is not None else "")
     lines.extend(_wrap(f"{d.host.describe()}{busy}", "host          ", width))
