@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -16,14 +17,16 @@ from onnx import helper, numpy_helper
 from ortop.cli.doctor import doctor_main
 from ortop.collectors.gpu import GpuDevice
 from ortop.collectors.host import HostFacts, read_host
+from ortop.collectors.load import HostLoad, LoadSampler
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor import Finding, apply_patches, by_severity, exit_code
 from ortop.doctor.diagnose import diagnose
 from ortop.doctor.graph import scan_graph
-from ortop.doctor.measured import Figures, Trial, judge_variance, run_measured
+from ortop.doctor.measured import Figures, Trial, judge_variance, run_measured, spread
 from ortop.doctor.report import format_report
 from ortop.doctor.static import STATIC_CHECKS, Context, run_static
+from ortop.engine.ab import ShapeFigures
 from ortop.measure.compare import Block, compare
 from ortop.model import load_model
 from tests.models import (
@@ -332,6 +335,84 @@ def test_variance_offers_dynamic_block_base_only_when_it_helped() -> None:
     assert "not tried (one intra-op thread)" in f.fix
 
 
+def shape(label: str, p50: float, p99: float, runs: int = 500) -> ShapeFigures:
+    return ShapeFigures(label, runs, p50, p99)
+
+
+def test_variance_under_a_shape_mix_is_judged_within_each_shape() -> None:
+    # p99 3x p50 over all runs because seq_len=128 runs take 14x longer than seq_len=16 ones: that is the mix
+    mix = Figures(1000, 2.0, 6.0, 1.0, (shape("seq_len=16", 2.0, 2.4), shape("seq_len=128", 29.0, 33.0)))
+    helped = {"p99": compare(_blocks(6.0, 4.0), 0, 1, "p99")}
+    [f] = judge_variance(Trial(Profile(), mix, helped, measured="dynamic_block_base unset vs 4 …"))
+    assert f.severity == "info" and f.profile_patch is None and not f.message.startswith("latency varies")
+    assert "within each shape at most 1.2×" in f.message and "the spread is the mix" in f.message
+    assert f.evidence["per_shape"]["seq_len=128"]["p99_over_p50"] == pytest.approx(33 / 29, abs=0.01)
+    assert f.evidence["judged"].startswith("within each shape (2 of 2") and f.evidence["measured"]
+    # jitter inside one shape is variance, named by that shape, and dynamic_block_base is offered when it helped
+    wobbly = Figures(1000, 2.0, 6.0, 1.0, (shape("seq_len=16", 2.0, 7.0), shape("seq_len=128", 29.0, 33.0)))
+    [f] = judge_variance(Trial(Profile(), wobbly, helped))
+    assert f.message.startswith("latency varies within a shape: at seq_len=16 p99 is 3.5× p50")
+    assert f.severity == "warning" and f.profile_patch == {"session.dynamic_block_base": 4}
+    # a shape with too few runs is listed but not judged; with none judged, it says so
+    few = Figures(150, 2.0, 6.0, 1.0, (shape("seq_len=16", 2.0, 9.0, runs=99), shape("seq_len=128", 29.0, 33.0, 51)))
+    [f] = judge_variance(Trial(Profile(), few))
+    assert f.severity == "info" and "too few runs of each shape" in f.message and "--budget" in f.fix
+    steady = Figures(1000, 2.0, 3.0, 1.0, (shape("seq_len=16", 2.0, 2.2), shape("seq_len=128", 2.5, 3.1)))
+    assert judge_variance(Trial(Profile(), steady)) == []
+
+
+def check_judged_by_shape(res, sizes: tuple[str, ...], exact_runs: bool) -> None:
+    """The measured result of a real shape mix: per-shape figures from the worker's rows, and a variance finding
+    (if any) judged on them."""
+    b = res.baseline
+    assert b is not None and tuple(s.label for s in b.shapes) == sizes
+    runs = sum(s.runs for s in b.shapes)
+    assert runs == b.runs if exact_runs else 0.9 * b.runs <= runs <= b.runs
+    small, large = b.shapes
+    assert large.p50_ms > 3 * small.p50_ms  # the model's run time scales with the dim: the mix is a wide spread
+    assert b.p99_ms / b.p50_ms > 2          # so over all runs p99 is far above p50, whatever the host does
+    [f] = [f for f in res.findings if f.check == "variance"]  # either judgement leaves a finding here
+    assert set(f.evidence["per_shape"]) == {s.label for s in b.shapes}
+    assert [f.evidence["per_shape"][s.label]["runs"] for s in b.shapes] == [s.runs for s in b.shapes]
+    assert f.evidence["measured"] and f.evidence["measured"].endswith(f"{res.elapsed_s:.1f} s")
+    assert "over a shape mix (batch=32:4,512:1)" in f.evidence["measured"]
+    worst = max(b.shapes, key=spread)
+    if spread(worst) > 2:  # a busy host: jitter inside a shape, named by it
+        assert f.message.startswith(f"latency varies within a shape: at {worst.label} p99 is {spread(worst):.1f}×")
+    else:
+        assert "the spread is the mix" in f.message and f.profile_patch is None
+
+
+@pytest.mark.integration
+def test_a_real_shape_mix_is_judged_shape_by_shape(tmp_path: Path) -> None:
+    model = make_matmul_model(tmp_path / "mm.onnx", n=512)  # run time grows with the batch: 32 rows vs 512
+    mix = {"workload.dim_mix": {"batch": "32:4,512:1"}, "workload.warmup_runs": 3}
+    alone = run_measured(model, prof(**mix, **{"session.intra_op_num_threads": 1}), HEALTHY_HOST, budget_s=2.0)
+    assert alone.tried == {} and alone.compared.startswith("the profile alone in a closed loop over a shape mix")
+    check_judged_by_shape(alone, ("batch=32", "batch=512"), exact_runs=False)
+    tried = run_measured(model, prof(**mix, **{"session.intra_op_num_threads": 2}), HEALTHY_HOST, budget_s=3.0,
+                         checks=("variance",))
+    assert tried.tried == {"variance": {"session.dynamic_block_base": 4}}
+    assert tried.compared.startswith("dynamic_block_base unset vs 4 in a closed loop over a shape mix")
+    check_judged_by_shape(tried, ("batch=32", "batch=512"), exact_runs=True)
+    assert tried.as_dict()["baseline"]["shapes"]["batch=512"]["runs"] == tried.baseline.shapes[1].runs
+
+
+@pytest.mark.integration
+def test_spinning_in_a_closed_loop_is_tried_too(tmp_path: Path) -> None:
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)
+    closed = prof(**{"session.intra_op_num_threads": 2, "workload.warmup_runs": 3})
+    res = run_measured(model, closed, HEALTHY_HOST, budget_s=2.0, checks=("spinning",))
+    assert res.tried == {"spinning": {"session.allow_spinning": False}} and res.not_tried == {}
+    [f] = res.findings
+    assert f.check == "spinning" and f.evidence["cpu_ms_per_run"]["text"].startswith("CPU/run ")
+    assert f.evidence["measured"].startswith("spinning on vs off in a closed loop, ")
+    assert f.message.startswith("in a closed loop ")
+    off = run_measured(model, prof(**{"session.allow_spinning": False}), HEALTHY_HOST, budget_s=0.5,
+                       checks=("spinning",))
+    assert off.not_tried == {"spinning": "spinning is already off"}
+
+
 @pytest.mark.integration
 def test_spinning_at_a_paced_rate_is_measured_and_offered(tmp_path: Path) -> None:
     model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)  # ~0.4 ms a run: at 100 Hz mostly waiting
@@ -344,8 +425,10 @@ def test_spinning_at_a_paced_rate_is_measured_and_offered(tmp_path: Path) -> Non
     assert cpu["verdict"] == "faster" and cpu["ci_high_pct"] < -10 and cpu["pairs"] >= 6
     assert math.isfinite(f.evidence["p50_ms"]["change_pct"])
     assert res.tried == {"spinning": {"session.allow_spinning": False}} and res.baseline is not None
-    closed = run_measured(model, prof(), HEALTHY_HOST, budget_s=0.5, checks=("spinning",))
-    assert closed.findings == () and "closed loop" in closed.not_tried["spinning"]
+    pairs = cpu["pairs"]
+    said = f"spinning on vs off at 100 Hz, {pairs} block pair{'s' if pairs != 1 else ''}, {res.elapsed_s:.1f} s"
+    assert f.evidence["measured"] == said and res.summary() == f"measured {said}"
+    assert res.as_dict()["compared"] == said
 
 
 # ---- the whole doctor, and the command -----------------------------------------------------------------------------
@@ -397,7 +480,7 @@ def test_save_fixed_writes_a_profile_that_loads_with_the_patches(tmp_path: Path,
     out = tmp_path / "fixed.toml"
     cap = read_host().thread_cap
     code = doctor_main([model, "--budget", "0", "--threads", str(cap + 1), "--save-fixed", str(out)])
-    assert code == 1  # one thread more than this host can run at once
+    assert code == 3  # one thread more than this host can run at once: a warning
     text = capsys.readouterr().out
     assert f"wrote {out}" in text and "WARNING  threads:" in text
     fixed = profile_mod.load(out)
@@ -503,3 +586,112 @@ async def test_the_doctor_screen_lists_findings_applies_a_patch_and_measures(tmp
 
         await pilot.press("escape")
         assert not isinstance(app.screen, DoctorScreen)
+
+
+# ---- a busy host, and what the live view verified -----------------------------------------------------------------
+def fake_proc(root: Path, busy: int, idle: int) -> None:
+    """A /proc/stat whose CPUs spent ``busy`` jiffies working (user) and ``idle`` idle, iowait 0."""
+    (root / "stat").write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\n")
+
+
+def test_the_load_sampler_tells_other_processes_from_ortop(tmp_path: Path) -> None:
+    clock, ours = iter([100.0, 110.0]), iter([50.0, 52.0])  # 10 s; ortop used 2 CPU s of the 2 CPUs' 20
+    sampler = LoadSampler(tmp_path, ours=lambda: next(ours), clock=lambda: next(clock), cpus=2)
+    fake_proc(tmp_path, 1000, 1000)
+    sampler.start()
+    fake_proc(tmp_path, 1000 + 1900, 1000 + 100)  # 95 % busy over the window
+    load = sampler.stop()
+    assert load is not None and (load.cpus, load.window_s) == (2, 10.0)
+    assert load.busy_pct == pytest.approx(95.0) and load.ours_pct == pytest.approx(10.0)
+    assert load.others_pct == pytest.approx(85.0)
+    assert load.as_dict() == {"cpus": 2, "busy_pct": 95.0, "ortop_pct": 10.0, "others_pct": 85.0, "window_s": 10.0}
+    nothing = LoadSampler(tmp_path / "absent")
+    nothing.start()
+    assert nothing.stop() is None  # no /proc/stat: no reading, no error
+    real = LoadSampler()
+    real.start()
+    reading = real.stop()
+    assert reading is None or 0.0 <= reading.others_pct <= 100.0
+
+
+def test_a_live_cpu_sample_becomes_a_host_reading() -> None:
+    from ortop.collectors.cpu import CpuSample
+
+    sample = CpuSample((100.0, 100.0), 100.0, 30.0, (), frozenset(), 6.0)  # worker 30 % of a core, the UI 6 %
+    load = HostLoad.from_cpu_sample(sample)
+    assert load is not None and load.others_pct == pytest.approx(82.0)
+    assert HostLoad.from_cpu_sample(None) is None
+
+
+def test_a_saturated_host_is_said_and_a_quiet_one_is_not(healthy: str) -> None:
+    [f] = only(run_static(context(healthy, host_load=HostLoad(2, 100.0, 8.0, 15.0))), "host-load")
+    assert f.severity == "warning" and f.profile_patch is None
+    assert f.message.startswith("the host itself is saturated: other processes use 92 % of its 2 CPUs over 15 s")
+    assert f.evidence["others_pct"] == 92.0 and "interleaved comparisons" in f.fix
+    [f] = only(run_static(context(healthy, host_load=HostLoad(2, 70.0, 10.0, float("nan")))), "host-load")
+    assert f.message.startswith("the host itself is busy: other processes use 60 % of its 2 CPUs (ortop")
+    assert f.severity == "info"  # busy, not saturated: worth knowing, not a failing exit code
+    assert only(run_static(context(healthy, host_load=HostLoad(2, 95.0, 60.0, 15.0))), "host-load") == []
+    assert only(run_static(context(healthy)), "host-load") == []
+
+
+class SaturatedReading:
+    """The collector edge of ``diagnose``: a host whose CPUs other processes keep busy (burning CPU in a test would
+    slow every other test on the machine)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self) -> HostLoad:
+        assert self.started
+        return HostLoad(2, 100.0, 7.0, 3.0)
+
+
+@pytest.mark.integration
+def test_the_doctor_on_a_saturated_host_says_so(healthy: str) -> None:
+    one_thread = prof(**{"session.intra_op_num_threads": 1, "workload.warmup_runs": 3})
+    d = diagnose(healthy, one_thread, budget_s=1.0, load=SaturatedReading())
+    [f] = only(list(d.findings), "host-load")
+    assert f.severity == "warning" and "saturated: other processes use 93 %" in f.message
+    assert d.as_dict()["host_load"]["others_pct"] == 93.0 and d.exit_code == 3
+    assert "; other processes 93 % of the CPUs while the doctor ran (ortop 7 %)" in format_report(d, width=400)
+    # nothing measured (--budget 0): the reading is shown, but there are no measurements for it to contend with
+    unmeasured = diagnose(healthy, one_thread, budget_s=0, load=SaturatedReading())
+    assert only(list(unmeasured.findings), "host-load") == [] and unmeasured.host_load is not None
+    quiet = diagnose(healthy, one_thread, budget_s=1.0, load=LoadSampler(Path("/nonexistent")))
+    assert only(list(quiet.findings), "host-load") == [] and quiet.as_dict()["host_load"] is None
+
+
+@pytest.mark.integration
+def test_spinning_verified_in_the_live_view_is_reported(tmp_path: Path) -> None:
+    from ortop.doctor import context_from_snapshot
+    from ortop.engine.monitor import Monitor
+    from tests.test_engine import wait_for
+
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)  # ~0.4 ms a run: at 50 Hz mostly waiting
+    start = prof(**{"session.intra_op_num_threads": 2, "workload.rate_hz": 50.0, "workload.warmup_runs": 3})
+    mon = Monitor(model, start)
+    mon.start()
+    try:
+        assert mon.wait_ready(30)
+        wait_for(lambda: mon.snapshot().runs >= 30, 20, "the start measured")
+        cid = mon.apply(profile_mod.merge(start, **{"session.allow_spinning": False}))
+        wait_for(lambda: mon.snapshot().config_id == cid and mon.snapshot().runs >= 30, 20, "spinning off measured")
+        mon.verify(cid, seconds=3.0).result(timeout=60)
+        snap = mon.snapshot()
+    finally:
+        mon.stop()
+    ctx = context_from_snapshot(snap, HEALTHY_HOST)
+    [v] = ctx.verified
+    assert set(v.changes) == {"session.allow_spinning"} and v.changes["session.allow_spinning"][1] is False
+    cpu = v.comparisons["cpu"]
+    assert cpu.verdict == "faster" and cpu.change_pct < -10  # a spinning pool at 50 Hz burns most of its CPU
+    [f] = only(run_static(ctx), "spinning")  # spinning is off now: said, nothing to patch
+    assert f.severity == "info" and f.message.startswith("spinning is off, and turning it off was verified here")
+    assert f.evidence["measured"].startswith("spinning on vs off, verified in the live view")
+    [f] = only(run_static(replace(ctx, profile=start)), "spinning")  # back on: the verified saving is a warning
+    assert f.severity == "warning" and f.profile_patch == {"session.allow_spinning": False}
+    assert f.evidence["cpu_ms_per_run"]["verdict"] == "faster"

@@ -940,3 +940,101 @@ def test_export_module_does_not_import_onnxruntime() -> None:
     code = "import sys, ortop.export as e; e.render(e.Profile(), 'python'); print('onnxruntime' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---- input shapes ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def unnamed_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An image model whose height and width have neither a value nor a name (PP-OCR's detector leaves them so)."""
+    from tests.models import make_conv_model
+
+    return make_conv_model(tmp_path_factory.mktemp("u") / "unnamed.onnx", shape=(1, 3, None, None))
+
+
+@pytest.fixture(scope="module")
+def named_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.models import make_conv_model
+
+    return make_conv_model(tmp_path_factory.mktemp("n") / "named.onnx")
+
+
+def ortop_feed_shapes(model_path: str, profile: Profile) -> dict[str, tuple[int, ...]]:
+    """The shapes ortop itself feeds the model under ``profile`` (what the profile was measured with)."""
+    from ortop.model import load_model, make_feeds
+
+    w = profile.workload
+    feeds, _ = make_feeds(load_model(model_path), dims=w.dims, shapes=w.shapes, batch=w.batch, seed=w.seed)
+    return {k: v.shape for k, v in feeds.items()}
+
+
+def test_python_export_feeds_a_whole_shape_to_an_unnamed_dim(unnamed_model: str) -> None:
+    profile = prof(workload__shapes={"x": [1, 3, 224, 224]})
+    ns = exec_export(profile, model_path=unnamed_model)
+    sess = ns["make_session"]()
+    feeds = ns["example_feeds"](sess)
+    assert {k: v.shape for k, v in feeds.items()} == {"x": (1, 3, 224, 224)} == ortop_feed_shapes(unnamed_model,
+                                                                                                  profile)
+    (y,) = sess.run(None, feeds)
+    assert y.shape == (1, 4, 224, 224)
+    assert ns["example_feeds"](sess, shapes={"x": [1, 3, 48, 160]})["x"].shape == (1, 3, 48, 160)
+
+
+def test_python_export_feeds_free_dims_by_name_and_by_position(named_model: str, unnamed_model: str) -> None:
+    profile = prof(workload__dims={"height": 40, "width": 56}, workload__batch=2)
+    ns = exec_export(profile, model_path=named_model)
+    sess = ns["make_session"]()
+    feeds = ns["example_feeds"](sess)
+    assert feeds["x"].shape == (2, 3, 40, 56) == ortop_feed_shapes(named_model, profile)["x"]
+    assert sess.run(None, feeds)[0].shape == (2, 4, 40, 56)
+    profile = prof(workload__dims={"x[2]": 24, "x[3]": 32})
+    ns = exec_export(profile, model_path=unnamed_model)
+    feeds = ns["example_feeds"](ns["make_session"]())
+    assert feeds["x"].shape == (1, 3, 24, 32) == ortop_feed_shapes(unnamed_model, profile)["x"]
+
+
+def test_python_export_of_a_shape_mix_feeds_its_typical_shape_and_says_so(named_model: str) -> None:
+    profile = prof(workload__dims={"width": 64}, workload__dim_mix={"height": "16,32:3,48"})
+    text = render(profile, "python", model_path=named_model)
+    assert "shape mix" in text and "height=16,32:3,48" in text
+    ns = exec_export(profile, model_path=named_model)
+    assert ns["example_feeds"](ns["make_session"]())["x"].shape == (1, 3, 32, 64)
+
+
+def test_code_exports_name_the_input_shapes() -> None:
+    profile = prof(workload__shapes={"x": [1, 3, 224, 224]}, workload__dims={"x[0]": 1})
+    for fmt in ("cpp", "csharp"):
+        text = render(profile, fmt)
+        assert "// Measured with inputs x=1x3x224x224, x[0]=1: build the input tensors" in text, fmt
+    assert "Measured with inputs" not in render(Profile(), "cpp")
+
+
+def test_perf_test_names_the_named_dims_of_a_whole_shape(named_model: str) -> None:
+    text = render(prof(workload__shapes={"x": [1, 3, 224, 320]}), "perf-test", model_path=named_model)
+    flags, _ = perf_flags(perf_command(text))
+    assert flags["-f"] == ["batch:1", "height:224", "width:320"]
+    assert "another shape" not in text
+
+
+def test_perf_test_says_it_runs_another_shape_and_how_to_feed_the_real_one(tmp_path: Path,
+                                                                            unnamed_model: str) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    profile = prof(workload__shapes={"x": [1, 3, 224, 224]})
+    text = render(profile, "perf-test", model_path=unnamed_model)
+    flags, _ = perf_flags(perf_command(text))
+    assert "-f" not in flags and "-I" in flags
+    (note,) = [line for line in text.splitlines() if "another shape" in line]
+    assert note.startswith("# note: perf_test cannot set x[2]=224") and "(x=1x3x1x1)" in note
+    # the note's recipe writes perf_test's test data of the profile's shape
+    (tmp_path / "ort_session.py").write_text(render(profile, "python", model_path=unnamed_model))
+    recipe = re.search(r'python -c "([^"]+)"', note)
+    assert recipe is not None
+    subprocess.run([sys.executable, "-c", recipe.group(1)], cwd=tmp_path, check=True, timeout=120)
+    tensor = numpy_helper.to_array(onnx.load_tensor(str(tmp_path / "test_data_set_0" / "input_0.pb")))
+    assert tensor.shape == (1, 3, 224, 224)
+    # an unnamed dim given by position has no -f either
+    text = render(prof(workload__dims={"x[2]": 48}), "perf-test", model_path=unnamed_model)
+    assert "-f" not in perf_flags(perf_command(text))[0]
+    assert "cannot set x[2]=48 (an unnamed dim)" in text

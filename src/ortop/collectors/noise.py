@@ -40,8 +40,9 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def read_steal(root: Path) -> tuple[int, int] | None:
-    """(steal, total) jiffies over all CPUs from ``root/stat``; None where missing or without a steal field."""
+def read_cpu_jiffies(root: Path) -> list[int] | None:
+    """The first eight fields of ``root/stat``'s ``cpu`` line (every CPU's user nice system idle iowait irq softirq
+    steal, in jiffies), as many as there are; None where the file or the line cannot be read."""
     text = _read(root / "stat")
     if text is None:
         return None
@@ -49,11 +50,16 @@ def read_steal(root: Path) -> tuple[int, int] | None:
         parts = line.split()
         if parts and parts[0] == "cpu":
             try:
-                values = [int(v) for v in parts[1:_STAT_FIELDS + 1]]
+                return [int(v) for v in parts[1:_STAT_FIELDS + 1]]
             except ValueError:
                 return None
-            return (values[7], sum(values)) if len(values) == _STAT_FIELDS else None
     return None
+
+
+def read_steal(root: Path) -> tuple[int, int] | None:
+    """(steal, total) jiffies over all CPUs from ``root/stat``; None where missing or without a steal field."""
+    values = read_cpu_jiffies(root)
+    return (values[7], sum(values)) if values is not None and len(values) == _STAT_FIELDS else None
 
 
 def read_pressure(root: Path) -> tuple[int | None, float | None]:

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ortop.collectors.host import HostFacts, read_host
+from ortop.collectors.load import HostLoad, LoadSampler
 from ortop.config.profile import Profile
 from ortop.doctor.findings import Finding, by_severity, counts, exit_code
 from ortop.doctor.graph import GraphFacts, scan_graph
 from ortop.doctor.measured import MeasuredResult, run_measured
 from ortop.doctor.modelfix import MODEL_FIX_BUDGET_S, measure_model_fixes, merge
-from ortop.doctor.static import CUDA, STATIC_CHECKS, Context, run_static
+from ortop.doctor.static import CUDA, STATIC_CHECKS, Context, Verified, check_host_load, run_static
 from ortop.engine.ab import available_memory
 from ortop.model import ModelInfo, load_model
 
@@ -42,6 +43,7 @@ class Diagnosis:
     measured: MeasuredResult | None = None
     skipped_measured: str = ""                              # why the measured checks did not run
     model_fixes: Mapping[str, Any] = field(default_factory=dict)  # check -> modelfix.FixMeasured
+    host_load: HostLoad | None = None                       # the host's CPUs over the run (None: not readable)
 
     @property
     def exit_code(self) -> int:
@@ -61,6 +63,7 @@ class Diagnosis:
             "measured": measured,
             "measured_skipped": self.skipped_measured or None,
             "model_fixes": {k: v.as_dict() for k, v in self.model_fixes.items()},
+            "host_load": self.host_load.as_dict() if self.host_load is not None else None,
             "exit_code": self.exit_code,
         }
 
@@ -95,20 +98,43 @@ def context_from_probe(model: ModelInfo, profile: Profile, host: HostFacts, repo
                    graph=graph_facts(model), available_memory=available_memory(), gpus=gpu_devices(profile))
 
 
-def context_from_snapshot(snap: Any, host: HostFacts | None = None, gpus: tuple[Any, ...] = ()) -> Context:
+def context_from_snapshot(snap: Any, host: HostFacts | None = None, gpus: tuple[Any, ...] = (),
+                          cpu: Any = None) -> Context:
     """A context from a live monitor (``engine.snapshot.Snapshot``): its profile, its providers, its events as
-    the log. No placement or per-op times: those need a probe session."""
+    the log, the changes its history verified by interleaving, and, given the CPU collector's latest sample
+    (``cpu``), how busy other processes keep the host. No placement or per-op times: those need a probe session."""
     model = snap.model if snap.model is not None else load_model(snap.model_path)
     served = snap.throughput_per_s if getattr(snap, "runs", 0) else None
     return Context(model=model, profile=snap.profile, host=host or read_host(), served_per_s=served,
                    log=tuple(e.text for e in snap.events),
                    providers_active=tuple(snap.providers_active) or None, graph=graph_facts(model),
-                   available_memory=available_memory(), gpus=tuple(gpus))
+                   available_memory=available_memory(), gpus=tuple(gpus), host_load=HostLoad.from_cpu_sample(cpu),
+                   verified=verified_changes(getattr(snap, "history", ())))
+
+
+def verified_changes(history: Any) -> tuple[Verified, ...]:
+    """The history rows verified by interleaving (``engine.snapshot.ConfigRecord``), newest first: what each changed
+    against the row it was verified against, and the comparisons."""
+    from ortop.config.diff import diff
+
+    rows = {r.config_id: r for r in history}
+    out = []
+    for row in reversed(tuple(history)):
+        v = row.verdict
+        against = rows.get(getattr(v, "against", None))
+        if against is None or not getattr(v, "comparisons", ()):
+            continue
+        changes = {c.key: (c.before, c.after) for c in diff(against.profile, row.profile, settings_only=True)}
+        out.append(Verified(changes, {c.metric: c for c in v.comparisons}, row.label))
+    return tuple(out)
 
 
 def diagnose(model_path: str, profile: Profile, *, budget_s: float = 15.0, host: HostFacts | None = None,
-             stop: threading.Event | None = None, on_progress: Callable[[str], None] | None = None) -> Diagnosis:
-    """Probe, run the static checks, then (``budget_s`` > 0 and a working session) the measured ones.
+             stop: threading.Event | None = None, on_progress: Callable[[str], None] | None = None,
+             load: Any = None) -> Diagnosis:
+    """Probe, run the static checks, then (``budget_s`` > 0 and a working session) the measured ones; over all of
+    it, how busy other processes keep the host (``load``: a :class:`~ortop.collectors.load.LoadSampler` or what
+    reads like one; the host-load check judges its reading).
 
     Raises ModelError / ProfileError for bad input; a session that fails to build or run is a finding.
     """
@@ -118,6 +144,8 @@ def diagnose(model_path: str, profile: Profile, *, budget_s: float = 15.0, host:
     profile = replace(profile, model=model_path)
     model = load_model(model_path)
     host = host or read_host()
+    load = load if load is not None else LoadSampler()
+    load.start()
     say("building the session in a child process")
     try:
         report = ops.probe(model_path, profile, runs=PROBE_RUNS, warmup=PROBE_WARMUP, trace=True, placement=True,
@@ -139,11 +167,14 @@ def diagnose(model_path: str, profile: Profile, *, budget_s: float = 15.0, host:
     else:
         measured = run_measured(model_path, profile, host, budget_s=budget_s, stop=stop, on_start=say)
         findings += measured.findings
-        checks += list(measured.checks)
+        checks += [c for c in measured.checks if c not in checks]
         if not (stop is not None and stop.is_set()):
             fixes = measure_model_fixes(model_path, profile, budget_s=min(budget_s, MODEL_FIX_BUDGET_S), stop=stop,
                                         on_start=say)
             findings = merge(findings, fixes, profile)
             checks += [c for c in fixes if c not in checks]
+    ctx = replace(ctx, host_load=load.stop())  # the whole run's reading: what the figures above were measured under
+    if measured is not None:  # without measurements (--budget 0) the reading is shown, but nothing contended
+        findings += check_host_load(ctx)
     return Diagnosis(model_path, profile, host, tuple(by_severity(findings)), tuple(checks), report, measured,
-                     skipped, fixes)
+                     skipped, fixes, ctx.host_load)

@@ -126,3 +126,14 @@ def apply_patches(profile: Any, findings: Iterable[Finding]) -> tuple[Any, list[
             continue
         done.update(patch)
     return profile, notes
+
+
+SPIN_SAVING_PCT = 10.0    # a CPU saving below this is worth knowing, not worth a warning
+SPIN_OFF: dict[str, Any] = {"session.allow_spinning": False}     # what the spinning check tries
+
+
+def change_evidence(c: Any) -> dict[str, Any]:
+    """A comparison as evidence: before, after, the change and its interval, the verdict, the pairs."""
+    d = c.as_dict()
+    return {k: d[k] for k in ("before", "after", "change_pct", "ci_low_pct", "ci_high_pct", "verdict", "pairs",
+                              "text")}

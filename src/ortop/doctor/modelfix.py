@@ -82,7 +82,7 @@ class FixMeasured:
     error: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        from ortop.doctor.measured import change_evidence
+        from ortop.doctor.findings import change_evidence
 
         return {"copy": self.copy, "error": self.error or None, "outputs": self.outputs or None,
                 "outputs_differ": list(self.outputs_differ),

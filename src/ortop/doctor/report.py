@@ -71,17 +71,20 @@ def format_report(d: Any, width: int = 110) -> str:
     lines = [f"ortop doctor  {d.model_path}", f"session       {session}"]
     if s.get("feeds"):
         lines.extend(_wrap(", ".join(s["feeds"]), "inputs        ", width))
-    lines.append(f"host          {d.host.describe()}")
+    load = d.host_load
+    busy = (f"; other processes {load.others_pct:.0f} % of the CPUs while the doctor ran (ortop "
+            f"{load.ours_pct:.0f} %)" if load is not None else "")
+    lines.extend(_wrap(f"{d.host.describe()}{busy}", "host          ", width))
     m = d.measured
     if m is None:
         lines.append(f"measured      not run ({d.skipped_measured})")
     else:
-        tried = "; ".join(patch_text(p) for p in m.tried.values())
-        what = f"interleaving the profile with {tried}" if tried else "the profile alone"
+        # what was compared, under what traffic, how many block pairs, how long
+        what = m.compared or "nothing: the comparison could not run"
         b = m.baseline
         figs = (f"; the profile: p50 {b.p50_ms:.3g} ms, p99 {b.p99_ms:.3g} ms, CPU {b.cpu_ms_per_run:.3g} ms per run"
                 if b is not None else "")
-        lines.extend(_wrap(f"{m.elapsed_s:.1f} s {what}{figs}", "measured      ", width))
+        lines.extend(_wrap(f"{what}{figs}", "measured      ", width))
     lines.append("")
     for f in d.findings:
         lines.extend(format_finding(f, width))

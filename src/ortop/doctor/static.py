@@ -20,9 +20,10 @@ from typing import Any
 
 from ortop.collectors.cuda import cuda_device
 from ortop.collectors.host import HostFacts, format_cpulist
+from ortop.collectors.load import HostLoad
 from ortop.config.profile import Profile
 from ortop.config.validate import option_int
-from ortop.doctor.findings import Finding
+from ortop.doctor.findings import Finding, patch_text
 from ortop.doctor.graph import GraphFacts
 from ortop.engine.events import ORT_LOG
 from ortop.model import ModelInfo
@@ -47,6 +48,8 @@ MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost")  # the copies ORT inserts where 
 GRAPH_CAPTURE_WORDS = "cannot use the graph capture feature"  # ORT's refusal (InferenceSession::Initialize)
 TRANSPOSE_SHARE_PCT = 5.0   # Transposes left after ORT's optimizer taking this share of kernel time are worth a fix
 MAX_LISTED = 12             # names listed in evidence
+HOST_BUSY_PCT = 50.0        # other processes using this share of all CPUs make every figure measured here contended
+HOST_SATURATED_PCT = 90.0   # ... and from this share on, the host is saturated
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,19 @@ class Context:
     gpus: tuple[Any, ...] = ()                      # collectors.gpu.GpuDevice
     served_per_s: float | None = None               # live: what the running configuration serves
     environ: Mapping[str, str] | None = None        # the environment ortop runs in (None: this process's)
+    host_load: HostLoad | None = None               # the host's CPUs: others' share while ortop measured
+    verified: tuple[Verified, ...] = ()             # live: changes verified by interleaving, newest first
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A change the live view verified by interleaving it with the configuration before it: the settings it changed
+    (dotted key -> (before, after)), its comparisons by metric (``measure.compare.Comparison``), the history row's
+    label."""
+
+    changes: Mapping[str, tuple[Any, Any]]
+    comparisons: Mapping[str, Any]
+    label: str = ""
 
 
 Check = Callable[[Context], list[Finding]]
@@ -534,6 +550,51 @@ def check_gpu_memory(ctx: Context) -> list[Finding]:
     return []
 
 
+def check_host_load(ctx: Context) -> list[Finding]:
+    """Other processes keep the host's CPUs busy: every figure measured here carries their contention."""
+    load = ctx.host_load
+    if load is None or load.others_pct < HOST_BUSY_PCT:
+        return []
+    saturated = load.others_pct >= HOST_SATURATED_PCT
+    when = f" over {load.window_s:.0f} s while the doctor ran" if load.window_s == load.window_s else ""
+    return [Finding(
+        "host-load", "warning" if saturated else "info",
+        f"the host itself is {'saturated' if saturated else 'busy'}: other processes use {load.others_pct:.0f} % of "
+        f"its {load.cpus} CPUs{when} (ortop {load.ours_pct:.0f} %): measurements here are contended", load.as_dict(),
+        "measure where nothing else runs, or trust only what contention cannot fake: interleaved comparisons "
+        "(compare, verify, the doctor's measured checks) share the host's state block by block, so their verdicts "
+        "hold, while absolute latencies and capacities carry the other processes' load")]
+
+
+def check_verified_spinning(ctx: Context) -> list[Finding]:
+    """Live: turning spinning off was verified in the history (CPU per run down by a share worth having)."""
+    from ortop.doctor.findings import SPIN_OFF, SPIN_SAVING_PCT, change_evidence
+
+    key = next(iter(SPIN_OFF))
+    for v in ctx.verified:
+        if set(v.changes) != {key} or v.changes[key][1] is not False or v.changes[key][0] is False:
+            continue  # only a change that turned spinning off, and nothing else
+        cpu, p50 = v.comparisons.get("cpu"), v.comparisons.get("p50")
+        if cpu is None or cpu.verdict != "faster" or -cpu.change_pct < SPIN_SAVING_PCT:
+            continue
+        evidence: dict[str, Any] = {
+            "measured": f"spinning on vs off, verified in the live view ({v.label}), {cpu.pairs} block pairs",
+            "cpu_ms_per_run": change_evidence(cpu)}
+        cost = ""
+        if p50 is not None:
+            evidence["p50_ms"] = change_evidence(p50)
+            cost = f"; what it costs in latency here: {p50.text()}"
+        if ctx.profile.session.allow_spinning is False:
+            return [Finding("spinning", "info", f"spinning is off, and turning it off was verified here: {cpu.text()}",
+                            evidence, "nothing needed: keep it off")]
+        return [Finding("spinning", "warning",
+                        f"the intra-op pool spins while it waits for work: turning spinning off was verified here, "
+                        f"{cpu.text()}", evidence,
+                        f"set {patch_text(SPIN_OFF)} (the pool's threads then sleep while they wait){cost}",
+                        dict(SPIN_OFF))]
+    return []
+
+
 def check_pace(ctx: Context) -> list[Finding]:
     """Live: the offered rate is more than the configuration serves (its figures include queueing)."""
     if ctx.served_per_s is None:
@@ -541,8 +602,9 @@ def check_pace(ctx: Context) -> list[Finding]:
     return pace_findings(ctx.profile, ctx.served_per_s)
 
 
-def pace_findings(profile: Profile, served_per_s: float) -> list[Finding]:
-    """A warning when the profile's offered rate was not served: every figure then includes queueing."""
+def pace_findings(profile: Profile, served_per_s: float, measured: str = "") -> list[Finding]:
+    """A warning when the profile's offered rate was not served: every figure then includes queueing.
+    ``measured``: what the figure comes from, in words (the live view's running configuration: "")."""
     from ortop.engine.traffic import offered_rate, pace_text
 
     said = pace_text(profile, served_per_s)
@@ -550,7 +612,8 @@ def pace_findings(profile: Profile, served_per_s: float) -> list[Finding]:
         return []
     offered = offered_rate(profile)
     return [Finding("pace", "warning", f"the offered rate is not kept: {said.removeprefix('rate not kept: ')}",
-                    {"offered_per_s": round(offered, 1), "served_per_s": round(served_per_s, 1)},
+                    {**({"measured": measured} if measured else {}), "offered_per_s": round(offered, 1),
+                     "served_per_s": round(served_per_s, 1)},
                     f"offer at most about {served_per_s * 0.8:.0f}/s here (80 % of what it serves), or serve more: "
                     "more intra-op threads, or replicas on their own cores",
                     {"workload.rate_hz": round(served_per_s * 0.8 / max(1, profile.workload.replicas), 1)})]
@@ -570,6 +633,8 @@ STATIC_CHECKS: tuple[tuple[str, Check], ...] = (
     ("memory", check_memory),
     ("gpu-memory", check_gpu_memory),
     ("pace", check_pace),
+    ("host-load", check_host_load),
+    ("spinning", check_verified_spinning),
 )
 
 

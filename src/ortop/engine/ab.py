@@ -58,6 +58,31 @@ class NotEnoughMemory(AbError):
 
 
 @dataclass(frozen=True)
+class ShapeFigures:
+    """One input shape of a mix (or a trace) over a configuration's recorded blocks: its runs' response times."""
+
+    label: str          # the shape's dims, as the worker names it (``seq_len=16``)
+    runs: int
+    p50_ms: float
+    p99_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "runs": self.runs, "p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms)}
+
+
+def shape_figures(latency_ms: np.ndarray, shape_ids: np.ndarray, labels: Sequence[str]) -> tuple[ShapeFigures, ...]:
+    """Response p50 and p99 of each input shape (``shape_ids``: one per run, indexing ``labels``); () with fewer
+    than two shapes, where the configuration's own figures say it all."""
+    if len(labels) < 2:
+        return ()
+    out = []
+    for k, label in enumerate(labels):
+        st = stats.latency_stats(latency_ms[shape_ids == k])
+        out.append(ShapeFigures(str(label), st.runs, st.p50, st.p99))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class ConfigFigures:
     """One configuration's figures over all its recorded blocks."""
 
@@ -86,6 +111,7 @@ class ConfigFigures:
     differs: tuple[str, ...] = ()    # why its outputs differ beyond the tolerance (empty: within it)
     agreement_note: str = ""         # why the outputs were not compared, when they were not
     rss_growth_mib: float = math.nan # the worker's resident memory at its last measured block less at its first
+    shapes: tuple[ShapeFigures, ...] = ()  # per input shape of a mix or trace (() with one shape)
 
     def kept(self) -> bool:
         """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
@@ -119,6 +145,7 @@ class ConfigFigures:
                 "rss_mib": _num(self.rss_mib), "session_mib": _num(self.session_mib),
                 "rss_growth_mib": _num(self.rss_growth_mib),
                 "agreement": ag, "outputs_differ": list(self.differs),
+                **({"shapes": [s.as_dict() for s in self.shapes]} if self.shapes else {}),
                 **({"agreement_note": self.agreement_note} if self.agreement_note else {})}
 
 
@@ -223,8 +250,10 @@ class Interleaving:
         self._failed: dict[int, str] = {}
         self._error: str | None = None
         self._pending_rows: dict[int, tuple[int, np.ndarray]] = {}
+        self._pending_shapes: dict[int, np.ndarray] = {}
         self._blocks: list[Block] = []
         self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
+        self._shape_ids: list[np.ndarray] = []  # ... and the input shape id of each of its runs
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
         self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
@@ -260,6 +289,8 @@ class Interleaving:
                 rows = msg.rows
                 resp = rows[:, 1] + rows[:, 5] if rows.shape[1] > 5 else rows[:, 1]
                 self._pending_rows[msg.config_id] = (msg.block, resp / 1e6)
+                self._pending_shapes[msg.config_id] = rows[:, 6].astype(np.int32) if rows.shape[1] > 6 else \
+                    np.zeros(len(rows), dtype=np.int32)
                 if rows.shape[1] > 7:  # service times of runs after a long idle gap: a sleeping pool's wake-up
                     self._long_gap[self._index[msg.config_id]].append(rows[rows[:, 7] >= LONG_GAP_NS, 1] / 1e6)
                 if getattr(msg, "rss", -1) >= 0:  # a leak shows as growth over the configuration's blocks
@@ -278,6 +309,7 @@ class Interleaving:
                                                     t_end=msg.t_end_ns / 1e9, cpu_ms=msg.cpu_ns / 1e6,
                                                     cpu_between_ms=between))
                 self._lat.append(lat)
+                self._shape_ids.append(self._pending_shapes.pop(msg.config_id, np.zeros(lat.size, dtype=np.int32)))
             elif isinstance(msg, P.AlternationDone):
                 self._alt_done[channel] += 1
             elif isinstance(msg, P.RunError) and msg.config_id in self._index:
@@ -466,11 +498,13 @@ class Interleaving:
             keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision[0]]
             blocks = [self._blocks[k] for k in keep]
             lats = [self._lat[k] for k in keep]
+            ids = [self._shape_ids[k] for k in keep]
             elapsed = self.elapsed() if decision is None else decision[2]
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]
             lat = np.concatenate([x for b, x in zip(blocks, lats) if b.config == i] or [np.zeros(0)])
+            shape_of = np.concatenate([x for b, x in zip(blocks, ids) if b.config == i] or [np.zeros(0, np.int32)])
             st = stats.latency_stats(lat)
             wall = sum(b.t_end - b.t_start for b in mine)
             cpu_known = [b for b in mine if math.isfinite(b.cpu_ms_per_run) and b.runs]
@@ -482,7 +516,8 @@ class Interleaving:
                                 lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
                                 arrived / wall if arrived and wall > 0 else math.nan, dropped,
-                                *_gap_figures(self._long_gap[i]), **self._model_figures(i, info))
+                                *_gap_figures(self._long_gap[i]), **self._model_figures(i, info),
+                                shapes=shape_figures(lat, shape_of, info.get("shape_labels") or ()))
             figures.append(fig)
             if not fig.kept():
                 self._log(f"{fig.name}: {fig.pace_text()}")

@@ -3,7 +3,8 @@
 Formats (``FORMATS``), one module each:
 
 - ``python``: a module needing only onnxruntime, with ``make_session(model_path=..., providers=None)`` (and
-  ``make_sessions()`` for replicas).
+  ``make_sessions()`` for replicas), and ``example_feeds(session)``: inputs of the shapes the profile was measured
+  with. The C++ and C# exports name those shapes in a comment.
 - ``cpp``: an ``Ort::SessionOptions`` builder (onnxruntime_cxx_api.h).
 - ``csharp``: a ``Microsoft.ML.OnnxRuntime.SessionOptions`` builder.
 - ``perf-test``: an ``onnxruntime_perf_test`` command line (flags checked against its source, see PERF_TEST_FLAGS).
@@ -20,7 +21,9 @@ What a format cannot carry:
 - ``perf-test`` refuses execution providers onnxruntime_perf_test has no ``-e`` name for (custom or plugin EPs,
   ROCm) and keys or values its ``"key|value key|value"`` lists cannot hold (whitespace; '|' in a key); knobs with
   no flag at all (mem reuse, global thread pools, log level, paced rate, .npy inputs, replicas and their pinning,
-  the shared arena) are listed as ``# note:`` comment lines above the command, which stays runnable.
+  the shared arena) are listed as ``# note:`` comment lines above the command, which stays runnable. A shape
+  reaches perf_test only through ``-f name:value``: a free dimension the model leaves unnamed has no name, and
+  ``-I`` makes it 1, so a note says the command runs another shape and how to feed it the profile's.
 - ``olive`` refuses session settings Olive's evaluator cannot apply (CPU arena, memory pattern, memory reuse,
   global thread pools), replicas and the shared arena: a JSON file cannot carry a warning, and silently dropping
   them would measure something else. Custom provider names pass through, as Olive hands them to onnxruntime as

@@ -6,8 +6,10 @@ own language.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ortop.config import knobs
@@ -144,9 +146,9 @@ def comment_header(profile: Profile, api: str) -> list[str]:
     if profile.env:
         out.append("// Environment variables to set before the process starts (LD_PRELOAD is read only then):")
         out += [f"//   {k}={quote(v)}" for k, v in profile.env.items()]
-    said = workload_text(profile)
-    if said:
-        out += comment_lines(said, "// ")
+    for said in (workload_text(profile), inputs_text(profile)):
+        if said:
+            out += comment_lines(said, "// ")
     return out
 
 
@@ -169,3 +171,92 @@ def workload_text(profile: Profile) -> str:
     if not parts:
         return ""
     return "Measured under " + "; ".join(parts) + "."
+
+
+# ---- input shapes ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputShapes:
+    """The input shapes a profile was measured with, as an export builds or names its inputs.
+
+    ``dims`` holds free dimensions by name, an unnamed one as ``input[axis]`` (ortop's spelling, what ``--dim``
+    takes); ``shapes`` whole input shapes by input name; ``batch`` the leading free dimension (0: the model's own).
+    A shape mix (``dim_mix``, ``shape_mix``) is one shape per request: its typical value (the weighted median) is in
+    ``dims``/``shapes`` and the mix itself in ``mixed`` (``seq=16..128``), so an export can say it builds one of
+    several shapes.
+    """
+
+    dims: dict[str, int]
+    shapes: dict[str, list[int]]
+    batch: int
+    mixed: list[str]
+
+    def text(self) -> str:
+        """``x=1x3x224x224, seq=128`` (free dims after whole shapes; "" when the profile fixes none)."""
+        parts = [f"{plain_name(k)}={'x'.join(map(str, v))}" for k, v in self.shapes.items()]
+        parts += [f"{plain_name(k)}={v}" for k, v in self.dims.items()]
+        if self.batch:
+            parts.append(f"batch (leading free dim) = {self.batch}")
+        return ", ".join(parts)
+
+
+def weighted_median(values: Sequence[tuple[Any, float]]) -> Any:
+    """The value at half the total weight, in the order given: a mix's typical value (a uniform range's middle
+    size, a weighted list's heaviest share)."""
+    total = sum(w for _, w in values)
+    acc = 0.0
+    for value, w in values:
+        acc += w
+        if acc >= total / 2:
+            return value
+    return values[-1][0]
+
+
+def input_shapes(profile: Profile) -> InputShapes:
+    """The profile's input shapes (:class:`InputShapes`); a mix that does not parse is named, not resolved (the
+    profile was validated when measured, and an export must not fail on what it only reports)."""
+    from ortop.model.inspect import ModelError
+    from ortop.model.mixes import parse_dim_mix, parse_shape_mix
+
+    w = profile.workload
+    dims = {k: int(v) for k, v in w.dims.items()}
+    shapes = {k: [int(n) for n in v] for k, v in w.shapes.items()}
+    mixed: list[str] = []
+    mixes: list[tuple[Mapping[str, str], Callable[[str, str], list[Any]], dict[str, Any], Callable[[Any], Any]]] = [
+        (w.dim_mix, parse_dim_mix, dims, int), (w.shape_mix, parse_shape_mix, shapes, list)]
+    for mix, parse, typical, as_value in mixes:
+        for name, text in mix.items():
+            mixed.append(f"{plain_name(name)}={plain_name(text)}")
+            try:
+                typical[name] = as_value(weighted_median(parse(name, text)))
+            except ModelError:
+                pass
+    return InputShapes(dims, shapes, int(w.batch), mixed)
+
+
+_PLAIN = re.compile(r"[\w.:,\-\[\]]+")
+
+
+def plain_name(text: str) -> str:
+    """An input or dimension name (or a mix's spelling) as a comment of any language names it: as written when it
+    is plain (letters, digits, ``_.:,-[]``), else quoted with its line breaks and controls escaped
+    (:func:`ortop.export.literals.comment_str`), so it can end no comment."""
+    return text if _PLAIN.fullmatch(text) and "??" not in text else comment_str(text)
+
+
+def unnamed_dim(key: str) -> bool:
+    """Whether a ``workload.dims`` key names an unnamed dimension by position (``x[2]``), not a ``dim_param``."""
+    return key.endswith("]") and "[" in key
+
+
+def inputs_text(profile: Profile) -> str:
+    """The input shapes the settings were measured with, for a code export's comment ("" when the profile fixes
+    none: every free dimension was 1)."""
+    ins = input_shapes(profile)
+    said = ins.text()
+    if not said:
+        return ""
+    out = f"Measured with inputs {said}: build the input tensors with these shapes"
+    if ins.mixed:
+        out += (f" (a shape mix, one shape per request: {', '.join(ins.mixed)}; the typical one is named here, "
+                "and the settings' measured effect holds for the mix)")
+    return out + "."

@@ -17,7 +17,7 @@ from ortop.config.ort_names import OPT_LEVEL_VALUES
 from ortop.config.profile import Profile
 from ortop.config.providers import short_name
 from ortop.config.values import affinity_string, truthy
-from ortop.export.common import ExportError, literal
+from ortop.export.common import ExportError, input_shapes, literal, plain_name, unnamed_dim
 from ortop.export.literals import json_str
 from ortop.measure.arrivals import CLOSED, mode_of
 
@@ -178,7 +178,7 @@ def _provider(profile: Profile, ep: str, args: list[str], notes: list[str]) -> N
             notes.append(f"io_binding has no perf_test flag for -e {ep} (-g binds on CUDA devices only)")
 
 
-def _workload(profile: Profile, args: list[str], notes: list[str]) -> None:
+def _workload(profile: Profile, model_path: str, args: list[str], notes: list[str]) -> None:
     """ortop's own workload knobs: the few perf_test can carry (callers, seed, free dims), notes for the rest."""
     w = profile.workload
     if w.concurrency > 1:
@@ -193,23 +193,95 @@ def _workload(profile: Profile, args: list[str], notes: list[str]) -> None:
         notes.append(f"arrival = {mode_of(w)}" + (f", rate_hz = {w.rate_hz:g}" if w.rate_hz > 0 else "")
                      + ": perf_test cannot pace requests or queue them; it runs closed loop, back to back")
     if w.dim_mix or w.shape_mix:
-        notes.append("shape mixes (" + ", ".join([*w.dim_mix, *w.shape_mix]) + "): perf_test feeds one shape; -f "
-                     "fixes each free dim to one size")
+        notes.append("shape mixes (" + ", ".join(input_shapes(profile).mixed) + "): perf_test feeds one shape; -f "
+                     "fixes each named free dim to one size (a mixed one to its typical size, the weighted median)")
     if w.inputs:
         notes.append("inputs from .npy files are not carried over: without -I perf_test reads test_data_set_* "
                      "folders next to the model")
     else:
         args += ["-I", "-S", str(w.seed)]
-    for dim, value in w.dims.items():
+    named, unset, ran = _free_dims(profile, model_path)
+    for dim, value in named.items():
         if not dim or any(c.isspace() for c in dim) or ":" in dim:
             raise ExportError(f"perf-test cannot express free dimension {dim!r} in -f (no whitespace or ':')")
         args += ["-f", f"{dim}:{value}"]
+    if unset and not w.inputs:
+        notes.append(_another_shape(unset, ran))
     if w.batch:
         notes.append(f"batch = {w.batch}: perf_test has no batch flag; name the dimension with -f NAME:{w.batch}")
-    if w.shapes:
-        notes.append("whole input shapes are not carried over; use -f for their free dimensions")
     if w.values:
         notes.append("constant input values are not carried over (-I generates random inputs)")
+
+
+def _free_dims(profile: Profile, model_path: str) -> tuple[dict[str, int], list[str], list[str]]:
+    """The profile's input shapes as perf_test can take them: (named free dims for -f, what -f cannot set, the
+    shapes the command would then run as ``x=1x3x1x1``).
+
+    -f sets a free dimension by its ``dim_param`` name; -I makes every other free dimension 1. An unnamed dimension
+    (``x[2]``, as PP-OCR's height) has no name to give, and a whole shape (``workload.shapes``) reaches -f only
+    through the names the model gives its axes, so the model is read when the profile has whole shapes.
+    """
+    ins = input_shapes(profile)
+    w = profile.workload
+    named: dict[str, int] = {}
+    unset: list[str] = []
+    for key, value in ins.dims.items():
+        if unnamed_dim(key):
+            unset.append(f"{plain_name(key)}={value} (an unnamed dim)")
+        else:
+            named[key] = value
+    if not ins.shapes:
+        return named, unset, []
+    info = _model_info(model_path)
+    inputs = {t.name: t for t in info.inputs} if info is not None else {}
+    ran: list[str] = []
+    for name, shape in ins.shapes.items():
+        t = inputs.get(name)
+        said = f"{plain_name(name)}={'x'.join(map(str, shape))}"
+        if t is None or t.shape is None or len(t.shape) != len(shape):
+            why = "the model could not be read here" if info is None else "the model declares no such shape"
+            unset.append(f"{said} ({why}, so no dim of it can be named in -f)")
+            continue
+        out = []
+        for axis, (declared, size) in enumerate(zip(t.shape, shape)):
+            if isinstance(declared, str) and named.setdefault(declared, size) != size:
+                unset.append(f"{said} (its dim {plain_name(declared)} is {named[declared]} elsewhere)")
+            elif declared is None:
+                unset.append(f"{plain_name(name)}[{axis}]={size} (an unnamed dim of {said})")
+            out.append(declared if isinstance(declared, int) else named.get(declared, 1) if declared else 1)
+        if out != list(shape):
+            ran.append(f"{plain_name(name)}={'x'.join(map(str, out))}")
+    if w.inputs:
+        return named, [], []
+    return named, unset, ran
+
+
+def _model_info(model_path: str) -> Any:
+    """The model's inputs (``ortop.model.ModelInfo``), or None where the file cannot be read here (an export
+    may name a path on another machine)."""
+    from ortop.model import ModelError, load_model
+
+    try:
+        return load_model(model_path)
+    except (ModelError, OSError):
+        return None
+
+
+# What to do when -f cannot set a shape: feed perf_test real tensors. Without -I it reads test_data_set_*/input_N.pb
+# (TensorProto files) from the model's folder; the Python export's example_feeds() makes arrays of the profile's
+# shapes, and onnx.numpy_helper writes them.
+_TEST_DATA = ("python -c \"import os, onnx.numpy_helper as nh, ort_session as s; os.makedirs('test_data_set_0', "
+              "exist_ok=True); [open(f'test_data_set_0/input_{i}.pb', 'wb').write(nh.from_array(a, n)"
+              ".SerializeToString()) for i, (n, a) in enumerate(s.example_feeds(s.make_session()).items())]\"")
+
+
+def _another_shape(unset: list[str], ran: list[str]) -> str:
+    runs = f" ({', '.join(ran)})" if ran else ""
+    return (f"perf_test cannot set {'; '.join(unset)}: -f sets free dims by name only and -I makes every other one "
+            f"1, so this command runs another shape{runs} than the profile was measured with. To run the profile's "
+            "shape, give perf_test real inputs: in the model's folder, `ortop export PROFILE --to python -o "
+            f"ort_session.py`, then {_TEST_DATA}, and run the command without -I and -S (perf_test then reads "
+            "test_data_set_0/input_N.pb)")
 
 
 # Flags newer than perf_test itself, and the first builds that take them: -C arrived with onnxruntime 1.17, -g in
@@ -242,7 +314,7 @@ def render(profile: Profile, model_path: str) -> str:
     args: list[str] = ["-e", ep, "-m", "duration", "-t", str(PERF_TEST_SECONDS), "-s"]
     _session(profile, args, notes)
     _provider(profile, ep, args, notes)
-    _workload(profile, args, notes)
+    _workload(profile, model_path, args, notes)
     lines = ["# onnxruntime_perf_test command for an ortop profile. perf_test times Run() only, warms up with "
              "one run and runs closed loop; -t sets the seconds."]
     needs = _minimum_versions(args)

@@ -1,4 +1,6 @@
-"""``--to python``: a module needing only onnxruntime, with ``make_session(model_path=..., providers=None)``.
+"""``--to python``: a module needing only onnxruntime, with ``make_session(model_path=..., providers=None)`` and
+``example_feeds(session)``: inputs of the shapes the profile was measured with (``workload.shapes``, ``dims``,
+``batch``, its .npy files and constants; a shape mix's typical shape, the mix named in a comment).
 
 Python's SessionOptions takes every attribute by its ORT name, so each SessionOptions knob of the registry is
 written generically (choices as their ORT enum member); config entries go through ``add_session_config_entry``.
@@ -20,8 +22,10 @@ from ortop.config.profile import Profile
 from ortop.config.providers import CPU, CUDA, TENSORRT
 from ortop.export.common import (
     VERSION_NOTES,
+    comment_lines,
     device,
     global_pools,
+    input_shapes,
     pinned_pools,
     pinning_notes,
     replicas,
@@ -47,6 +51,7 @@ def _header(profile: Profile, model_path: str) -> list[str]:
         '"""ONNX Runtime session settings exported from an ortop profile.',
         "",
         "make_session() builds an InferenceSession with exactly these settings; only onnxruntime is needed.",
+        "example_feeds(session) makes inputs of the shapes the profile was measured with.",
     ]
     if replicas(profile) > 1 or profile.workload.pin_replicas:
         lines.append(f"make_sessions() builds the {replicas(profile)} replicas the profile serves at once"
@@ -406,6 +411,90 @@ def _preload_helper() -> list[str]:
     ]
 
 
+def _feeds_helper(profile: Profile) -> list[str]:
+    """INPUT_SHAPES, FREE_DIMS and example_feeds(): inputs of the shapes the profile was measured with."""
+    ins = input_shapes(profile)
+    w = profile.workload
+    shapes = ", ".join(f"{py_str(k)}: {list(v)!r}" for k, v in ins.shapes.items())
+    dims = ", ".join(f"{py_str(k)}: {v}" for k, v in ins.dims.items())
+    files = ", ".join(f"{py_str(k)}: {py_str(v)}" for k, v in w.inputs.items())
+    values = ", ".join(f"{py_str(k)}: {float(v)!r}" for k, v in w.values.items())
+    lines = [
+        "",
+        "",
+        "# The inputs the profile was measured with: the settings were tuned on these shapes, so feed these (or",
+        "# your real data of the same shapes) when you check them. A free dimension is keyed by its name, or as",
+        "# 'input[axis]' where the model leaves it unnamed; a dimension the profile does not set is 1.",
+    ]
+    if ins.mixed:
+        lines += comment_lines(
+            "The profile was measured under a shape mix, one shape per request (" + ", ".join(ins.mixed) + "): "
+            "this is its typical shape (the weighted median); pass dims=/shapes= to example_feeds() for the "
+            "others.", "# ")
+    lines += [
+        f"INPUT_SHAPES = {{{shapes}}}",
+        f"FREE_DIMS = {{{dims}}}",
+        f"BATCH = {ins.batch}  # the leading free dimension of every input (0: as FREE_DIMS says, else 1)",
+        f"INPUT_FILES = {{{files}}}  # .npy files by input name",
+        f"INPUT_VALUES = {{{values}}}  # constant fills by input name",
+        f"SEED = {int(w.seed)}",
+        "NUMPY_TYPES = {",
+        '    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",',
+        '    "tensor(int8)": "int8", "tensor(int16)": "int16", "tensor(int32)": "int32", "tensor(int64)": "int64",',
+        '    "tensor(uint8)": "uint8", "tensor(uint16)": "uint16", "tensor(uint32)": "uint32",',
+        '    "tensor(uint64)": "uint64", "tensor(bool)": "bool",',
+        "}",
+        "",
+        "",
+        "def input_shape(model_input, dims=None, shapes=None):",
+        '    """The shape to feed ``model_input`` (an entry of session.get_inputs()): its whole shape from',
+        "    INPUT_SHAPES (or ``shapes``), else its declared dims with each free one from FREE_DIMS (or ``dims``):",
+        '    by name, or as \'input[axis]\' where unnamed; BATCH on a free leading axis; 1 otherwise."""',
+        "    shapes = {**INPUT_SHAPES, **(shapes or {})}",
+        "    dims = {**FREE_DIMS, **(dims or {})}",
+        "    if model_input.name in shapes:",
+        "        return tuple(int(n) for n in shapes[model_input.name])",
+        "    out = []",
+        "    for axis, d in enumerate(model_input.shape):",
+        "        if isinstance(d, int) and d >= 0:",
+        "            out.append(d)",
+        "        elif isinstance(d, str) and d in dims:",
+        "            out.append(int(dims[d]))",
+        '        elif f"{model_input.name}[{axis}]" in dims:',
+        '            out.append(int(dims[f"{model_input.name}[{axis}]"]))',
+        "        else:",
+        "            out.append(BATCH if axis == 0 and BATCH > 0 else 1)",
+        "    return tuple(out)",
+        "",
+        "",
+        "def example_feeds(session, dims=None, shapes=None, seed=SEED):",
+        '    """Inputs for ``session.run(None, example_feeds(session))`` of the shapes the profile was measured with',
+        "    (input_shape()): INPUT_FILES loaded, INPUT_VALUES as constants, other floats uniform in [-1, 1) drawn",
+        '    with ``seed``, integers 1 (valid as ids and masks alike), booleans True."""',
+        "    import numpy as np",
+        "",
+        "    rng = np.random.default_rng(seed)",
+        "    feeds = {}",
+        "    for model_input in session.get_inputs():",
+        "        name = model_input.name",
+        "        if name in INPUT_FILES:",
+        "            feeds[name] = np.load(INPUT_FILES[name], allow_pickle=False)",
+        "            continue",
+        "        if model_input.type not in NUMPY_TYPES:",
+        "            raise ValueError(f'input {name}: no example data for {model_input.type}; feed your own')",
+        "        dtype = np.dtype(NUMPY_TYPES[model_input.type])",
+        "        shape = input_shape(model_input, dims, shapes)",
+        "        if name in INPUT_VALUES:",
+        "            feeds[name] = np.full(shape, INPUT_VALUES[name]).astype(dtype)",
+        '        elif dtype.kind == "f":',
+        "            feeds[name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)",
+        "        else:",
+        "            feeds[name] = np.ones(shape, dtype=dtype)",
+        "    return feeds",
+    ]
+    return lines
+
+
 def render(profile: Profile, model_path: str) -> str:
     """The Python module for ``profile``."""
     lines = _header(profile, model_path)
@@ -482,6 +571,7 @@ def render(profile: Profile, model_path: str) -> str:
         ]
     if many:
         lines += _make_sessions(profile)
+    lines += _feeds_helper(profile)
     if profile.provider.io_binding:
         lines += _io_binding(profile)
     return "\n".join(lines) + "\n"

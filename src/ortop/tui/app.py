@@ -292,7 +292,7 @@ class OrtopApp(App[int]):
     def action_doctor(self) -> None:
         if not isinstance(self.screen, DoctorScreen):
             gpus = getattr(self.meters.gpu_sample, "devices", ())
-            self.push_screen(DoctorScreen(self.monitor.snapshot(), gpus=gpus))
+            self.push_screen(DoctorScreen(self.monitor.snapshot(), gpus=gpus, cpu=self.meters.cpu_sample))
 
     def action_tune(self) -> None:
         if not isinstance(self.screen, TuneScreen):

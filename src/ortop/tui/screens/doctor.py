@@ -66,12 +66,13 @@ class DoctorScreen(Responsive, Rows, Screen[None]):
             super().__init__()
             self.screen = screen
 
-    def __init__(self, snap: Any, *, host: Any = None, gpus: Sequence[Any] = (),
+    def __init__(self, snap: Any, *, host: Any = None, gpus: Sequence[Any] = (), cpu: Any = None,
                  budget_s: float = MEASURED_BUDGET_S) -> None:
         super().__init__()
         self.snap = snap
         self.host = host
         self.gpus = tuple(gpus)
+        self.cpu = cpu  # the CPU collector's latest sample: how busy other processes keep the host
         self.budget_s = budget_s
         self.static: list[Finding] | None = None
         self.measured: list[Finding] = []
@@ -104,7 +105,7 @@ class DoctorScreen(Responsive, Rows, Screen[None]):
         from ortop.doctor import context_from_snapshot, run_static
 
         try:
-            findings = run_static(context_from_snapshot(self.snap, self.host, self.gpus))
+            findings = run_static(context_from_snapshot(self.snap, self.host, self.gpus, self.cpu))
         except Exception as exc:  # an unreadable model file: say so on the screen
             findings = [Finding("doctor", "error", f"the checks could not run: {type(exc).__name__}: {exc}")]
         self.app.call_from_thread(self._static_done, findings)
@@ -130,7 +131,7 @@ class DoctorScreen(Responsive, Rows, Screen[None]):
         try:
             res = run_measured(model_path, profile, self.host or read_host(), budget_s=self.budget_s,
                                stop=self._stop)
-            findings, note = list(res.findings), Text(f"measured for {res.elapsed_s:.1f} s", style="green")
+            findings, note = list(res.findings), Text(res.summary(), style="green")
         except Exception as exc:  # bad input or a failed worker: shown, the live session resumes
             findings, note = [], Text(f"✗ the measured checks failed: {exc}", style="bold red")
         self.app.call_from_thread(self._measured_done, findings, note)
