@@ -24,6 +24,7 @@ from ortop.engine.capacity import (
     work_ms,
 )
 from ortop.errors import RuntimeFailure
+from ortop.measure import rows as R
 
 _Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, server_times
 
@@ -214,8 +215,8 @@ class CapacitySearch:
                 rows = dict(ch.rows)
             for cid, seq, wall in done:
                 s = group[ids.index(cid)]
-                r, traffic = rows.get((cid, seq), (np.zeros((0, 8), dtype=np.int64), None))
-                resp = (r[:, 1] + (r[:, 5] if r.shape[1] > 5 else 0)) / 1e6
+                r, traffic = rows.get((cid, seq), (R.empty(), None))
+                resp = R.response_ms(r)
                 out[s.index].append((resp, wall, traffic, server_times(r)))
         self._round += rounds  # the next blocks draw fresh arrivals
         return out
