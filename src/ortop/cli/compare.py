@@ -117,10 +117,14 @@ def _ordered(comps, objective: str):
     return sorted(comps, key=lambda c: (c.other, c.metric != objective, METRICS.index(c.metric)))
 
 
-def _with_decision(c: Any, blocks: Any) -> dict[str, Any]:
+def _with_decision(c: Any, result: Any) -> dict[str, Any]:
     d = c.as_dict()
-    took = decided_after(blocks, c.baseline, c.other, c.metric, level=c.look_confidence)
+    took = decided_after(result.blocks, c.baseline, c.other, c.metric, level=c.look_confidence)
     d["decided_after_s"] = None if took is None else round(took, 2)
+    unpaced = [result.configs[i].name for i in (c.baseline, c.other) if not result.configs[i].kept()]
+    d["paced_answer"] = not unpaced  # a configuration that did not keep its offered rate answers another question
+    if unpaced:
+        d["note"] = f"not a paced answer: {', '.join(unpaced)} did not keep the offered rate"
     return d
 
 
@@ -142,7 +146,7 @@ def to_json(model_path: str, budget_s: float, objective: str, result, tolerance:
         "objective": objective,
         "tolerance": (tolerance or DEFAULT_TOLERANCE).as_dict(),
         "configs": [c.as_dict() for c in result.configs],
-        "comparisons": [_with_decision(c, result.blocks) for c in _ordered(result.comparisons, objective)],
+        "comparisons": [_with_decision(c, result) for c in _ordered(result.comparisons, objective)],
         "elapsed_s": round(result.elapsed_s, 3),
         "decided_s": None if result.decided_s is None else round(result.decided_s, 3),
         "stopped_early": result.stopped_early,
@@ -210,7 +214,8 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
         f"  #  {head:<{width}}  {'runs':>8}  {'p50 ms':>8}  {'p99 ms':>8}  {'runs/s':>8}  {'CPU/run ms':>10}",
     ]
     for c in result.configs:
-        kept = "" if c.kept() else f"  ← rate not kept: offered {c.offered_per_s:.0f}/s"
+        kept = "" if c.kept() else \
+            f"  ← rate not kept: offered {c.offered_per_s:.0f}/s, served {c.throughput_per_s:.0f}/s"
         differs = f"  ← outputs differ: {'; '.join(c.differs)}" if c.differs else ""
         lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {num(c.p99_ms):>8}  "
                      f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}{differs}")

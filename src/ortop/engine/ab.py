@@ -36,6 +36,7 @@ from ortop.engine.placement import build_message
 from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
+from ortop.measure import rows as R
 from ortop.measure import sequential, stats
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
@@ -85,6 +86,7 @@ class ConfigFigures:
     differs: tuple[str, ...] = ()    # why its outputs differ beyond the tolerance (empty: within it)
     agreement_note: str = ""         # why the outputs were not compared, when they were not
     rss_growth_mib: float = math.nan # the worker's resident memory at its last measured block less at its first
+    queued_blocks: int = 0           # open arrivals: blocks whose window ended with requests still waiting
 
     def kept(self) -> bool:
         """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
@@ -94,8 +96,9 @@ class ConfigFigures:
 
     def pace_text(self) -> str:
         shed = f", {self.dropped} shed" if self.dropped else ""
-        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}: the rate was "
-                "not kept; its latencies include queueing")
+        queued = (f", {self.queued_blocks} of {self.blocks} blocks ended with a queue" if self.queued_blocks else "")
+        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}{queued}: the "
+                "rate was not kept; its latencies include queueing, and its verdicts are not a paced answer")
 
     def agreement_text(self) -> str:
         """Its outputs against the first configuration's, in words ("" when not compared)."""
@@ -113,6 +116,7 @@ class ConfigFigures:
                 "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run),
                 "blocks": self.blocks, "providers_active": list(self.providers_active),
                 "offered_per_s": _num(self.offered_per_s), "dropped": self.dropped, "rate_kept": self.kept(),
+                "blocks_ending_queued": self.queued_blocks,
                 "model": self.model, "model_bytes": self.model_bytes, "ort_version": self.ort_version,
                 "create_ms": _num(self.create_ms), "first_run_ms": _num(self.first_run_ms),
                 "rss_mib": _num(self.rss_mib), "session_mib": _num(self.session_mib),
@@ -226,10 +230,12 @@ class Interleaving:
         self._built: dict[int, dict] = {}
         self._failed: dict[int, str] = {}
         self._error: str | None = None
-        self._pending_rows: dict[int, tuple[int, np.ndarray]] = {}
+        self._pending_rows: dict[int, tuple[int, np.ndarray, int]] = {}
         self._blocks: list[Block] = []
         self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
+        self._window: list[float] = []     # ... and its window (s): what its arrivals were offered over
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
+        self._queued = [0] * len(self.profiles)       # ... and blocks that ended with requests still waiting
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
         self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
         self._alt_done = [0] * len(self.channels)
@@ -262,10 +268,11 @@ class Interleaving:
             elif isinstance(msg, P.Samples) and msg.config_id in self._index and msg.block >= 0:
                 # response time: service plus the wait in the queue (open arrivals; 0 in a closed loop)
                 rows = msg.rows
-                resp = rows[:, 1] + rows[:, 5] if rows.shape[1] > 5 else rows[:, 1]
-                self._pending_rows[msg.config_id] = (msg.block, resp / 1e6)
-                if rows.shape[1] > 7:  # service times of runs after a long idle gap: a sleeping pool's wake-up
-                    self._long_gap[self._index[msg.config_id]].append(rows[rows[:, 7] >= LONG_GAP_NS, 1] / 1e6)
+                last_end = int(R.end_ns(rows).max()) if len(rows) else -1
+                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end)
+                if rows.shape[1] > R.Col.IDLE:  # service times of runs after a long idle gap: a pool's wake-up
+                    self._long_gap[self._index[msg.config_id]].append(
+                        R.service_ms(rows[rows[:, R.Col.IDLE] >= LONG_GAP_NS]))
                 if getattr(msg, "rss", -1) >= 0:  # a leak shows as growth over the configuration's blocks
                     first, _ = self._rss[self._index[msg.config_id]]
                     self._rss[self._index[msg.config_id]] = (msg.rss if first < 0 else first, msg.rss)
@@ -273,14 +280,20 @@ class Interleaving:
                 if traffic is not None:
                     arrived, dropped = self._offered[self._index[msg.config_id]]
                     self._offered[self._index[msg.config_id]] = (arrived + traffic[0], dropped + traffic[1])
+                    if traffic[2] > 0:  # requests still queued when the block's window closed
+                        self._queued[self._index[msg.config_id]] += 1
             elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
-                seq, lat = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0)))
+                seq, lat, last_end = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0), -1))
                 gseq = self._renumber.get(channel, msg.seq)
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
+                # Served is served: the block's wall time runs to its last completion, past the window's end when a
+                # queue drained after it (the window's nominal length would report the offered rate as served).
+                t_end = max(msg.t_end_ns, last_end)
                 self._blocks.append(block_from_runs(i, gseq, lat, t_start=msg.t_start_ns / 1e9,
-                                                    t_end=msg.t_end_ns / 1e9, cpu_ms=msg.cpu_ns / 1e6,
+                                                    t_end=t_end / 1e9, cpu_ms=msg.cpu_ns / 1e6,
                                                     cpu_between_ms=between))
+                self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
                 self._lat.append(lat)
             elif isinstance(msg, P.AlternationDone):
                 self._alt_done[channel] += 1
@@ -470,13 +483,15 @@ class Interleaving:
             keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision[0]]
             blocks = [self._blocks[k] for k in keep]
             lats = [self._lat[k] for k in keep]
+            windows = [self._window[k] for k in keep]
             elapsed = self.elapsed() if decision is None else decision[2]
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]
             lat = np.concatenate([x for b, x in zip(blocks, lats) if b.config == i] or [np.zeros(0)])
             st = stats.latency_stats(lat)
-            wall = sum(b.t_end - b.t_start for b in mine)
+            wall = sum(b.t_end - b.t_start for b in mine)  # each to its last completion: served over it
+            offered_s = sum(w for b, w in zip(blocks, windows) if b.config == i)
             cpu_known = [b for b in mine if math.isfinite(b.cpu_ms_per_run) and b.runs]
             cpu = (sum(b.cpu_ms_per_run * b.runs for b in cpu_known) / sum(b.runs for b in cpu_known)
                    if cpu_known else math.nan)
@@ -485,8 +500,9 @@ class Interleaving:
             fig = ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
                                 lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
-                                arrived / wall if arrived and wall > 0 else math.nan, dropped,
-                                *_gap_figures(self._long_gap[i]), **self._model_figures(i, info))
+                                arrived / offered_s if arrived and offered_s > 0 else math.nan, dropped,
+                                *_gap_figures(self._long_gap[i]), **self._model_figures(i, info),
+                                queued_blocks=self._queued[i])
             figures.append(fig)
             if not fig.kept():
                 self._log(f"{fig.name}: {fig.pace_text()}")
