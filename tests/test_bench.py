@@ -47,3 +47,41 @@ def test_compare_at_twice_what_the_model_serves_says_the_rate_was_not_kept(batch
                  "--rate", f"{rate:.0f}", "--arrival", "poisson", env=env, timeout=120)
     assert text.returncode == 0, text.stderr
     assert "← rate not kept" in text.stdout and "[not a paced answer" in text.stdout, text.stdout
+
+
+@pytest.fixture
+def env_profiles(threads_profiles):  # noqa: F811
+    """Two profiles in two restart groups: the second sets an environment knob, so it needs a worker of its own."""
+    one = threads_profiles[0]
+    own = one.parent / "own-env.toml"
+    own.write_text(one.read_text() + "\n[env]\nOMP_WAIT_POLICY = \"PASSIVE\"\n")
+    return one, own
+
+
+def assert_rounds_alternate(blocks: list[dict], key: str) -> int:
+    """Blocks of one round (the same arrivals) run back to back, one per configuration, whichever worker holds
+    it; the number of rounds both configurations ran in."""
+    in_time = sorted(range(len(blocks)), key=lambda k: blocks[k]["t_start_s"])
+    place = {k: n for n, k in enumerate(in_time)}
+    rounds: dict[tuple, list[int]] = {}
+    for k, b in enumerate(blocks):
+        rounds.setdefault((b.get("rate_per_s"), b["round"]), []).append(k)
+    both = [ks for ks in rounds.values() if len({blocks[k][key] for k in ks}) == 2]
+    for ks in both:
+        assert len(ks) == 2 and abs(place[ks[0]] - place[ks[1]]) == 1, [blocks[k] for k in ks]
+    return len(both)
+
+
+def test_capacity_alternates_profiles_of_different_restart_groups(batch_model, env_profiles, env):  # noqa: F811
+    a, b = env_profiles
+    r = ortop("capacity", batch_model, "--profile", a, "--profile", b, "--dim", "batch=64", "--slo", "p99=1s",
+              "--budget", 12, "--json", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    blocks = d["blocks"]
+    assert {x["profile"] for x in blocks} == {0, 1}
+    # the closed-loop ceilings and every point: each round's two blocks are neighbours in time
+    assert assert_rounds_alternate(blocks, "profile") >= 2, blocks
+    order = [x["profile"] for x in sorted(blocks, key=lambda x: x["t_start_s"])]
+    assert order[:4] in ([0, 1, 1, 0], [1, 0, 0, 1]), order  # the ceilings: A B B A, not A A B B
+    assert d["restarts"] == [] and d["fault"] is None

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.pool import restart_groups
 from ortop.engine.placement import build_message
 from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
@@ -558,18 +559,6 @@ def _gap_figures(parts: list[np.ndarray]) -> tuple[float, int]:
     """Service p99 (ms) of the runs after long idle gaps, and their count (nan under GAP_MIN_RUNS runs)."""
     a = np.concatenate(parts) if parts else np.zeros(0)
     return (float(np.percentile(a, 99)) if a.size >= GAP_MIN_RUNS else math.nan), int(a.size)
-
-
-def restart_groups(profiles: Sequence[Profile]) -> list[int]:
-    """For each profile, the index of the worker it needs: one per distinct ``restart_key()``, in order."""
-    keys: list[tuple] = []
-    out = []
-    for p in profiles:
-        k = p.restart_key()
-        if k not in keys:
-            keys.append(k)
-        out.append(keys.index(k))
-    return out
 
 
 def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: float,
