@@ -4,7 +4,12 @@ worker's death loses nothing measured, and every configuration is alternated blo
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from ortop.engine import headless
@@ -85,3 +90,73 @@ def test_capacity_alternates_profiles_of_different_restart_groups(batch_model, e
     order = [x["profile"] for x in sorted(blocks, key=lambda x: x["t_start_s"])]
     assert order[:4] in ([0, 1, 1, 0], [1, 0, 0, 1]), order  # the ceilings: A B B A, not A A B B
     assert d["restarts"] == [] and d["fault"] is None
+
+
+# ---- a worker's death loses nothing measured ---------------------------------------------------------------------
+def start_ortop(*args, env) -> subprocess.Popen:  # noqa: F811
+    return subprocess.Popen([sys.executable, "-m", "ortop.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def worker_of(proc: subprocess.Popen, besides: int | None = None, timeout_s: float = 60.0) -> psutil.Process:
+    """The command's worker process (a spawned child), other than ``besides``: waited for."""
+    parent = psutil.Process(proc.pid)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        for child in parent.children():
+            try:
+                if child.pid != besides and "spawn_main" in " ".join(child.cmdline()):
+                    return child
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.05)
+    raise AssertionError("no worker process appeared")
+
+
+def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 4.0) -> int:
+    """SIGKILL the command's worker once it has run long enough to have measured blocks: its CPU time past what
+    importing onnxruntime and building the session take (the evidence waited for, not a wall-clock guess)."""
+    w = worker_of(proc)
+    while sum(w.cpu_times()[:2]) < cpu_s:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    w.send_signal(signal.SIGKILL)
+    return w.pid
+
+
+def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it_dies_again(batch_model, env):  # noqa: F811
+    proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
+                       "--budget", 40, "--json", env=env)
+    try:
+        first = kill_once_measuring(proc)
+        # the restarted worker is killed as soon as it appears: it cannot finish a block, so the search ends
+        worker_of(proc, besides=first).send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    d = json.loads(out)
+    assert d["exit_code"] == 3 and d["stopped"] is True
+    assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0], d["restarts"]
+    assert "signal 9" in d["fault"], d["fault"]
+    assert any(d["fault"] == w for w in d["warnings"])
+    # what was measured before the deaths is all there: the closed-loop ceiling, its blocks
+    (prof,) = d["profiles"]
+    assert prof["ceiling_per_s"] > 0 and len(d["blocks"]) >= 2, d
+
+
+def test_capacity_restarts_a_killed_worker_and_finishes_its_search(batch_model, env):  # noqa: F811
+    proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
+                       "--budget", 15, "--json", env=env)
+    try:
+        kill_once_measuring(proc)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    d = json.loads(out)
+    assert d["fault"] is None and d["exit_code"] == 0
+    assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
+    (prof,) = d["profiles"]
+    assert prof["ceiling_per_s"] > 0 and prof["points"], prof  # the search went on after the restart
