@@ -160,3 +160,39 @@ def test_capacity_restarts_a_killed_worker_and_finishes_its_search(batch_model, 
     assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
     (prof,) = d["profiles"]
     assert prof["ceiling_per_s"] > 0 and prof["points"], prof  # the search went on after the restart
+
+
+def test_compare_restarts_a_killed_worker_and_goes_on(batch_model, threads_profiles, env):  # noqa: F811
+    a, b = threads_profiles
+    proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 10, "--json",
+                       env=env)
+    try:
+        kill_once_measuring(proc, cpu_s=3.0)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    d = json.loads(out)
+    assert d["fault"] is None and d["exit_code"] == 0 and d["stopped"] is False
+    assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
+    assert all(c["runs"] > 0 and c["blocks"] >= 4 for c in d["configs"]), d["configs"]
+    assert d["comparisons"] and d["comparisons"][0]["pairs"] >= 4
+
+
+def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_model, threads_profiles, env):  # noqa: F811
+    a, b = threads_profiles
+    proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 30, "--json",
+                       env=env)
+    try:
+        first = kill_once_measuring(proc, cpu_s=3.0)
+        worker_of(proc, besides=first).send_signal(signal.SIGKILL)  # the restarted one, before it finishes a block
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    d = json.loads(out)
+    assert d["exit_code"] == 3 and d["stopped"] is True
+    assert "signal 9" in d["fault"] and len(d["restarts"]) == 1, d
+    # the blocks measured before the first death are all there, with their figures
+    assert d["blocks"] >= 2 and all(c["runs"] > 0 for c in d["configs"]), d
+    assert d["elapsed_s"] < 30

@@ -21,7 +21,10 @@ Each session's outputs of one run after its warm-up are compared with the first'
 a configuration whose outputs are further than ``--atol`` (max abs error), ``--rtol`` (mean relative error) or under
 ``--cosine`` is flagged in its row, whatever its speed.
 
-Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when the model fails at run time.
+Exit 0 whatever the verdict (ctrl-C too: what was measured is printed); 2 for bad input (one ``ortop: error:``
+line); 1 when the model fails at run time. A worker that dies is restarted with its sessions and the comparison goes
+on (``restarts``); one that dies again before finishing a block ends it as ctrl-C does, everything measured printed
+(``fault``), and the command exits 3 (``exit_code`` in the JSON).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ortop.cli.flags import add_workload_args, apply_flags
-from ortop.errors import UsageError
+from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, decided_after
 
@@ -157,6 +160,9 @@ def to_json(model_path: str, budget_s: float, objective: str, result, tolerance:
         "memory": result.memory.as_dict(),
         "stopped": result.stopped,
         "warnings": list(result.warnings),
+        "restarts": list(result.restarts),  # workers that died and were restarted with their sessions
+        "fault": result.fault,              # a worker lost for good: measuring ended there
+        "exit_code": EXIT_WORKER_LOST if result.fault else 0,
     }
 
 
@@ -236,6 +242,10 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     lines += ["", result.memory.text()]
     for w in result.warnings:
         lines.append(f"warning  {w}")
+    for w in result.restarts:
+        lines.append(f"restart  {w}")
+    if result.fault:
+        lines.append(f"fault    {result.fault}")
     return "\n".join(lines)
 
 
@@ -352,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_result(model, args.budget, args.objective, result), flush=True)
     if args.report:  # after the result is printed: a report that fails to write loses nothing
         _write_report(args.report, data, names, profiles, protect)
-    return 0
+    return data["exit_code"]
 
 
 def _write_report(path: str, data: dict[str, Any], names: list[str], profiles: list[Any],

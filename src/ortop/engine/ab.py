@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.bench.pool import restart_groups
+from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
 from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
@@ -164,6 +164,8 @@ class AbResult:
     warnings: tuple[str, ...] = ()
     decided_s: float | None = None  # with ``decide_on``: the measuring time at which every verdict on it was settled
     stopped_early: bool = False     # ... and that was before the budget was spent, so the comparison ended there
+    restarts: tuple[str, ...] = ()  # workers that died and were restarted, their sessions rebuilt
+    fault: str | None = None        # a worker lost for good: measuring ended there (``stopped`` is set)
 
     def comparison(self, other: int, metric: str) -> Comparison | None:
         return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
@@ -204,7 +206,7 @@ class Interleaving:
                  stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
                  metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
-                 tolerance: Tolerance | None = None):
+                 tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -241,6 +243,15 @@ class Interleaving:
         self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
         self._alt_done = [0] * len(self.channels)
         self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
+        # A worker that dies: with ``restart`` (start it again with its sessions; True once built) the alternation
+        # goes on, its seq numbers carried on from a round boundary; without, the comparison fails (AbError).
+        self.restart = restart
+        self._dead: dict[int, str] = {}       # channel -> why its worker died, until the run loop restarts it
+        self._offset: dict[int, int] = {}     # channel -> seq its restarted worker's blocks are numbered from
+        self._ch_blocks = [0] * len(self.channels)    # blocks each channel finished
+        self._restarted_at: dict[int, int] = {}       # channel -> its block count when it was last restarted
+        self.restarts: list[str] = []
+        self.fault: str | None = None         # a worker lost for good: the comparison ended there
         self._closed = False
         self._phase = "building"
         self._t0: float | None = None
@@ -286,7 +297,8 @@ class Interleaving:
             elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
                 seq, lat, last_end = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0), -1))
-                gseq = self._renumber.get(channel, msg.seq)
+                gseq = self._renumber.get(channel, self._offset.get(channel, 0) + msg.seq)
+                self._ch_blocks[channel] += 1
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
                 # Served is served: the block's wall time runs to its last completion, past the window's end when a
                 # queue drained after it (the window's nominal length would report the offered rate as served).
@@ -309,6 +321,45 @@ class Interleaving:
     def _log(self, line: str) -> None:
         if len(self.warnings) < 200 and line not in self.warnings:
             self.warnings.append(line)
+
+    def worker_died(self, channel: int, why: str) -> None:
+        """The worker behind ``channel`` died: restarted by the run loop when ``restart`` was given, else the
+        comparison fails (:meth:`abort`)."""
+        if self.restart is None:
+            self.abort(why)
+            return
+        with self._cv:
+            self._dead[channel] = why
+            self._cv.notify_all()
+
+    def _recover(self, channel: int, why: str) -> int:
+        """Restart the dead worker of ``channel`` with its sessions; the seq its blocks go on from. A worker that
+        dies again before finishing a block since its restart, or whose sessions do not build again, is lost:
+        raises _Lost (the result keeps every block measured before)."""
+        who = ", ".join(self.names[i] for i, ch in enumerate(self.channel_of) if ch == channel)
+        with self._cv:
+            again = self._restarted_at.get(channel) == self._ch_blocks[channel]
+            n = len(self.profiles)
+            top = max((b.seq for b in self._blocks), default=-1) + 1
+            offset = -(-top // (2 * n)) * 2 * n  # a fresh pair of rounds: ABBA's balance holds after the gap
+            for i, ch in enumerate(self.channel_of):
+                if ch == channel:
+                    self._pending_rows.pop(self.ids[i], None)
+        if again:
+            self.fault = f"{who}: {why} again, before finishing a block since its restart: measuring ended there"
+            raise _Lost(self.fault)
+        self.restarts.append(f"{who}: {why}; restarted it with its sessions rebuilt and went on (the block it was "
+                             "running is measured again)")
+        assert self.restart is not None
+        if not self.restart(channel):
+            self.fault = (f"{who}: {why}, and the restarted worker could not build its sessions again: measuring "
+                          "ended there")
+            raise _Lost(self.fault)
+        with self._cv:
+            self._restarted_at[channel] = self._ch_blocks[channel]
+            self._offset[channel] = offset
+            self._dead.pop(channel, None)
+        return offset
 
     def abort(self, message: str) -> None:
         with self._cv:
@@ -343,11 +394,14 @@ class Interleaving:
             self.block_s, self.settle_s = block, settle
             self._phase = "measuring"
             self._t0 = time.monotonic()
-            if len(self.channels) == 1:
-                self._alternate_in_one(block, settle)
-            else:
-                self._alternate_across(block, settle)
-            stopped = self.stop.is_set()
+            try:
+                if len(self.channels) == 1:
+                    self._alternate_in_one(block, settle)
+                else:
+                    self._alternate_across(block, settle)
+            except _Lost:
+                pass  # self.fault says why; what was measured before stands
+            stopped = self.stop.is_set() or self.fault is not None
             self._phase = "finishing"
             return self._result(memory, stopped=stopped)
         finally:
@@ -403,7 +457,7 @@ class Interleaving:
         return cid in self._built or cid in self._failed
 
     def _blocks_done(self, channel: int, count: int) -> bool:
-        return self._alt_done[channel] >= count
+        return self._alt_done[channel] >= count or channel in self._dead
 
     def _check_providers(self, i: int, info: dict) -> None:
         requested = [p for p in info.get("providers_requested", ()) if p != "CPUExecutionProvider"]
@@ -443,15 +497,21 @@ class Interleaving:
 
     def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
         self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None))
-        with self._cv:
-            while not self._over_budget():
+        while not self._over_budget():
+            with self._cv:
                 if self._error is not None:
                     raise AbError(self._error)
-                if self._alt_done[0]:
-                    raise AbError("the worker stopped alternating")
-                if self._decided():
-                    return  # run() ends the alternation (finish / Pause), as at the end of the budget
-                self._cv.wait(0.05)
+                dead = self._dead.get(0)
+                if dead is None:
+                    if self._alt_done[0]:
+                        raise AbError("the worker stopped alternating")
+                    if self._decided():
+                        return  # run() ends the alternation (finish / Pause), as at the end of the budget
+                    self._cv.wait(0.05)
+                    continue
+            offset = self._recover(0, dead)  # each round draws its own arrivals: the restarted worker's are fresh
+            self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None,
+                                         first_round=offset // len(self.profiles)))
 
     def _alternate_across(self, block_s: float, settle_s: float) -> None:
         n = len(self.profiles)
@@ -473,6 +533,11 @@ class Interleaving:
                 if self.stop.is_set():
                     return
                 raise AbError(f"{self.names[i]}: the worker did not finish a block")
+            with self._cv:
+                dead = self._dead.get(ch)
+            if dead is not None:
+                self._recover(ch, dead)
+                continue  # the block it lost runs again
             pos += 1
             with self._cv:
                 if self._decided():
@@ -519,7 +584,8 @@ class Interleaving:
             decided_s = elapsed  # settled at the last look, when the budget was spent
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
-                        stopped, tuple(self.warnings), decided_s, decision is not None)
+                        stopped, tuple(self.warnings), decided_s, decision is not None, tuple(self.restarts),
+                        self.fault)
 
 
     def _model_figures(self, i: int, info: Mapping[str, Any]) -> dict[str, Any]:
@@ -551,6 +617,10 @@ class Interleaving:
         return out
 
 
+class _Lost(Exception):
+    """A worker died and could not be restarted: the interleaving ends with what it measured."""
+
+
 LONG_GAP_NS = 10_000_000  # an idle gap this long lets a spinning pool go to sleep (ORT spins for ~ms at most)
 GAP_MIN_RUNS = 20         # fewer runs after long gaps give no p99 worth showing
 
@@ -577,44 +647,25 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
     Profiles are compared as given (their workloads included); ``kw`` goes to :class:`Interleaving`.
     """
     from ortop.engine.models import check_inputs
-    from ortop.engine.workerproc import WorkerProc, launch
 
     profiles = [p if p.model else replace(p, model=model_path) for p in profiles]
     check_inputs(profiles)
     model_path = profiles[0].model  # the reference: every worker starts with it, every session is fed from it
-    groups = restart_groups(profiles)
-    n_workers = max(groups) + 1
-    holder: dict[str, Interleaving] = {}
-    stopping = threading.Event()
-    workers: list[WorkerProc] = []
-
-    def on_message(ch: int) -> Callable[[Any], None]:
-        return lambda msg: holder["il"].deliver(msg, ch) if "il" in holder else None
-
-    def on_exit(wp: WorkerProc) -> None:
-        if stopping.is_set() or "il" not in holder:
-            return
-        code = wp.exitcode
-        why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        holder["il"].abort(f"the worker process died ({why})")
-
     said: list[str] = []
-    for g in range(n_workers):
-        env = next(p.env for p, gg in zip(profiles, groups) if gg == g)
-        workers.append(launch(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}",
-                              warn=lambda text: said.append(text) if text not in said else None, start=False))
-    il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in workers], groups,
-                      budget_s=budget_s, names=names, stop=stop, feed_model=model_path, tolerance=tolerance, **kw)
-    holder["il"] = il
-    for text in said:  # the profile's allocator, left out: said with the comparison's warnings
-        il.deliver(P.Log(text))
+    pool = Pool(model_path, profiles, name="ortop-ab-worker",
+                warn=lambda text: said.append(text) if text not in said else None)
+    il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in pool.workers], pool.groups,
+                      budget_s=budget_s, names=names, stop=stop, feed_model=model_path, tolerance=tolerance,
+                      restart=lambda ch: pool.workers[ch].restart(BUILD_TIMEOUT_S, il.stop), **kw)
+    for ch, w in enumerate(pool.workers):
+        w.listener = partial(il.deliver, channel=ch)
+        w.on_death = partial(il.worker_died, ch)
     try:
-        for w in workers:
-            w.start()
+        pool.start()
+        for text in said:  # the profile's allocator, left out: said with the comparison's warnings
+            il.deliver(P.Log(text))
         if on_start is not None:
             on_start(il)
         return il.run()
     finally:
-        stopping.set()
-        for w in workers:
-            w.stop(graceful=True)
+        pool.close()

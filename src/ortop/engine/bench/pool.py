@@ -59,6 +59,7 @@ class Worker:
         self.blocks_since_start = 0  # blocks it finished since its process started (a restart that dies at once: 0)
         self.log: list[str] = []
         self.listener: Callable[[Any], None] | None = None
+        self.on_death: Callable[[str], None] | None = None  # told why, from the receiver thread, when it dies
         self.builds: dict[int, P.Build] = {}  # what it holds: sent again to a restarted process
         self._wp: Any = None
         self._closing = False
@@ -131,7 +132,10 @@ class Worker:
         with self.cv:
             if not self._closing:
                 self.dead = death_text(wp.exitcode)
+            dead, on_death = self.dead, self.on_death
             self.cv.notify_all()
+        if dead is not None and on_death is not None:
+            on_death(dead)
 
     def answered(self, config_id: int) -> bool:
         """Whether a build of ``config_id`` has an answer (built or failed)."""
