@@ -125,18 +125,26 @@ def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 4.0) -> int:
     return w.pid
 
 
-def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it_dies_again(batch_model, env):  # noqa: F811
-    proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
-                       "--budget", 40, "--json", env=env)
+def killed(proc: subprocess.Popen, *, again: bool = False, cpu_s: float = 4.0) -> tuple[int, dict, str]:
+    """Kill the command's worker once it has measured blocks (and, ``again``, the restarted one as soon as it
+    appears: before it can finish a block); the command's exit code, its JSON and its stderr."""
     try:
-        first = kill_once_measuring(proc)
-        # the restarted worker is killed as soon as it appears: it cannot finish a block, so the search ends
-        worker_of(proc, besides=first).send_signal(signal.SIGKILL)
+        first = kill_once_measuring(proc, cpu_s)
+        if again:
+            worker_of(proc, besides=first).send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 3, err
-    d = json.loads(out)
+    assert out, err
+    return proc.returncode, json.loads(out), err
+
+
+def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it_dies_again(batch_model, env):  # noqa: F811
+    proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
+                       "--budget", 40, "--json", env=env)
+    # the restarted worker is killed as soon as it appears: it cannot finish a block, so the search ends
+    code, d, err = killed(proc, again=True)
+    assert code == 3, err
     assert d["exit_code"] == 3 and d["stopped"] is True
     assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0], d["restarts"]
     assert "signal 9" in d["fault"], d["fault"]
@@ -149,13 +157,8 @@ def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it
 def test_capacity_restarts_a_killed_worker_and_finishes_its_search(batch_model, env):  # noqa: F811
     proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
                        "--budget", 15, "--json", env=env)
-    try:
-        kill_once_measuring(proc)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    d = json.loads(out)
+    code, d, err = killed(proc)
+    assert code == 0, err
     assert d["fault"] is None and d["exit_code"] == 0
     assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
     (prof,) = d["profiles"]
@@ -166,13 +169,8 @@ def test_compare_restarts_a_killed_worker_and_goes_on(batch_model, threads_profi
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 10, "--json",
                        env=env)
-    try:
-        kill_once_measuring(proc, cpu_s=3.0)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    d = json.loads(out)
+    code, d, err = killed(proc, cpu_s=3.0)
+    assert code == 0, err
     assert d["fault"] is None and d["exit_code"] == 0 and d["stopped"] is False
     assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
     assert all(c["runs"] > 0 and c["blocks"] >= 4 for c in d["configs"]), d["configs"]
@@ -183,14 +181,8 @@ def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_mod
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 30, "--json",
                        env=env)
-    try:
-        first = kill_once_measuring(proc, cpu_s=3.0)
-        worker_of(proc, besides=first).send_signal(signal.SIGKILL)  # the restarted one, before it finishes a block
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 3, err
-    d = json.loads(out)
+    code, d, err = killed(proc, again=True, cpu_s=3.0)
+    assert code == 3, err
     assert d["exit_code"] == 3 and d["stopped"] is True
     assert "signal 9" in d["fault"] and len(d["restarts"]) == 1, d
     # the blocks measured before the first death are all there, with their figures
