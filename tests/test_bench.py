@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import psutil
 import pytest
 
@@ -188,3 +189,30 @@ def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_mod
     # the blocks measured before the first death are all there, with their figures
     assert d["blocks"] >= 2 and all(c["runs"] > 0 for c in d["configs"]), d
     assert d["elapsed_s"] < 30
+
+
+# ---- one definition of a configuration's percentiles ----------------------------------------------------------------
+def test_tune_and_compare_report_the_same_percentiles_for_the_same_blocks(batch_model):  # noqa: F811
+    from ortop.engine.ab import compare_profiles
+    from ortop.engine.trials import figures
+
+    base = prof(batch_model, workload__dims={"batch": 16})
+    result = compare_profiles(batch_model, [base, prof(batch_model, workload__dims={"batch": 64})], budget_s=2.0)
+    for c in result.configs:
+        mine = [b for b in result.blocks if b.config == c.index]
+        runs = np.concatenate([b.latency_ms for b in mine])
+        tuned = figures(mine)
+        assert c.runs == tuned.runs == runs.size > 0
+        # pooled over the blocks' runs, as tune's figures take them, never the median of the blocks' own p50
+        assert c.p50_ms == tuned.p50_ms == pytest.approx(float(np.percentile(runs, 50)), rel=1e-12)
+        assert c.p99_ms == tuned.p99_ms == pytest.approx(float(np.percentile(runs, 99)), rel=1e-12)
+
+
+def test_a_configurations_percentiles_pool_its_blocks_runs():
+    from ortop.measure.compare import block_from_runs, pooled
+
+    short = block_from_runs(0, 0, np.array([1.0, 1.0, 1.0]), t_start=0.0, t_end=0.1, cpu_ms=1.0)
+    long = block_from_runs(0, 2, np.full(97, 5.0), t_start=0.2, t_end=1.2, cpu_ms=1.0)
+    third = block_from_runs(0, 4, np.array([2.0]), t_start=1.3, t_end=1.4, cpu_ms=1.0)
+    # the blocks' p50 are 1, 5 and 2: their median (2) says nothing of the 97 runs at 5 ms
+    assert pooled([short, long, third]).p50 == 5.0 and pooled([short, long, third]).runs == 101

@@ -38,9 +38,9 @@ from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import rows as R
-from ortop.measure import sequential, stats
+from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
-from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
+from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, schedule
 from ortop.runtime import protocol as P
 
 BUILD_TIMEOUT_S = 600.0
@@ -235,8 +235,7 @@ class Interleaving:
         self._error: str | None = None
         self._pending_rows: dict[int, tuple[int, np.ndarray, int]] = {}
         self._blocks: list[Block] = []
-        self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
-        self._window: list[float] = []     # ... and its window (s): what its arrivals were offered over
+        self._window: list[float] = []     # each block's window (s), beside _blocks: what its arrivals were offered
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
         self._queued = [0] * len(self.profiles)       # ... and blocks that ended with requests still waiting
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
@@ -307,7 +306,6 @@ class Interleaving:
                                                     t_end=t_end / 1e9, cpu_ms=msg.cpu_ns / 1e6,
                                                     cpu_between_ms=between))
                 self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
-                self._lat.append(lat)
             elif isinstance(msg, P.AlternationDone):
                 self._alt_done[channel] += 1
             elif isinstance(msg, P.RunError) and msg.config_id in self._index:
@@ -548,14 +546,12 @@ class Interleaving:
             decision = self._decision
             keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision[0]]
             blocks = [self._blocks[k] for k in keep]
-            lats = [self._lat[k] for k in keep]
             windows = [self._window[k] for k in keep]
             elapsed = self.elapsed() if decision is None else decision[2]
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]
-            lat = np.concatenate([x for b, x in zip(blocks, lats) if b.config == i] or [np.zeros(0)])
-            st = stats.latency_stats(lat)
+            st = pooled(mine)  # one definition of a configuration's percentiles: its blocks' runs pooled
             wall = sum(b.t_end - b.t_start for b in mine)  # each to its last completion: served over it
             offered_s = sum(w for b, w in zip(blocks, windows) if b.config == i)
             cpu_known = [b for b in mine if math.isfinite(b.cpu_ms_per_run) and b.runs]
@@ -563,8 +559,8 @@ class Interleaving:
                    if cpu_known else math.nan)
             info = self._built.get(self.ids[i], {})
             arrived, dropped = self._offered[i]
-            fig = ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
-                                lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
+            fig = ConfigFigures(i, self.names[i], prof, st.runs, st.p50, st.p99,
+                                st.runs / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
                                 arrived / offered_s if arrived and offered_s > 0 else math.nan, dropped,
                                 *_gap_figures(self._long_gap[i]), **self._model_figures(i, info),

@@ -76,14 +76,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from ortop.measure.stats import latency_stats, median_ci
+from ortop.measure.stats import LatencyStats, latency_stats, median_ci
 
 METRICS = ("p50", "p99", "throughput", "cpu")  # cpu = CPU ms per run; lower is better for all but throughput
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -118,6 +118,7 @@ class Block:
     throughput_per_s: float  # runs / block wall time
     cpu_ms_per_run: float    # process CPU during the block / runs (nan when unknown)
     cpu_ms_between_per_s: float = math.nan  # CPU burned between runs per second (spin), nan when n/a
+    latency_ms: np.ndarray | None = field(default=None, compare=False, repr=False)  # its runs (block_from_runs)
 
     def value(self, metric: str) -> float:
         """The block's figure for one of ``METRICS``."""
@@ -136,7 +137,24 @@ def block_from_runs(config: int, seq: int, latency_ms: np.ndarray, *, t_start: f
     throughput = runs / wall if wall > 0 else math.nan
     cpu_per_run = float(cpu_ms) / runs if runs > 0 else math.nan
     between = float(cpu_between_ms) / wall if wall > 0 else math.nan
-    return Block(config, seq, float(t_start), float(t_end), runs, st.p50, st.p99, throughput, cpu_per_run, between)
+    return Block(config, seq, float(t_start), float(t_end), runs, st.p50, st.p99, throughput, cpu_per_run, between,
+                 lat)
+
+
+def pooled(blocks: Sequence[Block]) -> LatencyStats:
+    """A configuration's percentiles over its blocks: every run of every block pooled, so a block counts by its
+    runs. The one definition ``compare``, ``tune`` and the bench's figures share (the median of the blocks' own p50
+    differs from it whenever blocks differ in length or shape). Blocks that carry no runs (summaries made
+    elsewhere) fall back to the median of their own percentiles, the only figure they hold."""
+    runs = [b.latency_ms for b in blocks if b.latency_ms is not None]
+    if runs:
+        return latency_stats(np.concatenate(runs))
+    p50 = [b.p50_ms for b in blocks if math.isfinite(b.p50_ms)]
+    p99 = [b.p99_ms for b in blocks if math.isfinite(b.p99_ms)]
+    if not p50:
+        return LatencyStats()
+    return LatencyStats(sum(b.runs for b in blocks), math.nan, float(np.median(p50)), math.nan, math.nan,
+                        float(np.median(p99)) if p99 else math.nan)
 
 
 def schedule(n_configs: int, n_rounds: int) -> list[int]:
