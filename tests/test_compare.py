@@ -69,9 +69,7 @@ def check_comparison_json(d: dict, n_configs: int, budget: float) -> None:
 # ---- ortop compare ---------------------------------------------------------------------------------------------------
 def test_compare_json_on_the_demo_model(demo_model, threads_profiles, env):  # noqa: F811
     a, b = threads_profiles
-    t0 = time.monotonic()
     r = ortop("compare", demo_model, a, b, "--budget", 4, "--json", "--objective", "throughput", env=env)
-    took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     check_comparison_json(d, 2, 4.0)
@@ -79,13 +77,14 @@ def test_compare_json_on_the_demo_model(demo_model, threads_profiles, env):  # n
     assert [c["profile"] for c in d["configs"]] == [str(a), str(b)]
     assert d["comparisons"][0]["metric"] == "throughput"  # the objective first
     assert d["workers"] == 1  # both sessions in one worker
-    assert d["elapsed_s"] <= 5.0 and took < 30
-    # the budget is the most it takes: it ends sooner once the objective's verdict is settled at one of the looks
-    if d["stopped_early"]:
-        assert d["decided_s"] == d["elapsed_s"] < 4.0 and d["comparisons"][0]["pairs"] >= 8
-    else:
-        assert d["elapsed_s"] >= 3.5 and d["decided_s"] in (None, d["elapsed_s"])
-    assert (d["decided_s"] is not None) == (d["comparisons"][0]["verdict"] != "undecided")
+    assert d["elapsed_s"] <= 5.0
+    # the budget is the most it takes: it ends sooner exactly when a look (8 pairs or more) settled the objective,
+    # and then at that look; a verdict settled at the last look is dated at the budget's end
+    main = d["comparisons"][0]
+    assert d["stopped_early"] or d["elapsed_s"] >= 3.5, d  # not stopped by the rule: the budget was spent
+    assert not d["stopped_early"] or (main["pairs"] >= 8 and d["decided_s"] == d["elapsed_s"]), d
+    assert (d["decided_s"] is not None) == (main["verdict"] != "undecided"), d
+    assert d["decided_s"] is None or d["decided_s"] <= d["elapsed_s"], d
     # Blocks alternate: each configuration ran about half of the time, in about as many blocks.
     assert d["blocks"] >= 12 and abs(d["configs"][0]["blocks"] - d["configs"][1]["blocks"]) <= 1
     mem = d["memory"]
@@ -101,29 +100,37 @@ def wide_matmul_model(tmp_path_factory) -> str:
     return make_matmul_model(tmp_path_factory.mktemp("wide") / "wide.onnx", n=256, batch=1024)
 
 
-def test_compare_stops_once_the_objective_is_decided(wide_matmul_model, threads_profiles, env):  # noqa: F811
-    """1 → 2 intra-op threads on a model where the second core halves the time: the rule's first looks (8 pairs,
-    about 6 s) settle it, so a 30 s budget ends long before it is spent, with the interval of the deciding look."""
-    a, b = threads_profiles
+@pytest.fixture
+def batch_profiles(tmp_path):
+    """One thread each; the first feeds 512 rows a run, the second 16: a difference no host load can hide."""
+    a, b = tmp_path / "512.toml", tmp_path / "16.toml"
+    a.write_text("[session]\nintra_op_num_threads = 1\n\n[workload.dims]\nbatch = 512\n")
+    b.write_text("[session]\nintra_op_num_threads = 1\n\n[workload.dims]\nbatch = 16\n")
+    return a, b
+
+
+def test_compare_stops_once_the_objective_is_decided(tmp_path, batch_profiles, env):  # noqa: F811
+    """A run that does 32 times less work: every pair of blocks agrees on the sign, however loaded the host, so the
+    rule's first look (8 pairs) settles it and a 30 s budget ends there, with the interval of the deciding look.
+    The event waited for is the command's end; nothing is timed against the wall clock."""
+    from tests.models import make_matmul_model
+
+    model = make_matmul_model(tmp_path / "free.onnx", n=256)
+    a, b = batch_profiles
     budget = 30.0
-    t0 = time.monotonic()
-    r = ortop("compare", wide_matmul_model, a, b, "--budget", budget, "--json", env=env)
-    took = time.monotonic() - t0
+    r = ortop("compare", model, a, b, "--budget", budget, "--json", env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     check_comparison_json(d, 2, budget)
     p50 = d["comparisons"][0]
-    # decided means the interval excludes zero; a later look decides once it just does, so only the estimate is
-    # held to the size of the effect (a noisy host has stopped here at -28 %, the interval ending at -3.4 %)
-    assert p50["metric"] == "p50" and p50["verdict"] == "faster" and p50["ci_high_pct"] < 0, p50
-    assert p50["change_pct"] < -10 and p50["ci_low_pct"] <= p50["change_pct"] <= p50["ci_high_pct"], p50
-    assert d["stopped_early"] is True and d["decided_s"] == d["elapsed_s"] < budget / 2, d
-    assert took < budget  # the whole command, builds included
+    assert p50["metric"] == "p50" and p50["verdict"] == "faster" and p50["ci_high_pct"] < -50, p50
+    assert p50["ci_low_pct"] <= p50["change_pct"] <= p50["ci_high_pct"], p50
+    assert d["stopped_early"] is True and d["decided_s"] == d["elapsed_s"] < budget, d
     # the result holds what the decision used: whole rounds, and the stricter level of one of the looks
     assert d["blocks"] % 2 == 0 and p50["pairs"] == d["blocks"] // 2 >= 8
     assert 0.99 <= p50["look_confidence"] < 1 and all(c["look_confidence"] == p50["look_confidence"]
                                                        for c in d["comparisons"])
-    text = ortop("compare", wide_matmul_model, a, b, "--budget", budget, env=env)
+    text = ortop("compare", model, a, b, "--budget", budget, env=env, timeout=120)
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[1].startswith("decided after "), text.stdout
     assert f" s of {budget:g} s in " in text.stdout.splitlines()[1]
@@ -237,13 +244,15 @@ def test_verify_interleaves_and_stores_a_verdict_with_an_interval(monitor):
     fut = mon.verify(cid, seconds=3.0)
     seen = wait_for(lambda: mon.snapshot().verifying, 5, "the verification in the snapshot")
     assert seen.config_id == cid and seen.against_id == cid - 1 and seen.budget_s == 3.0
-    wait_for(lambda: (mon.snapshot().verifying or seen).blocks >= 4 or fut.done(), 15, "blocks")
-    assert mon.snapshot().state in ("verifying", "measuring")
+    # a snapshot taken while it runs says so in its state: the two are read together
+    during = wait_for(lambda: (x := mon.snapshot()).verifying is not None and x.verifying.blocks >= 4 and x, 15,
+                      "four blocks verified")
+    assert during.state == "verifying", during.state
     rv = fut.result(timeout=30)
-    assert isinstance(rv, RowVerdict)
-    assert rv.kind in VERDICTS and rv.metric == "p50"
+    assert isinstance(rv, RowVerdict) and rv.metric == "p50"
     assert {c.metric for c in rv.comparisons} == set(METRICS)
     main = next(c for c in rv.comparisons if c.metric == "p50")
+    assert rv.kind == main.verdict, (rv, main)  # the row's verdict is the one on its metric
     assert main.pairs >= 6
     assert math.isfinite(main.ci_low_pct) and math.isfinite(main.ci_high_pct)
     assert main.ci_low_pct <= main.change_pct <= main.ci_high_pct
