@@ -32,12 +32,17 @@ def demo_model(tmp_path_factory) -> str:
     return str(build_demo(tmp_path_factory.mktemp("demo") / "demo.onnx"))
 
 
+def profile_files(folder, **texts: str) -> tuple:
+    """One profile file per keyword (its name, its TOML), in order."""
+    for name, text in texts.items():
+        (folder / f"{name}.toml").write_text(text)
+    return tuple(folder / f"{name}.toml" for name in texts)
+
+
 @pytest.fixture
 def threads_profiles(tmp_path):
-    a, b = tmp_path / "one.toml", tmp_path / "two.toml"
-    a.write_text("[session]\nintra_op_num_threads = 1\n")
-    b.write_text("[session]\nintra_op_num_threads = 2\n")
-    return a, b
+    return profile_files(tmp_path, one="[session]\nintra_op_num_threads = 1\n",
+                         two="[session]\nintra_op_num_threads = 2\n")
 
 
 def check_comparison_json(d: dict, n_configs: int, budget: float) -> None:
@@ -103,10 +108,8 @@ def wide_matmul_model(tmp_path_factory) -> str:
 @pytest.fixture
 def batch_profiles(tmp_path):
     """One thread each; the first feeds 512 rows a run, the second 16: a difference no host load can hide."""
-    a, b = tmp_path / "512.toml", tmp_path / "16.toml"
-    a.write_text("[session]\nintra_op_num_threads = 1\n\n[workload.dims]\nbatch = 512\n")
-    b.write_text("[session]\nintra_op_num_threads = 1\n\n[workload.dims]\nbatch = 16\n")
-    return a, b
+    one = "[session]\nintra_op_num_threads = 1\n\n[workload.dims]\n"
+    return profile_files(tmp_path, rows512=one + "batch = 512\n", rows16=one + "batch = 16\n")
 
 
 def test_compare_stops_once_the_objective_is_decided(tmp_path, batch_profiles, env):  # noqa: F811
