@@ -93,6 +93,20 @@ def test_capacity_alternates_profiles_of_different_restart_groups(batch_model, e
     assert d["restarts"] == [] and d["fault"] is None
 
 
+def test_compare_alternates_profiles_of_different_restart_groups(batch_model, env_profiles, env):  # noqa: F811
+    a, b = env_profiles
+    r = ortop("compare", batch_model, a, b, "--dim", "batch=64", "--budget", 4, "--json", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["workers"] == 2
+    order = d["block_order"]
+    assert len(order) == d["blocks"] >= 4
+    # in time as in the schedule: A B B A …, each pair of neighbours one block of each
+    assert [x["seq"] for x in order] == sorted(x["seq"] for x in order)
+    configs = [x["config"] for x in order]
+    assert all(configs[k] != configs[k + 1] for k in range(0, len(configs) - 1, 2)), configs
+
+
 # ---- a worker's death loses nothing measured ---------------------------------------------------------------------
 def start_ortop(*args, env) -> subprocess.Popen:  # noqa: F811
     return subprocess.Popen([sys.executable, "-m", "ortop.cli", *map(str, args)], stdout=subprocess.PIPE,

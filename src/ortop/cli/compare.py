@@ -156,6 +156,9 @@ def to_json(model_path: str, budget_s: float, objective: str, result, tolerance:
         "block_s": round(result.block_s, 4),
         "settle_s": round(result.settle_s, 4),
         "blocks": len(result.blocks),
+        # every block in the order it ran: whose, its place in the schedule, when it started (s, the workers' clock)
+        "block_order": [{"config": b.config, "seq": b.seq, "t_start_s": round(b.t_start, 4)}
+                        for b in sorted(result.blocks, key=lambda b: b.t_start)],
         "workers": result.workers,
         "memory": result.memory.as_dict(),
         "stopped": result.stopped,
