@@ -68,6 +68,7 @@ class Worker:
     def start(self) -> None:
         from ortop.engine.workerproc import launch
 
+        self._closing = False
         with self.cv:
             self.dead = None
             self.built.clear()
@@ -77,6 +78,11 @@ class Worker:
         self._wp = launch(self.model_path, self.env, self._on_message, self._on_exit, name=self.name,
                           warn=self.warn, start=False)
         self._wp.start()
+
+    @property
+    def started(self) -> bool:
+        """Started, and not dead since."""
+        return self._wp is not None and self.dead is None
 
     @property
     def pid(self) -> int | None:
@@ -94,7 +100,6 @@ class Worker:
         """Start a fresh process and build again every session this worker held; True once all are built (False:
         a build failed, the new process died too, ``stop`` was set, or ``timeout_s`` passed)."""
         self.close()
-        self._closing = False
         self.restarts += 1
         self.start()
         for msg in list(self.builds.values()):
@@ -107,6 +112,7 @@ class Worker:
         self._closing = True
         if self._wp is not None:
             self._wp.stop(graceful=True, timeout=2.0)
+            self._wp = None
 
     # ---- what it says ---------------------------------------------------------------------------------------------
     def _on_message(self, msg: Any) -> None:
