@@ -55,6 +55,24 @@ def test_compare_at_twice_what_the_model_serves_says_the_rate_was_not_kept(batch
     assert "← rate not kept" in text.stdout and "[not a paced answer" in text.stdout, text.stdout
 
 
+def test_tune_at_twice_what_the_model_serves_marks_every_raced_candidate(batch_model, env):  # noqa: F811
+    ceiling = closed_loop_per_s(batch_model)
+    rate = 2 * ceiling
+    r = ortop("tune", batch_model, "--dim", "batch=64", "--rate", f"{rate:.0f}", "--arrival",
+              "poisson", "--budget", 12, "--json", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    raced = [t for t in d["trials"] if t["blocks"]]
+    assert raced, d["trials"]
+    for t in raced:
+        # served over the time its requests took: about what the model serves, never the offered rate
+        assert t["throughput_per_s"] < 0.8 * rate, (t, ceiling)
+        assert t["rate_kept"] is False and t["paced_answer"] is False and t["note"].startswith("not a paced"), t
+    for t in raced:
+        assert any(w.startswith(f"{t['label']}: rate not kept") and "not a paced answer" in w
+                   for w in d["warnings"]), (t["label"], d["warnings"])
+
+
 @pytest.fixture
 def env_profiles(threads_profiles):  # noqa: F811
     """Two profiles in two restart groups: the second sets an environment knob, so it needs a worker of its own."""

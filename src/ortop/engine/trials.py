@@ -166,6 +166,10 @@ class Trial:
             "blocks": self.figures.blocks,
             "winner": self.winner,
             "rate_kept": not self.pace(),
+            # a candidate that did not keep its offered rate was measured queueing: its verdict answers another
+            # question than the paced one asked
+            "paced_answer": not self.pace(),
+            **({"note": f"not a paced answer: {self.pace()}"} if self.pace() else {}),
         }
 
 
