@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.plan import period_ms, plan_blocks
 from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
-from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import rows as R

@@ -16,6 +16,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
+from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks, capacity_round_s
 from ortop.engine.bench.pool import Pool
 from ortop.engine.capacity import (
     POOL_MIN_S,
@@ -83,7 +84,7 @@ class CapacitySearch:
                 for rate, group in sorted(by_rate.items()):
                     if self.stop.is_set():
                         break
-                    if self.left() < 2 * _round_s(rate, len(group)):  # its first look would overrun the budget
+                    if self.left() < 2 * capacity_round_s(rate, len(group)):  # its first look would overrun the budget
                         continue
                     self._point(rate, group)
                     measured = True
@@ -151,7 +152,7 @@ class CapacitySearch:
         live = [s for s in self.searches if not s.failed]
         if not live:
             return
-        got = self._blocks(live, 2, 0.5, 0.2, None, "closed")
+        got = self._blocks(live, *CEILING_BLOCKS, None, "closed")
         for s in live:
             blocks = got[s.index]
             if not blocks:
@@ -170,7 +171,7 @@ class CapacitySearch:
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
-        block_s, settle_s = _block_s(rate)
+        block_s, settle_s = capacity_blocks(rate)
         for s in group:  # a rate its search measures again keeps the place it was first measured in
             if rate not in s.points:
                 s.points[rate] = Point(rate, servers=max(1, s.profile.workload.concurrency),
@@ -195,7 +196,7 @@ class CapacitySearch:
                     pending.remove(s)
             if final or not pending:
                 break
-            per_round = _round_s(rate, len(pending))
+            per_round = capacity_round_s(rate, len(pending))
             in_budget = int(self.left() / per_round)
             if in_budget < 1:  # another round would overrun the budget: the point ends as it stands
                 break
@@ -214,17 +215,6 @@ class CapacitySearch:
                                                  servers=p.servers, queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
-
-
-def _block_s(rate: float) -> tuple[float, float]:
-    """A point's block and the settling before it (s): ~300 requests a block, 0.5 … 1.5 s; the queue let reach
-    its working level for 0.2 … 0.6 s first."""
-    return max(0.5, min(1.5, 300.0 / rate)), max(0.2, min(0.6, 50.0 / rate))
-
-
-def _round_s(rate: float, profiles: int) -> float:
-    """One round of a point at ``rate``: a block (with its settling) per profile."""
-    return sum(_block_s(rate)) * profiles
 
 
 def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,

@@ -16,20 +16,17 @@ from functools import partial
 from typing import Any
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.plan import (
+    BLOCK_TARGET_S,
+    block_target_for,  # noqa: F401  (the tuner's callers ask the racer for it)
+    race_blocks,
+)
 from ortop.engine.bench.pool import Worker
 from ortop.engine.placement import build_message
 from ortop.engine.space import describe, profile_key
 from ortop.engine.trials import STOPPED, RaceOutcome, RacerError
 from ortop.engine.tuner import relabel
 from ortop.measure.compare import Block
-
-# ---- the real racer -----------------------------------------------------------------------------------------------
-BLOCK_TARGET_S = 0.15   # blocks of a tuning run: shorter than a comparison's, so that many candidates fit
-
-
-def block_target_for(budget_s: float) -> float:
-    """Block length for a budget: about 1/400 of it, between 0.05 and 0.3 s."""
-    return min(0.3, max(0.05, budget_s / 400))
 
 
 class WorkerRacer:
@@ -197,10 +194,7 @@ class WorkerRacer:
         return lat or 0.001
 
     def _plan(self, profiles: Sequence[Profile]) -> tuple[float, float]:
-        from ortop.engine.schedule import MIN_BLOCK_RUNS, SETTLE_RUNS, SETTLE_S
-
-        run_s = self._run_s(profiles)
-        return max(self.block_target, MIN_BLOCK_RUNS * run_s), max(SETTLE_S, SETTLE_RUNS * run_s)
+        return race_blocks(self._run_s(profiles), self.block_target)
 
     def block_seconds(self, profiles: Sequence[Profile]) -> float:
         block, settle = self._plan(profiles)

@@ -21,7 +21,7 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine import ab
 from ortop.engine import traffic as T
-from ortop.engine.schedule import period_ms, verify_seconds
+from ortop.engine.bench.plan import period_ms, verify_seconds
 from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import not_comparable, primary_metric, verdict_from
