@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.deciders import Budget, Looks
 from ortop.engine.bench.plan import period_ms, plan_blocks
 from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
@@ -225,9 +226,8 @@ class Interleaving:
         self.decide_on = decide_on
         self.feed_model = feed_model    # every session fed from this model's inputs ("": each from its own)
         self.tolerance = tolerance      # set: each session's outputs are compared with the first's
-        self._looks = sequential.Looks() if decide_on is not None else None
-        self._rounds_seen = 0
-        self._decision: tuple[int, float, float] | None = None  # (blocks used, level, elapsed s) once decided
+        self._looks = Looks(decide_on, len(self.profiles)) if decide_on is not None else None
+        self._budget = Budget(budget_s, self.stop)
         self._index = {cid: i for i, cid in enumerate(self.ids)}
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
@@ -253,7 +253,6 @@ class Interleaving:
         self.fault: str | None = None         # a worker lost for good: the comparison ended there
         self._closed = False
         self._phase = "building"
-        self._t0: float | None = None
         self.warnings: list[str] = []
 
     # ---- progress ----------------------------------------------------------------------------------------------
@@ -262,7 +261,7 @@ class Interleaving:
         return self._phase
 
     def elapsed(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
+        return self._budget.elapsed()
 
     def blocks_so_far(self) -> int:
         return len(self._blocks)
@@ -270,7 +269,8 @@ class Interleaving:
     # ---- messages ------------------------------------------------------------------------------------------------
     def deliver(self, msg: Any, channel: int = 0) -> None:
         with self._cv:
-            if self._closed or (self._decision is not None and isinstance(msg, (P.Samples, P.BlockDone))):
+            decided = self._looks is not None and self._looks.decision is not None
+            if self._closed or (decided and isinstance(msg, (P.Samples, P.BlockDone))):
                 return  # decided: what runs until the alternation ends is not part of the comparison
             if isinstance(msg, P.Built) and msg.config_id in self._index:
                 self._built[msg.config_id] = msg.info
@@ -391,7 +391,7 @@ class Interleaving:
             settle = self.settle_s if self.settle_s is not None else settle
             self.block_s, self.settle_s = block, settle
             self._phase = "measuring"
-            self._t0 = time.monotonic()
+            self._budget.start()
             try:
                 if len(self.channels) == 1:
                     self._alternate_in_one(block, settle)
@@ -473,25 +473,12 @@ class Interleaving:
         return max(lat, 1000.0 / rate) if rate > 0 else lat
 
     def _over_budget(self, ahead_s: float = 0.0) -> bool:
-        return self.stop.is_set() or self.elapsed() + ahead_s >= self.budget_s
+        return self._budget.spent(ahead_s)
 
     def _decided(self) -> bool:
-        """Under the lock, whenever blocks may have come in: take the look due after the rounds complete so far, if
-        one is; True when it settled every verdict on ``decide_on`` (the decision is then kept for the result)."""
-        if self._looks is None or self.decide_on is None or self._decision is not None:
-            return self._decision is not None
-        n = len(self.profiles)
-        rounds = len(self._blocks) // n
-        if rounds <= self._rounds_seen:
-            return False
-        self._rounds_seen = rounds
-        used = [b for b in self._blocks if b.seq < rounds * n]
-        taken = sequential.look(used, n, self.decide_on, self._looks)
-        if taken is None or not sequential.settled(taken[1]):
-            return False
-        level = taken[0]
-        self._decision = (rounds * n, level, self.elapsed())
-        return True
+        """Under the lock, whenever blocks may have come in: the sequential rule's look, if one is due (with
+        ``decide_on``); True once it settled every verdict on that metric."""
+        return self._looks is not None and self._looks.after(self._blocks, self.elapsed())
 
     def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
         self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None))
@@ -543,11 +530,11 @@ class Interleaving:
 
     def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
         with self._cv:
-            decision = self._decision
-            keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision[0]]
+            decision = self._looks.decision if self._looks is not None else None
+            keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision.blocks]
             blocks = [self._blocks[k] for k in keep]
             windows = [self._window[k] for k in keep]
-            elapsed = self.elapsed() if decision is None else decision[2]
+            elapsed = self.elapsed() if decision is None else decision.elapsed_s
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]
@@ -571,10 +558,10 @@ class Interleaving:
             if fig.differs:
                 self._log(f"{fig.name}: outputs differ from {self.names[0]}'s: {'; '.join(fig.differs)}")
         # with decide_on, every interval is the one of the look the rule ended at: the deciding one, or the last
-        level = decision[1] if decision is not None else self._looks.last() if self._looks is not None else None
+        level = self._looks.level() if self._looks is not None else None
         comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None, level=level)) \
             if blocks else ()
-        decided_s = decision[2] if decision is not None else None
+        decided_s = decision.elapsed_s if decision is not None else None
         if decision is None and self._looks is not None and sequential.settled(
                 [c for c in comps if c.metric == self.decide_on]):
             decided_s = elapsed  # settled at the last look, when the budget was spent

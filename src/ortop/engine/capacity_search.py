@@ -15,6 +15,7 @@ from functools import partial
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.deciders import Budget, PointRule
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
 from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks, capacity_round_s
 from ortop.engine.bench.pool import Pool
@@ -55,20 +56,20 @@ class CapacitySearch:
         self._pool = Pool(model_path, self.profiles, name="ortop-capacity-worker", warn=self._said.append)
         self.faults = Faults()
         self.order: list[dict] = []  # every block measured, in the order it ran: whose, when, at what rate
-        self._t0 = time.monotonic()  # reset when run() starts; set here so a view asking early reads ~0 s
+        self._budget = Budget(budget_s, self.stop)  # started when run() starts: a view asking early reads 0 s
         self._round = 0
 
     def left(self) -> float:
-        return self.budget_s - (time.monotonic() - self._t0)
+        return self._budget.left()
 
     def result(self) -> CapacityResult:
         """What is known so far (a view may call it from another thread while the search runs)."""
-        return CapacityResult(self.model_path, self.slo, list(self.searches), time.monotonic() - self._t0,
+        return CapacityResult(self.model_path, self.slo, list(self.searches), self._budget.elapsed(),
                               self.budget_s, self.stop.is_set(), blocks=list(self.order),
                               restarts=list(self.faults.said), fault=self.faults.lost)
 
     def run(self) -> CapacityResult:
-        self._t0 = time.monotonic()
+        self._budget.start()
         warnings: list[str] = []
         try:
             self._build()
@@ -97,7 +98,7 @@ class CapacitySearch:
         logged = [x for w in self._pool.workers for x in w.log if "warn" in x.lower()]
         warnings.extend(x for x in [*self._said, *logged] if x not in warnings)
         warnings.extend(self.faults.said + ([self.faults.lost] if self.faults.lost else []))
-        return CapacityResult(self.model_path, self.slo, self.searches, time.monotonic() - self._t0,
+        return CapacityResult(self.model_path, self.slo, self.searches, self._budget.elapsed(),
                               self.budget_s, self.stop.is_set() or self.faults.lost is not None, warnings[:20],
                               blocks=list(self.order), restarts=list(self.faults.said), fault=self.faults.lost)
 
@@ -177,7 +178,7 @@ class CapacitySearch:
                 s.points[rate] = Point(rate, servers=max(1, s.profile.workload.concurrency),
                                        queues=max(1, s.profile.workload.replicas), order=len(s.points))
         points = {s.index: s.points[rate] for s in group}
-        t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
+        rule = PointRule(time.monotonic() + min(self.point_max_s, max(0.0, self.left())), self._budget, POOL_MIN_S)
         pending = list(group)
         rounds = 2  # the first look needs two blocks (an interval); later ones take what fits before the point's end
         while pending and not self.stop.is_set():
@@ -188,19 +189,16 @@ class CapacitySearch:
                     # served over the time its requests took: a queue that drained past the window counts
                     points[s.index].add(R.response_ms(b.rows), b.served_s, arrived, dropped, self.slo,
                                         server_times(b.rows))
-            final = time.monotonic() >= t_end or self.left() <= 0
+            final = rule.final()
             for s in list(pending):
                 d = points[s.index].decide(self.slo, others=s.server_times(besides=rate))
-                short = d == "met" and s.recorded_s() < POOL_MIN_S  # too little of the host seen: keep measuring
-                if final or (d != "undecided" and not short):
+                if rule.done(d, s.recorded_s(), final):
                     pending.remove(s)
             if final or not pending:
                 break
-            per_round = capacity_round_s(rate, len(pending))
-            in_budget = int(self.left() / per_round)
-            if in_budget < 1:  # another round would overrun the budget: the point ends as it stands
+            rounds = rule.rounds_next(capacity_round_s(rate, len(pending)))
+            if rounds < 1:  # another round would overrun the budget: the point ends as it stands
                 break
-            rounds = min(in_budget, max(1, min(2, int((t_end - time.monotonic()) / per_round))))
         for s in group:
             p = points[s.index]
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
