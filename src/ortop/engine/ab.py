@@ -350,9 +350,10 @@ class Interleaving:
                              "running is measured again)")
         assert self.restart is not None
         if not self.restart(channel):
-            self.fault = (f"{who}: {why}, and the restarted worker could not build its sessions again: measuring "
-                          "ended there")
-            raise _Lost(self.fault)
+            if not self.stop.is_set():  # stopped while it rebuilt: a stop, not a fault
+                self.fault = (f"{who}: {why}, and the restarted worker could not build its sessions again: "
+                              "measuring ended there")
+            raise _Lost(self.fault or "stopped")
         with self._cv:
             self._restarted_at[channel] = self._ch_blocks[channel]
             self._offset[channel] = offset
