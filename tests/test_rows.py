@@ -36,3 +36,15 @@ def test_the_store_ring_reads_the_named_columns():
     ring = T.ring_rows(rows, np.array([1.5]))
     assert ring[0, T.RESPONSE] == 3.0 and ring[0, T.SERVICE] == 2.0 and ring[0, T.QUEUE] == 1.0
     assert ring[0, T.REPLICA] == 3 and ring[0, T.SHAPE] == 2 and ring[0, T.IDLE] == 5.0 and ring[0, T.T_S] == 1.5
+
+
+def test_a_block_is_served_over_the_time_its_requests_took():
+    from ortop.engine.bench.interleave import BlockRun
+
+    # a 1 s window (0 … 1e9 ns) whose last request, queued behind the others, completes at 1.5 s
+    rows = _rows((0, 400_000_000, 0), (400_000_000, 500_000_000, 300_000_000),
+                 (900_000_000, 600_000_000, 800_000_000))
+    b = BlockRun(0, 0, 0, 1_000_000_000, rows, (3, 0, 1, 2))
+    assert b.window_s == 1.0 and b.served_s == 1.5 and b.ended_queued
+    closed = BlockRun(0, 1, 0, 1_000_000_000, _rows((0, 400_000_000, 0)), None)
+    assert closed.served_s == 1.0 and not closed.ended_queued  # a closed loop: its window, no queue
