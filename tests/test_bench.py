@@ -147,7 +147,7 @@ def worker_of(proc: subprocess.Popen, besides: int | None = None, timeout_s: flo
     raise AssertionError("no worker process appeared")
 
 
-def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 4.0) -> int:
+def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 5.0) -> int:
     """SIGKILL the command's worker once it has run long enough to have measured blocks: its CPU time past what
     importing onnxruntime and building the session take (the evidence waited for, not a wall-clock guess)."""
     w = worker_of(proc)
@@ -158,7 +158,7 @@ def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 4.0) -> int:
     return w.pid
 
 
-def killed(proc: subprocess.Popen, *, again: bool = False, cpu_s: float = 4.0) -> tuple[int, dict, str]:
+def killed(proc: subprocess.Popen, *, again: bool = False, cpu_s: float = 5.0) -> tuple[int, dict, str]:
     """Kill the command's worker once it has measured blocks (and, ``again``, the restarted one as soon as it
     appears: before it can finish a block); the command's exit code, its JSON and its stderr."""
     try:
@@ -189,7 +189,7 @@ def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it
 
 def test_capacity_restarts_a_killed_worker_and_finishes_its_search(batch_model, env):  # noqa: F811
     proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
-                       "--budget", 15, "--json", env=env)
+                       "--budget", 25, "--json", env=env)
     code, d, err = killed(proc)
     assert code == 0, err
     assert d["fault"] is None and d["exit_code"] == 0
@@ -202,7 +202,7 @@ def test_compare_restarts_a_killed_worker_and_goes_on(batch_model, threads_profi
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 10, "--json",
                        env=env)
-    code, d, err = killed(proc, cpu_s=3.0)
+    code, d, err = killed(proc, cpu_s=3.5)
     assert code == 0, err
     assert d["fault"] is None and d["exit_code"] == 0 and d["stopped"] is False
     assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
@@ -214,7 +214,7 @@ def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_mod
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 30, "--json",
                        env=env)
-    code, d, err = killed(proc, again=True, cpu_s=3.0)
+    code, d, err = killed(proc, again=True, cpu_s=3.5)
     assert code == 3, err
     assert d["exit_code"] == 3 and d["stopped"] is True
     assert "signal 9" in d["fault"] and len(d["restarts"]) == 1, d
