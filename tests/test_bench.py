@@ -248,3 +248,30 @@ def test_a_configurations_percentiles_pool_its_blocks_runs():
     third = block_from_runs(0, 4, np.array([2.0]), t_start=1.3, t_end=1.4, cpu_ms=1.0)
     # the blocks' p50 are 1, 5 and 2: their median (2) says nothing of the 97 runs at 5 ms
     assert pooled([short, long, third]).p50 == 5.0 and pooled([short, long, third]).runs == 101
+
+
+def test_a_capacity_point_at_twice_the_ceiling_reports_what_it_served(batch_model, tmp_path,  # noqa: F811
+                                                                        monkeypatch):
+    """A point offered twice the closed-loop ceiling: its queue drains past every block, so its served rate (over
+    the time its requests took) is about the ceiling, and the search says the rate was not kept."""
+    from ortop.engine.capacity import Slo
+    from ortop.engine.capacity_search import CapacitySearch
+
+    for xdg in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(xdg, str(tmp_path / xdg))
+    search = CapacitySearch(batch_model, [prof(batch_model, workload__dims={"batch": 64})], Slo("p99", 10_000.0),
+                            budget_s=60, point_max_s=3)
+    search._budget.start()
+    try:
+        search._build()
+        search._ceilings()
+        (s,) = search.searches
+        assert s.ceiling_per_s > 0
+        rate = 2 * s.ceiling_per_s
+        search._point(rate, [s])
+        point = s.points[rate]
+        assert point.served_per_s() < 0.8 * rate, (point.served_per_s(), rate)
+        assert point.served_per_s() > 0.25 * s.ceiling_per_s
+        assert any(w.startswith(f"{s.name} at {rate:.0f}/s") and "not a paced answer" in w for w in search.unpaced)
+    finally:
+        search._pool.close()

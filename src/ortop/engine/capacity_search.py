@@ -30,6 +30,7 @@ from ortop.engine.capacity import (
     server_times,
     work_ms,
 )
+from ortop.engine.traffic import KEEP_RATIO
 from ortop.errors import RuntimeFailure
 from ortop.measure import rows as R
 
@@ -56,6 +57,7 @@ class CapacitySearch:
         self._pool = Pool(model_path, self.profiles, name="ortop-capacity-worker", warn=self._said.append)
         self.faults = Faults()
         self.order: list[dict] = []  # every block measured, in the order it ran: whose, when, at what rate
+        self.unpaced: list[str] = []  # points whose offered rate was not served: what they say is a backlog's
         self._budget = Budget(budget_s, self.stop)  # started when run() starts: a view asking early reads 0 s
         self._round = 0
 
@@ -98,6 +100,7 @@ class CapacitySearch:
         logged = [x for w in self._pool.workers for x in w.log if "warn" in x.lower()]
         warnings.extend(x for x in [*self._said, *logged] if x not in warnings)
         warnings.extend(self.faults.said + ([self.faults.lost] if self.faults.lost else []))
+        warnings.extend(x for x in self.unpaced if x not in warnings)
         return CapacityResult(self.model_path, self.slo, self.searches, self._budget.elapsed(),
                               self.budget_s, self.stop.is_set() or self.faults.lost is not None, warnings[:20],
                               blocks=list(self.order), restarts=list(self.faults.said), fault=self.faults.lost)
@@ -201,6 +204,11 @@ class CapacitySearch:
                 break
         for s in group:
             p = points[s.index]
+            served = p.served_per_s()
+            if p.dropped or served < KEEP_RATIO * rate:
+                self.unpaced.append(f"{s.name} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
+                                    + (f", {p.dropped} shed" if p.dropped else "") + ": the rate was not kept; the "
+                                    "point was measured on a backlog, not a paced answer")
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
             meets = p.decision == "met" or (p.decision == "undecided" and p.estimate(self.slo) <= self.slo.ms)
             if meets:
