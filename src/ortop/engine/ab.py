@@ -15,6 +15,13 @@ Holding several sessions costs memory: each build reports the worker's resident 
 cost of the next sessions is predicted from the first, and a comparison that would not fit in the memory
 available is refused before it builds them.
 
+A block is served over the time its requests took (to its last completion, past its window when a queue drained
+after it): a paced profile the host cannot keep reports what it served, not what it was offered, and is said not
+to have kept its rate. ``compare_profiles`` runs its workers through :mod:`ortop.engine.bench.pool`: a worker that
+dies is restarted with its sessions rebuilt and the alternation goes on; one that dies again before finishing a
+block ends the comparison with what was measured (``AbResult.fault``). The stop rules (the budget, the sequential
+looks) come from :mod:`ortop.engine.bench.deciders`.
+
 Over ~400 lines: the interleaving of one worker and of several (one per restart group) share the schedule, the
 block bookkeeping and the memory check; split, each half would carry a copy.
 """
@@ -193,7 +200,9 @@ class Interleaving:
     """One interleaved comparison over workers reached through ``channels`` (a send function per worker).
 
     ``config_ids[i]`` is the worker-side id of profile i, built on ``channels[channel_of[i]]``; the owner routes
-    every worker message to :meth:`deliver` (with its channel index) and calls :meth:`abort` if a worker dies.
+    every worker message to :meth:`deliver` (with its channel index) and calls :meth:`worker_died` if a worker dies
+    (with ``restart``, a callable that starts that channel's worker again with its sessions, the alternation goes
+    on; without, the comparison fails as with :meth:`abort`).
     ``finish(channel)`` ends an alternation on a worker (default: ``Pause``). ``run()`` blocks until the budget is
     spent (or ``stop`` is set) and returns the result; it raises AbError / NotEnoughMemory.
 
