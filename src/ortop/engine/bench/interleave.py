@@ -1,4 +1,6 @@
-"""The one scheduler: every configuration alternated block by block, across workers too.
+"""Every configuration alternated block by block, across workers too: the capacity search's scheduler over
+:class:`ortop.engine.bench.pool.Worker` objects. (Compare, verify and tune's racer run the same schedule through
+:class:`ortop.engine.ab.Interleaving`, which also reads the blocks' memory, idle gaps and outputs.)
 
 Configurations in one worker are alternated by the worker itself (one ``Alternate`` for all their rounds: no round
 trip between blocks). Configurations in several workers (different restart groups: an ``[env]`` knob, a global
