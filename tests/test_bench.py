@@ -177,8 +177,8 @@ def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it
                        "--budget", 40, "--json", env=env)
     # the restarted worker is killed as soon as it appears: it cannot finish a block, so the search ends
     code, d, err = killed(proc, again=True)
-    assert code == 3, err
-    assert d["exit_code"] == 3 and d["stopped"] is True
+    assert code == 4, err
+    assert d["exit_code"] == 4 and d["stopped"] is True
     assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0], d["restarts"]
     assert "signal 9" in d["fault"], d["fault"]
     assert any(d["fault"] == w for w in d["warnings"])
@@ -215,8 +215,8 @@ def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_mod
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 30, "--json",
                        env=env)
     code, d, err = killed(proc, again=True, cpu_s=3.5)
-    assert code == 3, err
-    assert d["exit_code"] == 3 and d["stopped"] is True
+    assert code == 4, err
+    assert d["exit_code"] == 4 and d["stopped"] is True
     assert "signal 9" in d["fault"] and len(d["restarts"]) == 1, d
     # the blocks measured before the first death are all there, with their figures
     assert d["blocks"] >= 2 and all(c["runs"] > 0 for c in d["configs"]), d

@@ -9,7 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_RUNTIME = 1     # the model or the run failed (a build error, Run() raising, the worker dying for good)
 EXIT_USAGE = 2       # bad input: a flag, a profile, a model file, a path
-EXIT_WORKER_LOST = 3 # a worker died and could not be restarted: what was measured is printed, as on ctrl-C
+EXIT_WORKER_LOST = 4 # a worker died and could not be restarted: what was measured is printed, as on ctrl-C
 
 
 class OrtopError(Exception):

@@ -6,7 +6,7 @@ was found in, the curve in the terminal, the best profile and its ratio to the f
 
 A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
-and the command exits 3 (``exit_code`` in the JSON; ctrl-C 130, a search that ran its course 0).
+and the command exits 4 (``exit_code`` in the JSON; ctrl-C 130, a search that ran its course 0).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ a configuration whose outputs are further than ``--atol`` (max abs error), ``--r
 Exit 0 whatever the verdict (ctrl-C too: what was measured is printed); 2 for bad input (one ``ortop: error:``
 line); 1 when the model fails at run time. A worker that dies is restarted with its sessions and the comparison goes
 on (``restarts``); one that dies again before finishing a block ends it as ctrl-C does, everything measured printed
-(``fault``), and the command exits 3 (``exit_code`` in the JSON).
+(``fault``), and the command exits 4 (``exit_code`` in the JSON).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ flagged whatever its speed. The result names the fastest variant within the tole
 original. ``--ort-python PATH`` adds the original under that interpreter's onnxruntime (one worker of its own).
 
 Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when nothing could be made or run;
-3 when a worker died again right after its restart (the comparison so far is printed, its ``fault`` says why).
+4 when a worker died again right after its restart (the comparison so far is printed, its ``fault`` says why).
 """
 
 from __future__ import annotations
