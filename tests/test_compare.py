@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 
@@ -32,12 +31,17 @@ def demo_model(tmp_path_factory) -> str:
     return str(build_demo(tmp_path_factory.mktemp("demo") / "demo.onnx"))
 
 
+def profile_files(folder, **texts: str) -> tuple:
+    """One profile file per keyword (its name, its TOML), in order."""
+    for name, text in texts.items():
+        (folder / f"{name}.toml").write_text(text)
+    return tuple(folder / f"{name}.toml" for name in texts)
+
+
 @pytest.fixture
 def threads_profiles(tmp_path):
-    a, b = tmp_path / "one.toml", tmp_path / "two.toml"
-    a.write_text("[session]\nintra_op_num_threads = 1\n")
-    b.write_text("[session]\nintra_op_num_threads = 2\n")
-    return a, b
+    return profile_files(tmp_path, one="[session]\nintra_op_num_threads = 1\n",
+                         two="[session]\nintra_op_num_threads = 2\n")
 
 
 def check_comparison_json(d: dict, n_configs: int, budget: float) -> None:
@@ -69,9 +73,7 @@ def check_comparison_json(d: dict, n_configs: int, budget: float) -> None:
 # ---- ortop compare ---------------------------------------------------------------------------------------------------
 def test_compare_json_on_the_demo_model(demo_model, threads_profiles, env):  # noqa: F811
     a, b = threads_profiles
-    t0 = time.monotonic()
     r = ortop("compare", demo_model, a, b, "--budget", 4, "--json", "--objective", "throughput", env=env)
-    took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     check_comparison_json(d, 2, 4.0)
@@ -79,13 +81,14 @@ def test_compare_json_on_the_demo_model(demo_model, threads_profiles, env):  # n
     assert [c["profile"] for c in d["configs"]] == [str(a), str(b)]
     assert d["comparisons"][0]["metric"] == "throughput"  # the objective first
     assert d["workers"] == 1  # both sessions in one worker
-    assert d["elapsed_s"] <= 5.0 and took < 30
-    # the budget is the most it takes: it ends sooner once the objective's verdict is settled at one of the looks
-    if d["stopped_early"]:
-        assert d["decided_s"] == d["elapsed_s"] < 4.0 and d["comparisons"][0]["pairs"] >= 8
-    else:
-        assert d["elapsed_s"] >= 3.5 and d["decided_s"] in (None, d["elapsed_s"])
-    assert (d["decided_s"] is not None) == (d["comparisons"][0]["verdict"] != "undecided")
+    assert d["elapsed_s"] <= 5.0
+    # the budget is the most it takes: it ends sooner exactly when a look (8 pairs or more) settled the objective,
+    # and then at that look; a verdict settled at the last look is dated at the budget's end
+    main = d["comparisons"][0]
+    assert d["stopped_early"] or d["elapsed_s"] >= 3.5, d  # not stopped by the rule: the budget was spent
+    assert not d["stopped_early"] or (main["pairs"] >= 8 and d["decided_s"] == d["elapsed_s"]), d
+    assert (d["decided_s"] is not None) == (main["verdict"] != "undecided"), d
+    assert d["decided_s"] is None or d["decided_s"] <= d["elapsed_s"], d
     # Blocks alternate: each configuration ran about half of the time, in about as many blocks.
     assert d["blocks"] >= 12 and abs(d["configs"][0]["blocks"] - d["configs"][1]["blocks"]) <= 1
     mem = d["memory"]
@@ -93,37 +96,35 @@ def test_compare_json_on_the_demo_model(demo_model, threads_profiles, env):  # n
     assert r.stderr == ""
 
 
-@pytest.fixture(scope="module")
-def wide_matmul_model(tmp_path_factory) -> str:
-    """x [1024, 256] @ W [256, 256]: a millisecond or more per run on one thread, split well across two."""
+@pytest.fixture
+def batch_profiles(tmp_path):
+    """One thread each; the first feeds 512 rows a run, the second 16: a difference no host load can hide."""
+    one = "[session]\nintra_op_num_threads = 1\n\n[workload.dims]\n"
+    return profile_files(tmp_path, rows512=one + "batch = 512\n", rows16=one + "batch = 16\n")
+
+
+def test_compare_stops_once_the_objective_is_decided(tmp_path, batch_profiles, env):  # noqa: F811
+    """A run that does 32 times less work: every pair of blocks agrees on the sign, however loaded the host, so the
+    rule's first look (8 pairs) settles it and a 30 s budget ends there, with the interval of the deciding look.
+    The event waited for is the command's end; nothing is timed against the wall clock."""
     from tests.models import make_matmul_model
 
-    return make_matmul_model(tmp_path_factory.mktemp("wide") / "wide.onnx", n=256, batch=1024)
-
-
-def test_compare_stops_once_the_objective_is_decided(wide_matmul_model, threads_profiles, env):  # noqa: F811
-    """1 → 2 intra-op threads on a model where the second core halves the time: the rule's first looks (8 pairs,
-    about 6 s) settle it, so a 30 s budget ends long before it is spent, with the interval of the deciding look."""
-    a, b = threads_profiles
+    model = make_matmul_model(tmp_path / "free.onnx", n=256)
+    a, b = batch_profiles
     budget = 30.0
-    t0 = time.monotonic()
-    r = ortop("compare", wide_matmul_model, a, b, "--budget", budget, "--json", env=env)
-    took = time.monotonic() - t0
+    r = ortop("compare", model, a, b, "--budget", budget, "--json", env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     check_comparison_json(d, 2, budget)
     p50 = d["comparisons"][0]
-    # decided means the interval excludes zero; a later look decides once it just does, so only the estimate is
-    # held to the size of the effect (a noisy host has stopped here at -28 %, the interval ending at -3.4 %)
-    assert p50["metric"] == "p50" and p50["verdict"] == "faster" and p50["ci_high_pct"] < 0, p50
-    assert p50["change_pct"] < -10 and p50["ci_low_pct"] <= p50["change_pct"] <= p50["ci_high_pct"], p50
-    assert d["stopped_early"] is True and d["decided_s"] == d["elapsed_s"] < budget / 2, d
-    assert took < budget  # the whole command, builds included
+    assert p50["metric"] == "p50" and p50["verdict"] == "faster" and p50["ci_high_pct"] < -50, p50
+    assert p50["ci_low_pct"] <= p50["change_pct"] <= p50["ci_high_pct"], p50
+    assert d["stopped_early"] is True and d["decided_s"] == d["elapsed_s"] < budget, d
     # the result holds what the decision used: whole rounds, and the stricter level of one of the looks
     assert d["blocks"] % 2 == 0 and p50["pairs"] == d["blocks"] // 2 >= 8
     assert 0.99 <= p50["look_confidence"] < 1 and all(c["look_confidence"] == p50["look_confidence"]
                                                        for c in d["comparisons"])
-    text = ortop("compare", wide_matmul_model, a, b, "--budget", budget, env=env)
+    text = ortop("compare", model, a, b, "--budget", budget, env=env, timeout=120)
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[1].startswith("decided after "), text.stdout
     assert f" s of {budget:g} s in " in text.stdout.splitlines()[1]
@@ -237,13 +238,15 @@ def test_verify_interleaves_and_stores_a_verdict_with_an_interval(monitor):
     fut = mon.verify(cid, seconds=3.0)
     seen = wait_for(lambda: mon.snapshot().verifying, 5, "the verification in the snapshot")
     assert seen.config_id == cid and seen.against_id == cid - 1 and seen.budget_s == 3.0
-    wait_for(lambda: (mon.snapshot().verifying or seen).blocks >= 4 or fut.done(), 15, "blocks")
-    assert mon.snapshot().state in ("verifying", "measuring")
+    # a snapshot taken while it runs says so in its state: the two are read together
+    during = wait_for(lambda: (x := mon.snapshot()).verifying is not None and x.verifying.blocks >= 4 and x, 15,
+                      "four blocks verified")
+    assert during.state == "verifying", during.state
     rv = fut.result(timeout=30)
-    assert isinstance(rv, RowVerdict)
-    assert rv.kind in VERDICTS and rv.metric == "p50"
+    assert isinstance(rv, RowVerdict) and rv.metric == "p50"
     assert {c.metric for c in rv.comparisons} == set(METRICS)
     main = next(c for c in rv.comparisons if c.metric == "p50")
+    assert rv.kind == main.verdict, (rv, main)  # the row's verdict is the one on its metric
     assert main.pairs >= 6
     assert math.isfinite(main.ci_low_pct) and math.isfinite(main.ci_high_pct)
     assert main.ci_low_pct <= main.change_pct <= main.ci_high_pct
@@ -259,23 +262,37 @@ def test_verify_interleaves_and_stores_a_verdict_with_an_interval(monitor):
     assert s.history[-1].as_dict()["verdict"]["comparisons"][0]["metric"] in METRICS
 
 
-def test_verify_stops_once_the_metric_it_verifies_is_decided(wide_matmul_model):
+def _folding_model(path, n: int = 384) -> str:
+    """y = x @ (W @ W): the product of two initializers is folded into one constant when the graph is optimized,
+    and computed again in every run (n³ multiply-adds, some ms) when it is not."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from tests.models import _vi, model_of, save
+
+    w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((n, n)) / n).astype(np.float32), "W")
+    nodes = [helper.make_node("MatMul", ["W", "W"], ["WW"]), helper.make_node("MatMul", ["x", "WW"], ["y"])]
+    return save(model_of(nodes, [_vi("x", "float32", [1, n])], [_vi("y", "float32", [1, n])], [w]), path)
+
+
+def test_verify_stops_once_the_metric_it_verifies_is_decided(tmp_path):
     """The live view's verification uses the same rule, on the metric the change is about (p50 here): a 30 s
-    verification of 1 → 2 threads ends at one of the first looks, with that look's interval on the row."""
-    start = _one_thread()
-    mon = Monitor(wide_matmul_model, start)
+    verification of a change no host load can hide (graph optimization back on, folding a product of two weights
+    that every run otherwise computes) ends at one of the first looks, with that look's interval on the row. The
+    event waited for is the verification's end; nothing is timed against the wall clock."""
+    model = _folding_model(tmp_path / "folding.onnx")
+    start = P.merge(_one_thread(), **{"session.graph_optimization_level": "disable"})
+    mon = Monitor(model, start)
     mon.start()
     try:
         assert mon.wait_ready(READY_S)
-        wait_for(lambda: mon.snapshot().runs >= 100, 20, "the start measured")
-        cid = _applied(mon, P.merge(start, **{"session.intra_op_num_threads": 2}), runs=100)
-        t0 = time.monotonic()
-        rv = mon.verify(cid, seconds=30.0).result(timeout=60)
-        took = time.monotonic() - t0
+        wait_for(lambda: mon.snapshot().runs >= 20, 20, "the start measured")
+        cid = _applied(mon, P.merge(start, **{"session.graph_optimization_level": "all"}), runs=20)
+        rv = mon.verify(cid, seconds=30.0).result(timeout=90)
         assert isinstance(rv, RowVerdict) and rv.metric == "p50" and rv.kind == "faster", rv
         main = next(c for c in rv.comparisons if c.metric == "p50")
+        assert main.change_pct < -50, main
         assert main.look_confidence is not None and main.look_confidence >= 0.99 and main.pairs >= 8
-        assert took < 20  # builds included: far from the 30 s asked for
         assert mon.snapshot().verifying is None
     finally:
         mon.stop()

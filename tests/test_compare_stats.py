@@ -27,7 +27,6 @@ from ortop.measure.compare import (
     compare_all,
     pairs,
     schedule,
-    sequential,
 )
 
 BLOCK_S = 0.3
@@ -148,7 +147,7 @@ def test_block_from_runs() -> None:
 # -- drift: interleaving against sequential ------------------------------------------------------------------
 
 
-def test_interleaving_sees_through_drift_that_fools_sequential() -> None:
+def test_interleaving_sees_through_drift() -> None:
     # the host slows by 20 % across ~20 s; B is truly 5 % slower
     rounds = 33
     blocks, _ = _runs(schedule(2, rounds), (1.0, 1.05), seed=1)
@@ -156,16 +155,7 @@ def test_interleaving_sees_through_drift_that_fools_sequential() -> None:
     assert c.ci_low_pct <= 5.0 <= c.ci_high_pct
     assert c.verdict == "slower" and c.significant and c.pairs == rounds
     assert c.change_pct == pytest.approx(5.0, abs=1.0)
-
-    # the same host, all A runs first, then all B: the drift reads as an effect three times the real one
-    _, runs = _runs([0] * rounds + [1] * rounds, (1.0, 1.05), seed=1)
-    s = sequential(runs[0], runs[1])
-    assert not s.ci_low_pct <= 5.0 <= s.ci_high_pct
-    assert s.change_pct > 10 and s.verdict == "slower" and s.significant
-    assert s.ci_high_pct - s.ci_low_pct < c.ci_high_pct - c.ci_low_pct + 1  # and just as sure of itself
-    # with no effect at all, sequential still claims one; interleaving does not
-    _, runs_aa = _runs([0] * rounds + [1] * rounds, (1.0, 1.0), seed=2)
-    assert sequential(runs_aa[0], runs_aa[1]).verdict == "slower"
+    # with no effect at all, interleaving claims none
     blocks_aa, _ = _runs(schedule(2, rounds), (1.0, 1.0), seed=2)
     assert not compare(blocks_aa, 0, 1, "p50").significant
 

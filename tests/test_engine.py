@@ -834,7 +834,7 @@ def test_paced_blocks_span_enough_runs_and_verification_grows_to_fit_its_pairs()
     """At 10 Hz a run comes every 100 ms: a 0.3 s block would hold three runs. Blocks span at least five periods,
     the settle stays short (it waits out spinning, not the pace), and a live verification measures long enough
     for about eight pairs instead of stopping undecided."""
-    from ortop.engine.schedule import MIN_BLOCK_RUNS, SETTLE_S, VERIFY_PAIRS, plan_blocks, verify_seconds
+    from ortop.engine.bench.plan import MIN_BLOCK_RUNS, SETTLE_S, VERIFY_PAIRS, plan_blocks, verify_seconds
 
     closed = plan_blocks(1.0, None, 2)
     paced = plan_blocks(1.0, None, 2, period_ms=100.0)

@@ -1,4 +1,4 @@
-"""stats: ring buffers, latency figures, the before/after verdict, time buckets and sparklines, on plain arrays."""
+"""stats: ring buffers, latency figures, the median's interval, time buckets and sparklines, on plain arrays."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ortop.measure import stats
-from ortop.measure.stats import BLOCKS, Ring, latency_stats, median_ci, spark, verdict
+from ortop.measure.stats import BLOCKS, Ring, latency_stats, median_ci, spark
 
 # -- Ring -------------------------------------------------------------------------------------------------
 
@@ -107,7 +107,7 @@ def test_latency_stats_known_values_and_empty() -> None:
     assert d["min"] == 0.3333 and d["max"] == 2.0
 
 
-# -- median_ci and verdict --------------------------------------------------------------------------------
+# -- median_ci ------------------------------------------------------------------------------------------
 
 
 def test_median_ci_brackets_median_and_edges() -> None:
@@ -129,51 +129,6 @@ def test_median_ci_coverage(n: int) -> None:
         lo, hi = median_ci(rng.exponential(1.0, n))
         hits += lo <= math.log(2) <= hi
     assert 0.92 <= hits / trials <= 0.99
-
-
-def test_verdict_needs_min_runs() -> None:
-    a = np.ones(19)
-    assert verdict(a, np.ones(50)) is None
-    assert verdict(np.ones(50), a) is None
-    assert verdict(a, a, min_runs=10) is not None
-    assert verdict(np.ones(20), np.ones(20)) is not None
-
-
-def test_verdict_same_distribution_is_no_real_change() -> None:
-    rng = np.random.default_rng(5)
-    trials = 200
-    real = 0
-    for _ in range(trials):
-        v = verdict(rng.lognormal(0.5, 0.3, 200), rng.lognormal(0.5, 0.3, 200))
-        assert v is not None
-        real += v.real
-        if not v.real:
-            assert v.text.startswith("no real change")
-    assert real / trials < 0.05
-
-
-@pytest.mark.parametrize("factor, word", [(0.8, "faster"), (1.2, "slower")])
-def test_verdict_twenty_percent_shift_is_real(factor: float, word: str) -> None:
-    rng = np.random.default_rng(9)
-    for _ in range(20):
-        before = rng.lognormal(1.0, 0.3, 500)
-        after = rng.lognormal(1.0, 0.3, 500) * factor
-        v = verdict(before, after)
-        assert v is not None and v.real
-        assert v.text.endswith(word)
-        assert v.change_pct == pytest.approx((factor - 1) * 100, abs=8)  # sd of the sampled change ~2.4 %
-        assert v.text == f"{abs(v.change_pct):.1f}% {word}"
-
-
-def test_verdict_change_sign() -> None:
-    before = np.full(30, 10.0)
-    v = verdict(before, np.full(30, 9.0))
-    assert v is not None and v.real and v.change_pct == pytest.approx(-10.0) and v.text == "10.0% faster"
-
-
-def test_verdict_zero_median_before() -> None:
-    v = verdict(np.zeros(30), np.ones(30))
-    assert v is not None and "nan" not in v.text
 
 
 # -- spark ------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ EXIT_OK = 0
 EXIT_RUNTIME = 1     # the model or the run failed (a build error, Run() raising, the worker dying for good)
 EXIT_USAGE = 2       # bad input: a flag, a profile, a model file, a path
 EXIT_FINDINGS = 3    # ortop doctor found something above info (a result, not a failure)
+EXIT_WORKER_LOST = 4  # a worker died and could not be restarted: what was measured is printed, as on ctrl-C
 EXIT_INTERRUPTED = 130  # ctrl-C (SIGINT), as a shell reports a process ended by it
 
 EXIT_CODES: dict[int, str] = {
@@ -19,9 +20,13 @@ EXIT_CODES: dict[int, str] = {
                   "be written",
     EXIT_USAGE: "bad input: a flag, a profile, a model file or a path (one 'ortop: error:' line on stderr)",
     EXIT_FINDINGS: "ortop doctor only: findings above info (warnings or errors) were reported",
+    EXIT_WORKER_LOST: "compare, variants, capacity: a worker died again after its restart; everything measured "
+                      "before was printed (JSON included), with the fault named",
     EXIT_INTERRUPTED: "stopped by ctrl-C",
 }
 """What each exit code means for every command; :data:`COMMAND_EXIT_CODES` says it more precisely per command."""
+
+LOST = "a worker died again after its restart: everything measured before was printed, with the fault named"
 
 COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
     "run": {EXIT_OK: "the live view was quit, or the headless run measured and printed its summary (an SLO "
@@ -31,15 +36,17 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
             EXIT_USAGE: "bad input"},
     "info": {EXIT_OK: "the model was read and described", EXIT_USAGE: "bad input: a missing or broken model"},
     "compare": {EXIT_OK: "a comparison, whatever the verdict", EXIT_RUNTIME: "a session failed to build or run",
-                EXIT_USAGE: "bad input"},
+                EXIT_USAGE: "bad input", EXIT_WORKER_LOST: LOST},
     "variants": {EXIT_OK: "a comparison, whatever the verdict",
-                 EXIT_RUNTIME: "no variant could be made or run", EXIT_USAGE: "bad input"},
+                 EXIT_RUNTIME: "no variant could be made or run", EXIT_USAGE: "bad input",
+                 EXIT_WORKER_LOST: LOST},
     "tune": {EXIT_OK: "a result (keeping the baseline included)", EXIT_RUNTIME: "the model failed at run time",
              EXIT_USAGE: "bad input",
              EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "
                                "ctrl-C aborts without one"},
     "capacity": {EXIT_OK: "a result, the SLO met or not", EXIT_RUNTIME: "a session failed to build or run, or a "
                  "requested provider was not active with --strict-providers", EXIT_USAGE: "bad input",
+                 EXIT_WORKER_LOST: LOST,
                  EXIT_INTERRUPTED: "stopped by ctrl-C: what was known was printed"},
     "doctor": {EXIT_OK: "nothing above info", EXIT_RUNTIME: "the profiling process died or the model could not run",
                EXIT_USAGE: "bad input",

@@ -3,6 +3,10 @@
 Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
 batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the bracket each
 was found in, the curve in the terminal, the best profile and its ratio to the first; ``--json`` one object.
+
+A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
+again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
+and the command exits 4 (``exit_code`` in the JSON; ctrl-C 130, a search that ran its course 0).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import threading
 from typing import Any
 
 from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_budget_arg, add_workload_args, apply_flags
-from ortop.errors import UsageError
+from ortop.errors import EXIT_WORKER_LOST, UsageError
 
 EXAMPLES = """examples:
   ortop capacity model.onnx --slo p99=50ms
@@ -79,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    data = result.as_dict()
+    # ctrl-C exits 130; a worker lost for good (it died again right after a restart) 3; both print what is known
+    code = EXIT_WORKER_LOST if result.fault else 130 if interrupted else 0
+    data = {**result.as_dict(), "exit_code": code}
     if args.json:
         print(json.dumps(data), flush=True)
     else:
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         page = capacity_page(data, host=read_host().as_dict(),
                              profiles=[(n, p.to_toml()) for n, p in zip(names, profiles)])
         write_report(args.report, page, protect=(args.model, *paths))
-    return 130 if interrupted else 0
+    return code
 
 
 def _rate(x: float | None) -> str:

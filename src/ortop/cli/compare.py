@@ -21,7 +21,10 @@ Each session's outputs of one run after its warm-up are compared with the first'
 a configuration whose outputs are further than ``--atol`` (max abs error), ``--rtol`` (mean relative error) or under
 ``--cosine`` is flagged in its row, whatever its speed.
 
-Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when the model fails at run time.
+Exit 0 whatever the verdict (ctrl-C too: what was measured is printed); 2 for bad input (one ``ortop: error:``
+line); 1 when the model fails at run time. A worker that dies is restarted with its sessions and the comparison goes
+on (``restarts``); one that dies again before finishing a block ends it as ctrl-C does, everything measured printed
+(``fault``), and the command exits 4 (``exit_code`` in the JSON).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 
 from ortop.cli.argtypes import bound, cosine
 from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args, apply_flags
-from ortop.errors import UsageError
+from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, decided_after
 
@@ -90,10 +93,14 @@ def _ordered(comps, objective: str):
     return sorted(comps, key=lambda c: (c.other, c.metric != objective, METRICS.index(c.metric)))
 
 
-def _with_decision(c: Any, blocks: Any) -> dict[str, Any]:
+def _with_decision(c: Any, result: Any) -> dict[str, Any]:
     d = c.as_dict()
-    took = decided_after(blocks, c.baseline, c.other, c.metric, level=c.look_confidence)
+    took = decided_after(result.blocks, c.baseline, c.other, c.metric, level=c.look_confidence)
     d["decided_after_s"] = None if took is None else round(took, 2)
+    unpaced = [result.configs[i].name for i in (c.baseline, c.other) if not result.configs[i].kept()]
+    d["paced_answer"] = not unpaced  # a configuration that did not keep its offered rate answers another question
+    if unpaced:
+        d["note"] = f"not a paced answer: {', '.join(unpaced)} did not keep the offered rate"
     return d
 
 
@@ -115,17 +122,23 @@ def to_json(model_path: str, budget_s: float, objective: str, result, tolerance:
         "objective": objective,
         "tolerance": (tolerance or DEFAULT_TOLERANCE).as_dict(),
         "configs": [c.as_dict() for c in result.configs],
-        "comparisons": [_with_decision(c, result.blocks) for c in _ordered(result.comparisons, objective)],
+        "comparisons": [_with_decision(c, result) for c in _ordered(result.comparisons, objective)],
         "elapsed_s": round(result.elapsed_s, 3),
         "decided_s": None if result.decided_s is None else round(result.decided_s, 3),
         "stopped_early": result.stopped_early,
         "block_s": round(result.block_s, 4),
         "settle_s": round(result.settle_s, 4),
         "blocks": len(result.blocks),
+        # every block in the order it ran: whose, its place in the schedule, when it started (s, the workers' clock)
+        "block_order": [{"config": b.config, "seq": b.seq, "t_start_s": round(b.t_start, 4)}
+                        for b in sorted(result.blocks, key=lambda b: b.t_start)],
         "workers": result.workers,
         "memory": result.memory.as_dict(),
         "stopped": result.stopped,
         "warnings": list(result.warnings),
+        "restarts": list(result.restarts),  # workers that died and were restarted with their sessions
+        "fault": result.fault,              # a worker lost for good: measuring ended there
+        "exit_code": EXIT_WORKER_LOST if result.fault else 0,
     }
 
 
@@ -183,7 +196,8 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
         f"  #  {head:<{width}}  {'runs':>8}  {'p50 ms':>8}  {'p99 ms':>8}  {'runs/s':>8}  {'CPU/run ms':>10}",
     ]
     for c in result.configs:
-        kept = "" if c.kept() else f"  ← rate not kept: offered {c.offered_per_s:.0f}/s"
+        kept = "" if c.kept() else \
+            f"  ← rate not kept: offered {c.offered_per_s:.0f}/s, served {c.throughput_per_s:.0f}/s"
         differs = f"  ← outputs differ: {'; '.join(c.differs)}" if c.differs else ""
         lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {num(c.p99_ms):>8}  "
                      f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}{differs}")
@@ -204,6 +218,10 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
     lines += ["", result.memory.text()]
     for w in result.warnings:
         lines.append(f"warning  {w}")
+    for w in result.restarts:
+        lines.append(f"restart  {w}")
+    if result.fault:
+        lines.append(f"fault    {result.fault}")
     return "\n".join(lines)
 
 
@@ -320,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_result(model, args.budget, args.objective, result), flush=True)
     if args.report:  # after the result is printed: a report that fails to write loses nothing
         _write_report(args.report, data, names, profiles, protect)
-    return 0
+    return data["exit_code"]
 
 
 def _write_report(path: str, data: dict[str, Any], names: list[str], profiles: list[Any],

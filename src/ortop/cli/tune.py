@@ -372,6 +372,8 @@ def run(args: argparse.Namespace) -> int:
     out = result.as_dict()
     out["model"] = model_path
     out["saved"] = saved
+    out["warnings"] = [*racer.warnings, *(f"{t.label}: {t.pace()}; its verdict is not a paced answer"
+                                          for t in result.trials if t.pace())]
     if args.json:
         import json
 

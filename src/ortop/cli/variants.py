@@ -16,7 +16,8 @@ same inputs, and its outputs of one run are compared with the original's: a vari
 flagged whatever its speed. The result names the fastest variant within the tolerance, or says none beats the
 original. ``--ort-python PATH`` adds the original under that interpreter's onnxruntime (one worker of its own).
 
-Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when nothing could be made or run.
+Exit 0 whatever the verdict; 2 for bad input (one ``ortop: error:`` line); 1 when nothing could be made or run;
+4 when a worker died again right after its restart (the comparison so far is printed, its ``fault`` says why).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from ortop.cli.argtypes import add_ort_python_arg, with_ort_python
-from ortop.errors import RuntimeFailure, UsageError
+from ortop.errors import EXIT_WORKER_LOST, RuntimeFailure, UsageError
 from ortop.measure.compare import METRICS
 
 EXAMPLES = """examples:
@@ -263,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
         page = compare_page(compare_json(args.model, args.budget, args.objective, result, tol),
                             host=read_host().as_dict(), profiles=[("start profile", profile.to_toml())])
         write_report(args.report, page, protect=(args.model,))
+    if result is not None and result.fault:  # a worker lost for good: what was measured is printed
+        return EXIT_WORKER_LOST
     return 0 if result is not None else 1
 
 

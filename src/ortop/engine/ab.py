@@ -15,6 +15,13 @@ Holding several sessions costs memory: each build reports the worker's resident 
 cost of the next sessions is predicted from the first, and a comparison that would not fit in the memory
 available is refused before it builds them.
 
+A block is served over the time its requests took (to its last completion, past its window when a queue drained
+after it): a paced profile the host cannot keep reports what it served, not what it was offered, and is said not
+to have kept its rate. ``compare_profiles`` runs its workers through :mod:`ortop.engine.bench.pool`: a worker that
+dies is restarted with its sessions rebuilt and the alternation goes on; one that dies again before finishing a
+block ends the comparison with what was measured (``AbResult.fault``). The stop rules (the budget, the sequential
+looks) come from :mod:`ortop.engine.bench.deciders`.
+
 Over ~400 lines: the interleaving of one worker and of several (one per restart group) share the schedule, the
 block bookkeeping and the memory check; split, each half would carry a copy.
 """
@@ -32,14 +39,18 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.deciders import Budget, Looks
+from ortop.engine.bench.plan import period_ms, plan_blocks
+from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
-from ortop.engine.schedule import period_ms, plan_blocks
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
-from ortop.measure import sequential, stats
+from ortop.measure import rows as R
+from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
-from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, schedule
+from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, schedule
 from ortop.measure.stats import json_num as _num
+from ortop.measure.stats import latency_stats
 from ortop.runtime import protocol as P
 
 BUILD_TIMEOUT_S = 600.0
@@ -77,7 +88,7 @@ def shape_figures(latency_ms: np.ndarray, shape_ids: np.ndarray, labels: Sequenc
         return ()
     out = []
     for k, label in enumerate(labels):
-        st = stats.latency_stats(latency_ms[shape_ids == k])
+        st = latency_stats(latency_ms[shape_ids == k])
         out.append(ShapeFigures(str(label), st.runs, st.p50, st.p99))
     return tuple(out)
 
@@ -111,6 +122,7 @@ class ConfigFigures:
     differs: tuple[str, ...] = ()    # why its outputs differ beyond the tolerance (empty: within it)
     agreement_note: str = ""         # why the outputs were not compared, when they were not
     rss_growth_mib: float = math.nan # the worker's resident memory at its last measured block less at its first
+    queued_blocks: int = 0           # open arrivals: blocks whose window ended with requests still waiting
     shapes: tuple[ShapeFigures, ...] = ()  # per input shape of a mix or trace (() with one shape)
 
     def kept(self) -> bool:
@@ -121,8 +133,9 @@ class ConfigFigures:
 
     def pace_text(self) -> str:
         shed = f", {self.dropped} shed" if self.dropped else ""
-        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}: the rate was "
-                "not kept; its latencies include queueing")
+        queued = (f", {self.queued_blocks} of {self.blocks} blocks ended with a queue" if self.queued_blocks else "")
+        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}{queued}: the "
+                "rate was not kept; its latencies include queueing, and its verdicts are not a paced answer")
 
     def agreement_text(self) -> str:
         """Its outputs against the first configuration's, in words ("" when not compared)."""
@@ -140,6 +153,7 @@ class ConfigFigures:
                 "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run),
                 "blocks": self.blocks, "providers_active": list(self.providers_active),
                 "offered_per_s": _num(self.offered_per_s), "dropped": self.dropped, "rate_kept": self.kept(),
+                "blocks_ending_queued": self.queued_blocks,
                 "model": self.model, "model_bytes": self.model_bytes, "ort_version": self.ort_version,
                 "create_ms": _num(self.create_ms), "first_run_ms": _num(self.first_run_ms),
                 "rss_mib": _num(self.rss_mib), "session_mib": _num(self.session_mib),
@@ -187,6 +201,8 @@ class AbResult:
     warnings: tuple[str, ...] = ()
     decided_s: float | None = None  # with ``decide_on``: the measuring time at which every verdict on it was settled
     stopped_early: bool = False     # ... and that was before the budget was spent, so the comparison ended there
+    restarts: tuple[str, ...] = ()  # workers that died and were restarted, their sessions rebuilt
+    fault: str | None = None        # a worker lost for good: measuring ended there (``stopped`` is set)
 
     def comparison(self, other: int, metric: str) -> Comparison | None:
         return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
@@ -208,7 +224,9 @@ class Interleaving:
     """One interleaved comparison over workers reached through ``channels`` (a send function per worker).
 
     ``config_ids[i]`` is the worker-side id of profile i, built on ``channels[channel_of[i]]``; the owner routes
-    every worker message to :meth:`deliver` (with its channel index) and calls :meth:`abort` if a worker dies.
+    every worker message to :meth:`deliver` (with its channel index) and calls :meth:`worker_died` if a worker dies
+    (with ``restart``, a callable that starts that channel's worker again with its sessions, the alternation goes
+    on; without, the comparison fails as with :meth:`abort`).
     ``finish(channel)`` ends an alternation on a worker (default: ``Pause``). ``run()`` blocks until the budget is
     spent (or ``stop`` is set) and returns the result; it raises AbError / NotEnoughMemory.
 
@@ -222,7 +240,7 @@ class Interleaving:
                  stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
                  metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
-                 tolerance: Tolerance | None = None):
+                 tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -241,27 +259,35 @@ class Interleaving:
         self.decide_on = decide_on
         self.feed_model = feed_model    # every session fed from this model's inputs ("": each from its own)
         self.tolerance = tolerance      # set: each session's outputs are compared with the first's
-        self._looks = sequential.Looks() if decide_on is not None else None
-        self._rounds_seen = 0
-        self._decision: tuple[int, float, float] | None = None  # (blocks used, level, elapsed s) once decided
+        self._looks = Looks(decide_on, len(self.profiles)) if decide_on is not None else None
+        self._budget = Budget(budget_s, self.stop)
         self._index = {cid: i for i, cid in enumerate(self.ids)}
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
         self._failed: dict[int, str] = {}
         self._error: str | None = None
-        self._pending_rows: dict[int, tuple[int, np.ndarray]] = {}
+        self._pending_rows: dict[int, tuple[int, np.ndarray, int]] = {}
         self._pending_shapes: dict[int, np.ndarray] = {}
         self._blocks: list[Block] = []
-        self._lat: list[np.ndarray] = []   # each block's response times, beside self._blocks
-        self._shape_ids: list[np.ndarray] = []  # ... and the input shape id of each of its runs
+        self._window: list[float] = []     # each block's window (s), beside _blocks: what its arrivals were offered
+        self._shape_ids: list[np.ndarray] = []  # each block's input shape id of each of its runs, beside _blocks
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
+        self._queued = [0] * len(self.profiles)       # ... and blocks that ended with requests still waiting
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
         self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
         self._alt_done = [0] * len(self.channels)
         self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
+        # A worker that dies: with ``restart`` (start it again with its sessions; True once built) the alternation
+        # goes on, its seq numbers carried on from a round boundary; without, the comparison fails (AbError).
+        self.restart = restart
+        self._dead: dict[int, str] = {}       # channel -> why its worker died, until the run loop restarts it
+        self._offset: dict[int, int] = {}     # channel -> seq its restarted worker's blocks are numbered from
+        self._ch_blocks = [0] * len(self.channels)    # blocks each channel finished
+        self._restarted_at: dict[int, int] = {}       # channel -> its block count when it was last restarted
+        self.restarts: list[str] = []
+        self.fault: str | None = None         # a worker lost for good: the comparison ended there
         self._closed = False
         self._phase = "building"
-        self._t0: float | None = None
         self.warnings: list[str] = []
 
     # ---- progress ----------------------------------------------------------------------------------------------
@@ -270,7 +296,7 @@ class Interleaving:
         return self._phase
 
     def elapsed(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
+        return self._budget.elapsed()
 
     def blocks_so_far(self) -> int:
         return len(self._blocks)
@@ -278,7 +304,8 @@ class Interleaving:
     # ---- messages ------------------------------------------------------------------------------------------------
     def deliver(self, msg: Any, channel: int = 0) -> None:
         with self._cv:
-            if self._closed or (self._decision is not None and isinstance(msg, (P.Samples, P.BlockDone))):
+            decided = self._looks is not None and self._looks.decision is not None
+            if self._closed or (decided and isinstance(msg, (P.Samples, P.BlockDone))):
                 return  # decided: what runs until the alternation ends is not part of the comparison
             if isinstance(msg, P.Built) and msg.config_id in self._index:
                 self._built[msg.config_id] = msg.info
@@ -287,12 +314,13 @@ class Interleaving:
             elif isinstance(msg, P.Samples) and msg.config_id in self._index and msg.block >= 0:
                 # response time: service plus the wait in the queue (open arrivals; 0 in a closed loop)
                 rows = msg.rows
-                resp = rows[:, 1] + rows[:, 5] if rows.shape[1] > 5 else rows[:, 1]
-                self._pending_rows[msg.config_id] = (msg.block, resp / 1e6)
-                self._pending_shapes[msg.config_id] = rows[:, 6].astype(np.int32) if rows.shape[1] > 6 else \
-                    np.zeros(len(rows), dtype=np.int32)
-                if rows.shape[1] > 7:  # service times of runs after a long idle gap: a sleeping pool's wake-up
-                    self._long_gap[self._index[msg.config_id]].append(rows[rows[:, 7] >= LONG_GAP_NS, 1] / 1e6)
+                last_end = int(R.end_ns(rows).max()) if len(rows) else -1
+                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end)
+                self._pending_shapes[msg.config_id] = rows[:, R.Col.SHAPE].astype(np.int32) \
+                    if rows.shape[1] > R.Col.SHAPE else np.zeros(len(rows), dtype=np.int32)
+                if rows.shape[1] > R.Col.IDLE:  # service times of runs after a long idle gap: a pool's wake-up
+                    self._long_gap[self._index[msg.config_id]].append(
+                        R.service_ms(rows[rows[:, R.Col.IDLE] >= LONG_GAP_NS]))
                 if getattr(msg, "rss", -1) >= 0:  # a leak shows as growth over the configuration's blocks
                     first, _ = self._rss[self._index[msg.config_id]]
                     self._rss[self._index[msg.config_id]] = (msg.rss if first < 0 else first, msg.rss)
@@ -300,15 +328,21 @@ class Interleaving:
                 if traffic is not None:
                     arrived, dropped = self._offered[self._index[msg.config_id]]
                     self._offered[self._index[msg.config_id]] = (arrived + traffic[0], dropped + traffic[1])
+                    if traffic[2] > 0:  # requests still queued when the block's window closed
+                        self._queued[self._index[msg.config_id]] += 1
             elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
-                seq, lat = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0)))
-                gseq = self._renumber.get(channel, msg.seq)
+                seq, lat, last_end = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0), -1))
+                gseq = self._renumber.get(channel, self._offset.get(channel, 0) + msg.seq)
+                self._ch_blocks[channel] += 1
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
+                # Served is served: the block's wall time runs to its last completion, past the window's end when a
+                # queue drained after it (the window's nominal length would report the offered rate as served).
+                t_end = max(msg.t_end_ns, last_end)
                 self._blocks.append(block_from_runs(i, gseq, lat, t_start=msg.t_start_ns / 1e9,
-                                                    t_end=msg.t_end_ns / 1e9, cpu_ms=msg.cpu_ns / 1e6,
+                                                    t_end=t_end / 1e9, cpu_ms=msg.cpu_ns / 1e6,
                                                     cpu_between_ms=between))
-                self._lat.append(lat)
+                self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
                 self._shape_ids.append(self._pending_shapes.pop(msg.config_id, np.zeros(lat.size, dtype=np.int32)))
             elif isinstance(msg, P.AlternationDone):
                 self._alt_done[channel] += 1
@@ -323,6 +357,46 @@ class Interleaving:
     def _log(self, line: str) -> None:
         if len(self.warnings) < 200 and line not in self.warnings:
             self.warnings.append(line)
+
+    def worker_died(self, channel: int, why: str) -> None:
+        """The worker behind ``channel`` died: restarted by the run loop when ``restart`` was given, else the
+        comparison fails (:meth:`abort`)."""
+        if self.restart is None:
+            self.abort(why)
+            return
+        with self._cv:
+            self._dead[channel] = why
+            self._cv.notify_all()
+
+    def _recover(self, channel: int, why: str) -> int:
+        """Restart the dead worker of ``channel`` with its sessions; the seq its blocks go on from. A worker that
+        dies again before finishing a block since its restart, or whose sessions do not build again, is lost:
+        raises _Lost (the result keeps every block measured before)."""
+        who = ", ".join(self.names[i] for i, ch in enumerate(self.channel_of) if ch == channel)
+        with self._cv:
+            again = self._restarted_at.get(channel) == self._ch_blocks[channel]
+            n = len(self.profiles)
+            top = max((b.seq for b in self._blocks), default=-1) + 1
+            offset = -(-top // (2 * n)) * 2 * n  # a fresh pair of rounds: ABBA's balance holds after the gap
+            for i, ch in enumerate(self.channel_of):
+                if ch == channel:
+                    self._pending_rows.pop(self.ids[i], None)
+        if again:
+            self.fault = f"{who}: {why} again, before finishing a block since its restart: measuring ended there"
+            raise _Lost(self.fault)
+        self.restarts.append(f"{who}: {why}; restarted it with its sessions rebuilt and went on (the block it was "
+                             "running is measured again)")
+        assert self.restart is not None
+        if not self.restart(channel):
+            if not self.stop.is_set():  # stopped while it rebuilt: a stop, not a fault
+                self.fault = (f"{who}: {why}, and the restarted worker could not build its sessions again: "
+                              "measuring ended there")
+            raise _Lost(self.fault or "stopped")
+        with self._cv:
+            self._restarted_at[channel] = self._ch_blocks[channel]
+            self._offset[channel] = offset
+            self._dead.pop(channel, None)
+        return offset
 
     def abort(self, message: str) -> None:
         with self._cv:
@@ -356,12 +430,15 @@ class Interleaving:
             settle = self.settle_s if self.settle_s is not None else settle
             self.block_s, self.settle_s = block, settle
             self._phase = "measuring"
-            self._t0 = time.monotonic()
-            if len(self.channels) == 1:
-                self._alternate_in_one(block, settle)
-            else:
-                self._alternate_across(block, settle)
-            stopped = self.stop.is_set()
+            self._budget.start()
+            try:
+                if len(self.channels) == 1:
+                    self._alternate_in_one(block, settle)
+                else:
+                    self._alternate_across(block, settle)
+            except _Lost:
+                pass  # self.fault says why; what was measured before stands
+            stopped = self.stop.is_set() or self.fault is not None
             self._phase = "finishing"
             return self._result(memory, stopped=stopped)
         finally:
@@ -417,7 +494,7 @@ class Interleaving:
         return cid in self._built or cid in self._failed
 
     def _blocks_done(self, channel: int, count: int) -> bool:
-        return self._alt_done[channel] >= count
+        return self._alt_done[channel] >= count or channel in self._dead
 
     def _check_providers(self, i: int, info: dict) -> None:
         requested = [p for p in info.get("providers_requested", ()) if p != "CPUExecutionProvider"]
@@ -435,37 +512,30 @@ class Interleaving:
         return max(lat, 1000.0 / rate) if rate > 0 else lat
 
     def _over_budget(self, ahead_s: float = 0.0) -> bool:
-        return self.stop.is_set() or self.elapsed() + ahead_s >= self.budget_s
+        return self._budget.spent(ahead_s)
 
     def _decided(self) -> bool:
-        """Under the lock, whenever blocks may have come in: take the look due after the rounds complete so far, if
-        one is; True when it settled every verdict on ``decide_on`` (the decision is then kept for the result)."""
-        if self._looks is None or self.decide_on is None or self._decision is not None:
-            return self._decision is not None
-        n = len(self.profiles)
-        rounds = len(self._blocks) // n
-        if rounds <= self._rounds_seen:
-            return False
-        self._rounds_seen = rounds
-        used = [b for b in self._blocks if b.seq < rounds * n]
-        taken = sequential.look(used, n, self.decide_on, self._looks)
-        if taken is None or not sequential.settled(taken[1]):
-            return False
-        level = taken[0]
-        self._decision = (rounds * n, level, self.elapsed())
-        return True
+        """Under the lock, whenever blocks may have come in: the sequential rule's look, if one is due (with
+        ``decide_on``); True once it settled every verdict on that metric."""
+        return self._looks is not None and self._looks.after(self._blocks, self.elapsed())
 
     def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
         self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None))
-        with self._cv:
-            while not self._over_budget():
+        while not self._over_budget():
+            with self._cv:
                 if self._error is not None:
                     raise AbError(self._error)
-                if self._alt_done[0]:
-                    raise AbError("the worker stopped alternating")
-                if self._decided():
-                    return  # run() ends the alternation (finish / Pause), as at the end of the budget
-                self._cv.wait(0.05)
+                dead = self._dead.get(0)
+                if dead is None:
+                    if self._alt_done[0]:
+                        raise AbError("the worker stopped alternating")
+                    if self._decided():
+                        return  # run() ends the alternation (finish / Pause), as at the end of the budget
+                    self._cv.wait(0.05)
+                    continue
+            offset = self._recover(0, dead)  # each round draws its own arrivals: the restarted worker's are fresh
+            self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None,
+                                         first_round=offset // len(self.profiles)))
 
     def _alternate_across(self, block_s: float, settle_s: float) -> None:
         n = len(self.profiles)
@@ -487,6 +557,11 @@ class Interleaving:
                 if self.stop.is_set():
                     return
                 raise AbError(f"{self.names[i]}: the worker did not finish a block")
+            with self._cv:
+                dead = self._dead.get(ch)
+            if dead is not None:
+                self._recover(ch, dead)
+                continue  # the block it lost runs again
             pos += 1
             with self._cv:
                 if self._decided():
@@ -494,29 +569,32 @@ class Interleaving:
 
     def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
         with self._cv:
-            decision = self._decision
-            keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision[0]]
+            decision = self._looks.decision if self._looks is not None else None
+            keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision.blocks]
             blocks = [self._blocks[k] for k in keep]
-            lats = [self._lat[k] for k in keep]
+            windows = [self._window[k] for k in keep]
             ids = [self._shape_ids[k] for k in keep]
-            elapsed = self.elapsed() if decision is None else decision[2]
+            elapsed = self.elapsed() if decision is None else decision.elapsed_s
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]
-            lat = np.concatenate([x for b, x in zip(blocks, lats) if b.config == i] or [np.zeros(0)])
-            shape_of = np.concatenate([x for b, x in zip(blocks, ids) if b.config == i] or [np.zeros(0, np.int32)])
-            st = stats.latency_stats(lat)
-            wall = sum(b.t_end - b.t_start for b in mine)
+            st = pooled(mine)  # one definition of a configuration's percentiles: its blocks' runs pooled
+            lat = np.concatenate([b.latency_ms for b in mine if b.latency_ms is not None] or [np.zeros(0)])
+            shape_of = np.concatenate([x for b, x in zip(blocks, ids) if b.config == i and b.latency_ms is not None]
+                                      or [np.zeros(0, np.int32)])
+            wall = sum(b.t_end - b.t_start for b in mine)  # each to its last completion: served over it
+            offered_s = sum(w for b, w in zip(blocks, windows) if b.config == i)
             cpu_known = [b for b in mine if math.isfinite(b.cpu_ms_per_run) and b.runs]
             cpu = (sum(b.cpu_ms_per_run * b.runs for b in cpu_known) / sum(b.runs for b in cpu_known)
                    if cpu_known else math.nan)
             info = self._built.get(self.ids[i], {})
             arrived, dropped = self._offered[i]
-            fig = ConfigFigures(i, self.names[i], prof, int(lat.size), st.p50, st.p99,
-                                lat.size / wall if wall > 0 else math.nan, cpu, len(mine),
+            fig = ConfigFigures(i, self.names[i], prof, st.runs, st.p50, st.p99,
+                                st.runs / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
-                                arrived / wall if arrived and wall > 0 else math.nan, dropped,
+                                arrived / offered_s if arrived and offered_s > 0 else math.nan, dropped,
                                 *_gap_figures(self._long_gap[i]), **self._model_figures(i, info),
+                                queued_blocks=self._queued[i],
                                 shapes=shape_figures(lat, shape_of, info.get("shape_labels") or ()))
             figures.append(fig)
             if not fig.kept():
@@ -524,16 +602,17 @@ class Interleaving:
             if fig.differs:
                 self._log(f"{fig.name}: outputs differ from {self.names[0]}'s: {'; '.join(fig.differs)}")
         # with decide_on, every interval is the one of the look the rule ended at: the deciding one, or the last
-        level = decision[1] if decision is not None else self._looks.last() if self._looks is not None else None
+        level = self._looks.level() if self._looks is not None else None
         comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None, level=level)) \
             if blocks else ()
-        decided_s = decision[2] if decision is not None else None
+        decided_s = decision.elapsed_s if decision is not None else None
         if decision is None and self._looks is not None and sequential.settled(
                 [c for c in comps if c.metric == self.decide_on]):
             decided_s = elapsed  # settled at the last look, when the budget was spent
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
-                        stopped, tuple(self.warnings), decided_s, decision is not None)
+                        stopped, tuple(self.warnings), decided_s, decision is not None, tuple(self.restarts),
+                        self.fault)
 
 
     def _model_figures(self, i: int, info: Mapping[str, Any]) -> dict[str, Any]:
@@ -565,6 +644,10 @@ class Interleaving:
         return out
 
 
+class _Lost(Exception):
+    """A worker died and could not be restarted: the interleaving ends with what it measured."""
+
+
 LONG_GAP_NS = 10_000_000  # an idle gap this long lets a spinning pool go to sleep (ORT spins for ~ms at most)
 GAP_MIN_RUNS = 20         # fewer runs after long gaps give no p99 worth showing
 
@@ -573,18 +656,6 @@ def _gap_figures(parts: list[np.ndarray]) -> tuple[float, int]:
     """Service p99 (ms) of the runs after long idle gaps, and their count (nan under GAP_MIN_RUNS runs)."""
     a = np.concatenate(parts) if parts else np.zeros(0)
     return (float(np.percentile(a, 99)) if a.size >= GAP_MIN_RUNS else math.nan), int(a.size)
-
-
-def restart_groups(profiles: Sequence[Profile]) -> list[int]:
-    """For each profile, the index of the worker it needs: one per distinct ``restart_key()``, in order."""
-    keys: list[tuple] = []
-    out = []
-    for p in profiles:
-        k = p.restart_key()
-        if k not in keys:
-            keys.append(k)
-        out.append(keys.index(k))
-    return out
 
 
 def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: float,
@@ -603,44 +674,25 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
     Profiles are compared as given (their workloads included); ``kw`` goes to :class:`Interleaving`.
     """
     from ortop.engine.models import check_inputs
-    from ortop.engine.workerproc import WorkerProc, launch
 
     profiles = [p if p.model else replace(p, model=model_path) for p in profiles]
     check_inputs(profiles)
     model_path = profiles[0].model  # the reference: every worker starts with it, every session is fed from it
-    groups = restart_groups(profiles)
-    n_workers = max(groups) + 1
-    holder: dict[str, Interleaving] = {}
-    stopping = threading.Event()
-    workers: list[WorkerProc] = []
-
-    def on_message(ch: int) -> Callable[[Any], None]:
-        return lambda msg: holder["il"].deliver(msg, ch) if "il" in holder else None
-
-    def on_exit(wp: WorkerProc) -> None:
-        if stopping.is_set() or "il" not in holder:
-            return
-        code = wp.exitcode
-        why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        holder["il"].abort(f"the worker process died ({why})")
-
     said: list[str] = []
-    for g in range(n_workers):
-        env = next(p.env for p, gg in zip(profiles, groups) if gg == g)
-        workers.append(launch(model_path, env, on_message(g), on_exit, name=f"ortop-ab-worker-{g}",
-                              warn=lambda text: said.append(text) if text not in said else None, start=False))
-    il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in workers], groups,
-                      budget_s=budget_s, names=names, stop=stop, feed_model=model_path, tolerance=tolerance, **kw)
-    holder["il"] = il
-    for text in said:  # the profile's allocator, left out: said with the comparison's warnings
-        il.deliver(P.Log(text))
+    pool = Pool(model_path, profiles, name="ortop-ab-worker",
+                warn=lambda text: said.append(text) if text not in said else None)
+    il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in pool.workers], pool.groups,
+                      budget_s=budget_s, names=names, stop=stop, feed_model=model_path, tolerance=tolerance,
+                      restart=lambda ch: pool.workers[ch].restart(BUILD_TIMEOUT_S, il.stop), **kw)
+    for ch, w in enumerate(pool.workers):
+        w.listener = partial(il.deliver, channel=ch)
+        w.on_death = partial(il.worker_died, ch)
     try:
-        for w in workers:
-            w.start()
+        pool.start()
+        for text in said:  # the profile's allocator, left out: said with the comparison's warnings
+            il.deliver(P.Log(text))
         if on_start is not None:
             on_start(il)
         return il.run()
     finally:
-        stopping.set()
-        for w in workers:
-            w.stop(graceful=True)
+        pool.close()

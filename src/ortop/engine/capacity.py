@@ -272,6 +272,9 @@ class CapacityResult:
     budget_s: float
     stopped: bool = False
     warnings: list[str] = field(default_factory=list)
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # every block in the order it ran
+    restarts: list[str] = field(default_factory=list)          # workers that died and were restarted
+    fault: str | None = None                                   # a worker lost for good: the search ended there
 
     def best(self) -> int | None:
         ok = [s for s in self.searches if not s.failed and s.lo > 0]
@@ -312,4 +315,5 @@ class CapacityResult:
                 "profiles": [s.as_dict(self.slo) for s in self.searches], "best": self.best(),
                 "best_separated": (self.separated(b) if (b := self.best()) is not None else None),
                 "elapsed_s": round(self.elapsed_s, 2), "budget_s": self.budget_s, "stopped": self.stopped,
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "blocks": list(self.blocks), "restarts": list(self.restarts),
+                "fault": self.fault}

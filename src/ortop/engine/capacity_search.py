@@ -1,5 +1,8 @@
-"""The capacity search's driver: one worker per restart group, the profiles' sessions built once, and points
-measured as alternations that offer a rate of their own (see :mod:`ortop.engine.capacity` for the method)."""
+"""The capacity search's driver: one worker per restart group (:mod:`ortop.engine.bench.pool`), the profiles'
+sessions built once, and points measured as alternations that offer a rate of their own, every profile's blocks
+alternated with every other's across workers too (:mod:`ortop.engine.bench.interleave`; see
+:mod:`ortop.engine.capacity` for the method). A worker that dies is restarted with its sessions and the search goes
+on; one that cannot be restarted ends the search as a stop does, with everything measured before it."""
 
 from __future__ import annotations
 
@@ -7,86 +10,22 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
 
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.deciders import Budget, PointRule
+from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
+from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks, capacity_round_s
+from ortop.engine.bench.pool import Pool
 from ortop.engine.capacity import POOL_MIN_S, CapacityResult, Point, Search
+from ortop.engine.traffic import KEEP_RATIO
 from ortop.errors import RuntimeFailure
+from ortop.measure import rows as R
 from ortop.measure.bracket import grid
 from ortop.measure.queue import predict_knee, server_times, work_ms
 from ortop.measure.slo import Slo
-
-_Block = tuple[np.ndarray, float, "tuple | None", np.ndarray]  # response ms, wall s, queue counters, server_times
-
-
-class _Channel:
-    """One worker (one restart group) and what it said."""
-
-    def __init__(self, model_path: str, env: dict[str, str]):
-        from ortop.engine.workerproc import launch
-
-        self.cv = threading.Condition()
-        self.built: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
-        self.rows: dict[tuple[int, int], Any] = {}      # (config, block seq) -> rows, traffic
-        self.done: list[tuple[int, int, float]] = []    # (config, seq, wall_s) of finished blocks
-        self.alt_done = 0
-        self.error: str | None = None
-        self.log: list[str] = []
-        self.said: list[str] = []   # about the worker's environment (an allocator left out)
-        self.wp = launch(model_path, env, self._on_message, self._on_exit, name="ortop-capacity-worker",
-                         warn=self.said.append)
-
-    def _on_message(self, msg: Any) -> None:
-        from ortop.runtime import protocol as P
-
-        with self.cv:
-            if isinstance(msg, P.Built):
-                self.built[msg.config_id] = msg.info
-            elif isinstance(msg, P.BuildFailed):
-                self.failed[msg.config_id] = msg.message
-            elif isinstance(msg, P.Samples) and msg.block >= 0:
-                self.rows[(msg.config_id, msg.block)] = (msg.rows, getattr(msg, "traffic", None))
-            elif isinstance(msg, P.BlockDone):
-                self.done.append((msg.config_id, msg.seq, (msg.t_end_ns - msg.t_start_ns) / 1e9))
-            elif isinstance(msg, P.AlternationDone):
-                self.alt_done += 1
-            elif isinstance(msg, P.RunError):
-                self.error = f"Run() failed: {msg.message}"
-            elif isinstance(msg, P.Log) and len(self.log) < 50:
-                self.log.append(msg.line)
-            self.cv.notify_all()
-
-    def _on_exit(self, wp: Any) -> None:
-        with self.cv:
-            if self.error is None:
-                self.error = f"the worker exited (code {wp.exitcode})"
-            self.cv.notify_all()
-
-    def wait(self, cond: Callable[[], bool], timeout: float, stop: threading.Event) -> bool:
-        end = time.monotonic() + timeout
-        with self.cv:
-            while not cond():
-                if self.error is not None or stop.is_set():
-                    return False
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cv.wait(min(left, 0.1))
-            return True
-
-    def close(self) -> None:
-        self.wp.stop()
-
-
-def _settled(c: _Channel, cid: int) -> Callable[[], bool]:
-    return lambda: cid in c.built or cid in c.failed
-
-
-def _alternated(c: _Channel, expect: int) -> Callable[[], bool]:
-    return lambda: c.alt_done >= expect
 
 
 class CapacitySearch:
@@ -110,27 +49,31 @@ class CapacitySearch:
         # would tell, and the bracket moves by its estimate (a twelfth of the budget, 4 … 20 s).
         self.point_max_s = point_max_s if point_max_s is not None else max(4.0, min(20.0, budget_s / 12))
         self.searches = [Search(i, self.names[i], p) for i, p in enumerate(self.profiles)]
-        self._channels: list[_Channel] = []
-        self._where: list[tuple[int, int]] = []  # per profile: (channel index, config id)
-        self._t0 = time.monotonic()  # reset when run() starts; set here so a view asking early reads ~0 s
+        self._said: list[str] = []   # about the workers' environments (an allocator left out)
+        self._pool = Pool(model_path, self.profiles, name="ortop-capacity-worker", warn=self._said.append)
+        self.faults = Faults()
+        self.order: list[dict] = []  # every block measured, in the order it ran: whose, when, at what rate
+        self.unpaced: list[str] = []  # points whose offered rate was not served: what they say is a backlog's
+        self._budget = Budget(budget_s, self.stop)  # started when run() starts: a view asking early reads 0 s
         self._round = 0
 
     def left(self) -> float:
-        return self.budget_s - (time.monotonic() - self._t0)
+        return self._budget.left()
 
     def result(self) -> CapacityResult:
         """What is known so far (a view may call it from another thread while the search runs)."""
-        return CapacityResult(self.model_path, self.slo, list(self.searches), time.monotonic() - self._t0,
-                              self.budget_s, self.stop.is_set())
+        return CapacityResult(self.model_path, self.slo, list(self.searches), self._budget.elapsed(),
+                              self.budget_s, self.stop.is_set(), blocks=list(self.order),
+                              restarts=list(self.faults.said), fault=self.faults.lost)
 
     def run(self) -> CapacityResult:
-        self._t0 = time.monotonic()
+        self._budget.start()
         warnings: list[str] = []
         try:
             self._build()
             warnings.extend(self._fallbacks)
             self._ceilings()
-            while not self.stop.is_set() and self.left() > 0:
+            while not self.stop.is_set() and self.left() > 0 and self.faults.lost is None:
                 todo = [s for s in self.searches if not s.done()]
                 if not todo:
                     break
@@ -141,47 +84,44 @@ class CapacitySearch:
                 for rate, group in sorted(by_rate.items()):
                     if self.stop.is_set():
                         break
-                    if self.left() < 2 * _round_s(rate, len(group)):  # its first look would overrun the budget
+                    if self.left() < 2 * capacity_round_s(rate, len(group)):  # its first look would overrun the budget
                         continue
                     self._point(rate, group)
                     measured = True
                 if not measured:
                     break
-            for ch in self._channels:
-                warnings.extend(x for x in [*ch.said, *ch.log] if (x in ch.said or "warn" in x.lower())
-                                and x not in warnings)
+        except WorkerLost:
+            pass  # the fault is in self.faults; what was measured before it stands
         finally:
-            for ch in self._channels:
-                ch.close()
-        return CapacityResult(self.model_path, self.slo, self.searches, time.monotonic() - self._t0,
-                              self.budget_s, self.stop.is_set(), warnings[:20])
+            self._pool.close()
+        logged = [x for w in self._pool.workers for x in w.log if "warn" in x.lower()]
+        warnings.extend(x for x in [*self._said, *logged] if x not in warnings)
+        warnings.extend(self.faults.said + ([self.faults.lost] if self.faults.lost else []))
+        warnings.extend(x for x in self.unpaced if x not in warnings)
+        return CapacityResult(self.model_path, self.slo, self.searches, self._budget.elapsed(),
+                              self.budget_s, self.stop.is_set() or self.faults.lost is not None, warnings[:20],
+                              blocks=list(self.order), restarts=list(self.faults.said), fault=self.faults.lost)
 
     # ---- sessions -------------------------------------------------------------------------------------------
     def _build(self) -> None:
         from ortop.engine.placement import build_message
 
-        keys: list[tuple] = []
+        self._pool.start()
         for i, p in enumerate(self.profiles):
-            key = p.restart_key()
-            if key not in keys:
-                keys.append(key)
-                self._channels.append(_Channel(self.model_path, dict(p.env)))
-            ch = keys.index(key)
-            cid = i + 1
-            self._where.append((ch, cid))
-            self._channels[ch].wp.send(build_message(cid, p))
-        for i, (ch, cid) in enumerate(self._where):
-            c = self._channels[ch]
-            c.wait(_settled(c, cid), max(1.0, self.left()), self.stop)
-            if cid in c.failed:
-                self.searches[i].failed = f"the session failed to build: {c.failed[cid]}"
-            elif cid not in c.built:
+            self._pool.of(i).send(build_message(i + 1, p))
+        for i in range(len(self.profiles)):
+            w, cid = self._pool.of(i), i + 1
+            w.wait(partial(w.answered, cid), max(1.0, self.left()), self.stop)
+            if cid in w.failed:
+                self.searches[i].failed = f"the session failed to build: {w.failed[cid]}"
+                w.builds.pop(cid, None)  # not built again on a restart
+            elif cid not in w.built:
                 if self.stop.is_set():
                     self.searches[i].failed = "stopped before its session was built"
                 else:
-                    raise RuntimeFailure(c.error or f"{self.names[i]}: the session did not build within the budget")
+                    raise RuntimeFailure(f"{self.names[i]}: {w.dead or 'the session did not build within the budget'}")
             else:
-                self._check_providers(i, c.built[cid])
+                self._check_providers(i, w.built[cid])
 
     def _check_providers(self, i: int, info: dict) -> None:
         """A requested provider that is not active (ORT fell back silently): a warning, or with
@@ -198,37 +138,28 @@ class CapacitySearch:
 
     # ---- measuring --------------------------------------------------------------------------------------------
     def _blocks(self, searches: list[Search], rounds: int, block_s: float, settle_s: float,
-                rate: float | None, arrival: str) -> dict[int, list[_Block]]:
-        """Alternate the searches' sessions (per worker) for ``rounds`` rounds; each block's response times (ms),
-        wall time, queue counters and server times (each request's service, gap before it, idle), per search."""
-        from ortop.runtime import protocol as P
+                rate: float | None, arrival: str) -> dict[int, list[BlockRun]]:
+        """Alternate the searches' sessions block by block (across workers too) for ``rounds`` rounds; each
+        search's blocks. A worker that died and could not be restarted raises WorkerLost after the blocks measured
+        before it are recorded."""
+        out: dict[int, list[BlockRun]] = {s.index: [] for s in searches}
 
-        out: dict[int, list[_Block]] = {s.index: [] for s in searches}
-        by_channel: dict[int, list[Search]] = {}
-        for s in searches:
-            by_channel.setdefault(self._where[s.index][0], []).append(s)
-        for chi, group in by_channel.items():
-            ch = self._channels[chi]
-            ids = tuple(self._where[s.index][1] for s in group)
-            with ch.cv:
-                ch.rows.clear()
-                ch.done.clear()
-                expect = ch.alt_done + 1
-            ch.wp.send(P.Alternate(ids, block_s, settle_s, rounds, rate_hz=rate, arrival=arrival,
-                                   first_round=self._round))
-            per = (block_s + settle_s) * rounds * len(ids)
-            if not ch.wait(_alternated(ch, expect), per * 3 + 30, self.stop):
-                if ch.error is not None:
-                    raise RuntimeFailure(f"{', '.join(s.name for s in group)}: {ch.error}")
-                ch.wp.send(P.RunLive(-1))  # stopped: end the alternation (-1 is no session: the worker idles)
-            with ch.cv:
-                done = list(ch.done)
-                rows = dict(ch.rows)
-            for cid, seq, wall in done:
-                s = group[ids.index(cid)]
-                r, traffic = rows.get((cid, seq), (np.zeros((0, 8), dtype=np.int64), None))
-                resp = (r[:, 1] + (r[:, 5] if r.shape[1] > 5 else 0)) / 1e6
-                out[s.index].append((resp, wall, traffic, server_times(r)))
+        def record(got: list[BlockRun]) -> None:
+            for b in sorted(got, key=lambda b: b.t_start_ns):
+                s = searches[b.config]
+                out[s.index].append(b)
+                self.order.append({"profile": s.index, "rate_per_s": rate,
+                                   "round": self._round + b.seq // len(searches),
+                                   "t_start_s": round(b.t_start_ns / 1e9, 4)})
+
+        try:
+            got = alternate([self._pool.of(s.index) for s in searches], [s.index + 1 for s in searches], rounds,
+                            block_s, settle_s, rate_hz=rate, arrival=arrival, first_round=self._round,
+                            stop=self.stop, faults=self.faults, names=[s.name for s in searches])
+        except WorkerLost as lost:
+            record(lost.blocks)
+            raise
+        record(got)
         self._round += rounds  # the next blocks draw fresh arrivals
         return out
 
@@ -237,15 +168,15 @@ class CapacitySearch:
         live = [s for s in self.searches if not s.failed]
         if not live:
             return
-        got = self._blocks(live, 2, 0.5, 0.2, None, "closed")
+        got = self._blocks(live, *CEILING_BLOCKS, None, "closed")
         for s in live:
             blocks = got[s.index]
             if not blocks:
                 s.failed = "no closed-loop block finished"
                 continue
-            rates = [len(resp) / wall for resp, wall, *_ in blocks if wall > 0]
+            rates = [len(b.rows) / b.served_s for b in blocks if b.served_s > 0]
             s.ceiling_per_s = float(np.median(rates)) if rates else math.nan
-            svc = np.concatenate([resp for resp, *_ in blocks])
+            svc = np.concatenate([R.response_ms(b.rows) for b in blocks])
             s.floor_ms = self.slo.of(svc)
             s.hi = grid(s.ceiling_per_s) if math.isfinite(s.ceiling_per_s) else math.nan
             w = s.profile.workload
@@ -256,36 +187,40 @@ class CapacitySearch:
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
-        block_s, settle_s = _block_s(rate)
+        block_s, settle_s = capacity_blocks(rate)
         for s in group:  # a rate its search measures again keeps the place it was first measured in
             if rate not in s.points:
                 s.points[rate] = Point(rate, servers=max(1, s.profile.workload.concurrency),
                                        queues=max(1, s.profile.workload.replicas), order=len(s.points))
         points = {s.index: s.points[rate] for s in group}
-        t_end = time.monotonic() + min(self.point_max_s, max(0.0, self.left()))
+        rule = PointRule(time.monotonic() + min(self.point_max_s, max(0.0, self.left())), self._budget, POOL_MIN_S)
         pending = list(group)
         rounds = 2  # the first look needs two blocks (an interval); later ones take what fits before the point's end
         while pending and not self.stop.is_set():
             got = self._blocks(pending, rounds, block_s, settle_s, rate, "poisson")
             for s in pending:
-                for resp, wall, traffic, busy in got[s.index]:
-                    arrived, dropped = (traffic[0], traffic[1]) if traffic else (len(resp), 0)
-                    points[s.index].add(resp, wall, arrived, dropped, self.slo, busy)
-            final = time.monotonic() >= t_end or self.left() <= 0
+                for b in got[s.index]:
+                    arrived, dropped = (b.traffic[0], b.traffic[1]) if b.traffic else (len(b.rows), 0)
+                    # served over the time its requests took: a queue that drained past the window counts
+                    points[s.index].add(R.response_ms(b.rows), b.served_s, arrived, dropped, self.slo,
+                                        server_times(b.rows))
+            final = rule.final()
             for s in list(pending):
                 d = points[s.index].decide(self.slo, others=s.server_times(besides=rate))
-                short = d == "met" and s.recorded_s() < POOL_MIN_S  # too little of the host seen: keep measuring
-                if final or (d != "undecided" and not short):
+                if rule.done(d, s.recorded_s(), final):
                     pending.remove(s)
             if final or not pending:
                 break
-            per_round = _round_s(rate, len(pending))
-            in_budget = int(self.left() / per_round)
-            if in_budget < 1:  # another round would overrun the budget: the point ends as it stands
+            rounds = rule.rounds_next(capacity_round_s(rate, len(pending)))
+            if rounds < 1:  # another round would overrun the budget: the point ends as it stands
                 break
-            rounds = min(in_budget, max(1, min(2, int((t_end - time.monotonic()) / per_round))))
         for s in group:
             p = points[s.index]
+            served = p.served_per_s()
+            if p.dropped or served < KEEP_RATIO * rate:
+                self.unpaced.append(f"{s.name} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
+                                    + (f", {p.dropped} shed" if p.dropped else "") + ": the rate was not kept; the "
+                                    "point was measured on a backlog, not a paced answer")
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
             meets = p.decision == "met" or (p.decision == "undecided" and p.estimate(self.slo) <= self.slo.ms)
             if meets:
@@ -298,17 +233,6 @@ class CapacitySearch:
                                                  servers=p.servers, queues=p.queues, at=(rate, p.estimate(self.slo)))
             if self.on_point is not None:
                 self.on_point(s, p)
-
-
-def _block_s(rate: float) -> tuple[float, float]:
-    """A point's block and the settling before it (s): ~300 requests a block, 0.5 … 1.5 s; the queue let reach
-    its working level for 0.2 … 0.6 s first."""
-    return max(0.5, min(1.5, 300.0 / rate)), max(0.2, min(0.6, 50.0 / rate))
-
-
-def _round_s(rate: float, profiles: int) -> float:
-    """One round of a point at ``rate``: a block (with its settling) per profile."""
-    return sum(_block_s(rate)) * profiles
 
 
 def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,

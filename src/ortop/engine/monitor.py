@@ -48,6 +48,7 @@ from ortop.engine.snapshot import (
 from ortop.engine.store import CONFIG_RING, ConfigStore
 from ortop.engine.verdicts import primary_metric
 from ortop.engine.verify import Verification
+from ortop.measure import rows as R
 from ortop.measure.series import Series
 from ortop.model.feeds import note_level
 from ortop.runtime import protocol as P
@@ -395,15 +396,15 @@ class Monitor(Verification, Readout):
         rows = msg.rows
         if self._worker_offset is None and len(rows):
             # Map the worker's perf_counter to the monitor clock once per worker.
-            self._worker_offset = self.now() - msg.wall_ns / 1e9 - rows[0, 0] / 1e9
-        t = rows[:, 0] / 1e9 + (self._worker_offset or 0.0)
+            self._worker_offset = self.now() - msg.wall_ns / 1e9 - rows[0, R.Col.START] / 1e9
+        t = rows[:, R.Col.START] / 1e9 + (self._worker_offset or 0.0)
         if c is not None:
             c.add(rows, msg.wall_ns, msg.cpu_ns, t, msg.block, getattr(msg, "traffic", None))
             rss = getattr(msg, "rss", -1)
             if rss >= 0:
                 self._rss_sample(c, rss)
         if len(rows):  # response time: service plus the time the request waited (open arrivals)
-            self._series.add(t, (rows[:, 1] + (rows[:, 5] if rows.shape[1] > 5 else 0)) / 1e6)
+            self._series.add(t, R.response_ms(rows))
 
     def _rss_sample(self, c: ConfigStore, rss: int) -> None:
         """The worker's RSS at a flush: the configuration's peak and series; a steady rise logged once as a leak."""

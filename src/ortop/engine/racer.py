@@ -1,8 +1,9 @@
 """The real racer of ``ortop tune``: candidate profiles raced in interleaved blocks in worker processes.
 
-One worker per restart group (environment and global thread pools); every candidate's session stays built between
-rungs, so a candidate that survives a rung does not pay its build again. Blocks come from
-:class:`ortop.engine.ab.Interleaving`; the tuner (:mod:`ortop.engine.tuner`) sees only the :class:`Racer` protocol.
+One worker per restart group (environment and global thread pools: :class:`ortop.engine.bench.pool.Worker`); every
+candidate's session stays built between rungs, so a candidate that survives a rung does not pay its build again.
+Blocks come from :class:`ortop.engine.ab.Interleaving`; the tuner (:mod:`ortop.engine.tuner`) sees only the
+:class:`Racer` protocol.
 """
 
 from __future__ import annotations
@@ -11,98 +12,21 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ortop.config.profile import Profile
+from ortop.engine.bench.plan import (
+    BLOCK_TARGET_S,
+    block_target_for,  # noqa: F401  (the tuner's callers ask the racer for it)
+    race_blocks,
+)
+from ortop.engine.bench.pool import Worker
 from ortop.engine.placement import build_message
 from ortop.engine.space import describe, profile_key
 from ortop.engine.trials import STOPPED, RaceOutcome, RacerError
 from ortop.engine.tuner import relabel
 from ortop.measure.compare import Block
-
-# ---- the real racer -----------------------------------------------------------------------------------------------
-BLOCK_TARGET_S = 0.15   # blocks of a tuning run: shorter than a comparison's, so that many candidates fit
-
-
-def block_target_for(budget_s: float) -> float:
-    """Block length for a budget: about 1/400 of it, between 0.05 and 0.3 s."""
-    return min(0.3, max(0.05, budget_s / 400))
-
-
-class _Group:
-    """One worker process (one restart group: environment and global thread pools) and what it holds."""
-
-    def __init__(self, racer: WorkerRacer, key: tuple, env: dict[str, str]):
-        self.racer = racer
-        self.key = key
-        self.env = env
-        self.cv = threading.Condition()
-        self.built: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
-        self.run_errors: dict[int, str] = {}
-        self.acks: set[int] = set()
-        self.dead: str | None = None
-        self.il: Any = None
-        self.channel = 0
-        self.wp: Any = None
-
-    def start(self) -> None:
-        from ortop.engine.workerproc import launch
-
-        self.dead = None
-        self.built.clear()
-        self.failed.clear()
-        self.run_errors.clear()
-        self.wp = launch(self.racer.model_path, self.env, self.on_message, self.on_exit, name="ortop-tune-worker",
-                         warn=self.racer.warn)
-
-    def on_message(self, msg: Any) -> None:
-        from ortop.runtime import protocol as P
-
-        with self.cv:
-            if isinstance(msg, P.Built):
-                self.built[msg.config_id] = msg.info
-            elif isinstance(msg, P.BuildFailed):
-                self.failed[msg.config_id] = msg.message
-            elif isinstance(msg, P.RunError):
-                self.run_errors[msg.config_id] = msg.message
-            elif isinstance(msg, P.State) and msg.name == "idle" and msg.config_id <= WorkerRacer.TOKEN_BASE:
-                self.acks.add(msg.config_id)
-            il, ch = self.il, self.channel
-            self.cv.notify_all()
-        if il is not None:
-            il.deliver(msg, ch)
-
-    def on_exit(self, wp: Any) -> None:
-        if wp is not self.wp:
-            return
-        code = wp.exitcode
-        why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        with self.cv:
-            self.dead = f"the worker process died ({why})"
-            il = self.il
-            self.cv.notify_all()
-        if il is not None:
-            il.abort(self.dead)
-
-    def wait(self, cond: Callable[[], bool], timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        with self.cv:
-            while not cond():
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cv.wait(min(left, 0.1))
-            return True
-
-    def send(self, msg: Any) -> None:
-        if self.wp is not None:
-            self.wp.send(msg)
-
-    def stop(self) -> None:
-        if self.wp is not None:
-            self.wp.stop(graceful=True, timeout=2.0)
-            self.wp = None
 
 
 class WorkerRacer:
@@ -124,8 +48,10 @@ class WorkerRacer:
         self.block_target = block_s
         self.build_timeout_s = build_timeout_s
         self.strict_providers = strict_providers
-        self._groups: dict[tuple, _Group] = {}
-        self._cache: dict[str, tuple[_Group, int, dict]] = {}
+        self._groups: dict[tuple, Worker] = {}
+        self._acks: dict[int, set[int]] = {}            # per worker (by id): the idle tokens it answered
+        self._route: dict[int, tuple[Any, int]] = {}    # per worker (by id): the interleaving reading it, its channel
+        self._cache: dict[str, tuple[Worker, int, dict]] = {}
         self._proven: set[str] = set()
         self._next_id = 1
         self._token = WorkerRacer.TOKEN_BASE
@@ -138,20 +64,41 @@ class WorkerRacer:
             self.warnings.append(text)
 
     # ---- sessions ----
-    def _group(self, p: Profile) -> _Group:
+    def _group(self, p: Profile) -> Worker:
         key = p.restart_key()
         g = self._groups.get(key)
         if g is None:
-            g = _Group(self, key, dict(p.env))
+            g = Worker(self.model_path, dict(p.env), name="ortop-tune-worker", warn=self.warn)
+            g.listener = partial(self._on_message, g)
+            g.on_death = partial(self._on_death, g)
+            self._acks[id(g)] = set()
             self._groups[key] = g
-        if g.wp is None or g.dead:
+        if not g.started:
             self._restart(g)
         return g
 
-    def _restart(self, g: _Group) -> None:
-        g.stop()
+    def _on_message(self, g: Worker, msg: Any) -> None:
+        from ortop.runtime import protocol as P
+
+        if isinstance(msg, P.State) and msg.name == "idle" and msg.config_id <= WorkerRacer.TOKEN_BASE:
+            with g.cv:
+                self._acks[id(g)].add(msg.config_id)
+                g.cv.notify_all()
+        route = self._route.get(id(g))
+        if route is not None:
+            route[0].deliver(msg, route[1])
+
+    def _on_death(self, g: Worker, why: str) -> None:
+        route = self._route.get(id(g))
+        if route is not None:
+            route[0].abort(why)
+
+    def _restart(self, g: Worker) -> None:
+        """A fresh process for ``g``, holding nothing: its candidates are built again when next raced."""
+        g.close()
         for k in [k for k, (gg, _, _) in self._cache.items() if gg is g]:
             del self._cache[k]
+        g.builds.clear()
         g.start()
 
     def prepare(self, profiles: Sequence[Profile]) -> dict[int, str]:
@@ -225,7 +172,7 @@ class WorkerRacer:
 
     def close(self) -> None:
         for g in self._groups.values():
-            g.stop()
+            g.close()
         self._groups.clear()
         self._cache.clear()
 
@@ -247,10 +194,7 @@ class WorkerRacer:
         return lat or 0.001
 
     def _plan(self, profiles: Sequence[Profile]) -> tuple[float, float]:
-        from ortop.engine.schedule import MIN_BLOCK_RUNS, SETTLE_RUNS, SETTLE_S
-
-        run_s = self._run_s(profiles)
-        return max(self.block_target, MIN_BLOCK_RUNS * run_s), max(SETTLE_S, SETTLE_RUNS * run_s)
+        return race_blocks(self._run_s(profiles), self.block_target)
 
     def block_seconds(self, profiles: Sequence[Profile]) -> float:
         block, settle = self._plan(profiles)
@@ -298,7 +242,7 @@ class WorkerRacer:
         from ortop.runtime import protocol as P
 
         entries = [self._cache[profile_key(p)] for p in profiles]
-        groups: list[_Group] = []
+        groups: list[Worker] = []
         for g, _, _ in entries:
             if g not in groups:
                 groups.append(g)
@@ -326,9 +270,10 @@ class WorkerRacer:
             g = groups[ch]
             self._token -= 1
             token = self._token
+            acks = self._acks[id(g)]
             g.send(P.RunLive(token))
-            g.wait(lambda: token in g.acks or g.dead is not None, 10.0)
-            g.acks.discard(token)
+            g.wait(lambda: token in acks, 10.0)
+            acks.discard(token)
 
         block, settle = self._plan(profiles)
         names = [describe(p, profiles[0]) if i else "incumbent" for i, p in enumerate(profiles)]
@@ -338,7 +283,7 @@ class WorkerRacer:
         for k, g in enumerate(groups):
             with g.cv:
                 g.run_errors.clear()
-                g.il, g.channel = il, k
+            self._route[id(g)] = (il, k)
         try:
             result = il.run()
         except ab.AbError as exc:
@@ -358,8 +303,7 @@ class WorkerRacer:
             raise RacerError(str(exc)) from None
         finally:
             for g in groups:
-                with g.cv:
-                    g.il = None
+                self._route.pop(id(g), None)
         for w in result.warnings:
             if w not in self.warnings and len(self.warnings) < 50:
                 self.warnings.append(w)
@@ -372,7 +316,7 @@ class WorkerRacer:
         return out
 
 
-def _settled(g: _Group, cid: int, stop: threading.Event | None = None) -> Callable[[], bool]:
+def _settled(g: Worker, cid: int, stop: threading.Event | None = None) -> Callable[[], bool]:
     """Whether a build has an answer (or the worker died, or ``stop`` is set: nothing more is waited for)."""
     return lambda: cid in g.built or cid in g.failed or g.dead is not None or (stop is not None and stop.is_set())
 

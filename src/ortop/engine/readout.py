@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine import traffic as T
 from ortop.engine.events import EventLog
 from ortop.engine.memory import MemoryInfo, host_memory
 from ortop.engine.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
@@ -68,11 +69,11 @@ class Readout:
             return c.verdict
         if prev is None:
             return ""
-        return sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, 0])
+        return sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, T.RESPONSE])
 
     def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
         rows = c.ring.view()
-        lat = stats.latency_stats(rows[:, 0])
+        lat = stats.latency_stats(rows[:, T.RESPONSE])
         delta = None
         if prev is not None and c.rss_peak is not None and prev.rss_peak is not None:
             delta = c.rss_peak - prev.rss_peak
@@ -126,7 +127,7 @@ class Readout:
             window = stats.LatencyStats()
             if cur is not None:
                 rows = cur.ring.view()
-                recent = rows[rows[:, 3] >= now - self.window_s, 0] if len(rows) else rows[:, 0]
+                recent = rows[rows[:, T.T_S] >= now - self.window_s, T.RESPONSE] if len(rows) else rows[:, T.RESPONSE]
                 window = stats.latency_stats(recent)
             info = cur.info if cur is not None else {}
             requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))

@@ -17,6 +17,7 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
 from ortop.engine.snapshot import Change, CpuCost, ReplicaFigures, RowVerdict
+from ortop.measure import rows as R
 from ortop.measure import stats
 from ortop.measure.compare import Block, block_from_runs
 
@@ -89,8 +90,8 @@ class ConfigStore:
             if block >= 0:
                 self._block_rows[block] = np.zeros(0)
             return
-        self.busy_ns += int(rows[:, 1].sum())  # inside Run(): the duty cycle
-        replica = rows[:, 4] if rows.shape[1] > 4 else np.zeros(len(rows), dtype=np.int64)
+        self.busy_ns += int(rows[:, R.Col.SERVICE].sum())  # inside Run(): the duty cycle
+        replica = R.replica(rows)
         ring = T.ring_rows(rows, t_s)
         lat_ms = ring[:, T.RESPONSE]
         self.ring.extend(ring)
@@ -110,7 +111,7 @@ class ConfigStore:
         return b
 
     def latency_ms(self) -> np.ndarray:
-        return self.ring.view()[:, 0]
+        return self.ring.view()[:, T.RESPONSE]
 
     def replicas(self) -> tuple[ReplicaFigures, ...]:
         """Each replica's throughput and latency (the ring's runs of it), when the configuration serves several."""
@@ -121,7 +122,7 @@ class ConfigStore:
         wall_s = self.wall_ns / 1e9
         out = []
         for r in range(max(len(shares), self.profile.workload.replicas)):
-            lat = rows[rows[:, 4] == r, 0] if len(rows) else rows[:, 0]
+            lat = rows[rows[:, T.REPLICA] == r, T.RESPONSE] if len(rows) else rows[:, T.RESPONSE]
             n = self.replica_runs.get(r, 0)
             share = shares[r] if r < len(shares) else None
             out.append(ReplicaFigures(r, tuple(share) if share else None, n, n / wall_s if wall_s else math.nan,
@@ -146,9 +147,9 @@ class ConfigStore:
         wall_s = self.wall_ns / 1e9
         per_run = self.cpu_ns / 1e6 / self.runs
         between = math.nan
-        if self.profile.workload.concurrency == 1 and len(rows) and bool((rows[:, 2] >= 0).all()):
+        if self.profile.workload.concurrency == 1 and len(rows) and bool((rows[:, T.CPU_BETWEEN] >= 0).all()):
             # Spin: CPU the process burned while no Run() was in flight, per second of wall time.
-            between = float(rows[:, 2].sum()) / (float(rows[-1, 3] - rows[0, 3]) or wall_s)
+            between = float(rows[:, T.CPU_BETWEEN].sum()) / (float(rows[-1, T.T_S] - rows[0, T.T_S]) or wall_s)
         return CpuCost(per_run, between, self.cpu_ns / self.wall_ns * 100, self.busy_ns / self.wall_ns * 100)
 
     def session_bytes(self) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ortop.measure import rows as R
 from ortop.measure import stats
 from ortop.measure.stats import json_num
 
@@ -31,18 +32,18 @@ def ring_rows(rows: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     """The protocol's int64 rows (runtime.serve's columns) as the store ring's float rows (columns above)."""
     n = len(rows)
     out = np.empty((n, WIDTH), dtype=np.float64)
-    service = rows[:, 1] / 1e6
-    wide = rows.shape[1] >= 8
-    queue = rows[:, 5] / 1e6 if wide else np.zeros(n)
+    service = R.service_ms(rows)
+    wide = rows.shape[1] >= R.COLUMNS
+    queue = rows[:, R.Col.QUEUE] / 1e6 if wide else np.zeros(n)
     out[:, RESPONSE] = service + queue
-    out[:, CPU_IN] = rows[:, 2] / 1e6
-    out[:, CPU_BETWEEN] = rows[:, 3] / 1e6
+    out[:, CPU_IN] = rows[:, R.Col.CPU_IN] / 1e6
+    out[:, CPU_BETWEEN] = rows[:, R.Col.CPU_BETWEEN] / 1e6
     out[:, T_S] = t_s
-    out[:, REPLICA] = rows[:, 4] if rows.shape[1] > 4 else 0
+    out[:, REPLICA] = R.replica(rows)
     out[:, SERVICE] = service
     out[:, QUEUE] = queue
-    out[:, SHAPE] = rows[:, 6] if wide else 0
-    out[:, IDLE] = rows[:, 7] / 1e6 if wide else math.nan
+    out[:, SHAPE] = rows[:, R.Col.SHAPE] if wide else 0
+    out[:, IDLE] = rows[:, R.Col.IDLE] / 1e6 if wide else math.nan
     return out
 
 

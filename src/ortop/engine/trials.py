@@ -16,7 +16,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.space import Candidate, describe
-from ortop.measure.compare import HIGHER_IS_BETTER, Block, Comparison
+from ortop.measure.compare import HIGHER_IS_BETTER, Block, Comparison, pooled
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import median_ci
 
@@ -69,8 +69,8 @@ class Racer(Protocol):
 # ---- figures ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Figures:
-    """One profile's figures over its blocks: medians of the blocks' p50 and p99, total runs over total block
-    time, run-weighted CPU per run."""
+    """One profile's figures over its blocks: p50 and p99 of their runs pooled (:func:`ortop.measure.compare.pooled`,
+    as compare reports them), total runs over total block time, run-weighted CPU per run."""
 
     p50_ms: float = math.nan
     p99_ms: float = math.nan
@@ -94,10 +94,8 @@ def figures(blocks: Sequence[Block]) -> Figures:
     wall = sum(b.t_end - b.t_start for b in blocks)
     cpu = [b for b in blocks if math.isfinite(b.cpu_ms_per_run) and b.runs]
     cpu_per_run = sum(b.cpu_ms_per_run * b.runs for b in cpu) / sum(b.runs for b in cpu) if cpu else math.nan
-    p50 = [b.p50_ms for b in blocks if math.isfinite(b.p50_ms)]
-    p99 = [b.p99_ms for b in blocks if math.isfinite(b.p99_ms)]
-    return Figures(float(np.median(p50)) if p50 else math.nan, float(np.median(p99)) if p99 else math.nan,
-                   runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs)
+    st = pooled(blocks)  # the percentiles compare reports for the same blocks
+    return Figures(st.p50, st.p99, runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs)
 
 
 def p99_interval(blocks: Sequence[Block]) -> tuple[float, float, float]:
@@ -164,6 +162,10 @@ class Trial:
             "blocks": self.figures.blocks,
             "winner": self.winner,
             "rate_kept": not self.pace(),
+            # a candidate that did not keep its offered rate was measured queueing: its verdict answers another
+            # question than the paced one asked
+            "paced_answer": not self.pace(),
+            **({"note": f"not a paced answer: {self.pace()}"} if self.pace() else {}),
         }
 
 

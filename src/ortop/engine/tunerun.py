@@ -35,7 +35,7 @@ def build_tuner(model_path: str, profile: Profile, *, objective: str = "p50", ma
     :meth:`Tuner.run`; the racer is returned too, for its warnings after the run.
     """
     from ortop.collectors.host import read_host
-    from ortop.engine.racer import block_target_for
+    from ortop.engine.bench.plan import block_target_for
     from ortop.engine.space import ModelFacts, Space
     from ortop.model import load_model
 

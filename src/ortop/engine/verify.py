@@ -20,7 +20,8 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine import ab
-from ortop.engine.schedule import period_ms, verify_seconds
+from ortop.engine import traffic as T
+from ortop.engine.bench.plan import period_ms, verify_seconds
 from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import not_comparable, primary_metric, verdict_from
@@ -113,7 +114,7 @@ class Verification:
                 fut.set_result(rv)
                 return fut
             if seconds is None:  # 6 s, or longer where blocks are long (a paced or slow model): ~8 pairs
-                lat = [float(np.median(c.ring.view()[:, 0])) for c in (base, row) if len(c.ring)]
+                lat = [float(np.median(c.ring.view()[:, T.RESPONSE])) for c in (base, row) if len(c.ring)]
                 seconds = verify_seconds(max(lat) if lat else math.nan, period_ms([base.profile, row.profile]))
             v = _Verify(config_id, against_id, seconds, fut)
             self._verify = v

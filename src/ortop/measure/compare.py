@@ -2,7 +2,7 @@
 
 Why blocks, and why pairs
     A shared host drifts 10–20 % over tens of seconds, and two back-to-back runs of the same session differ by
-    ±10 %. Measuring A for ten seconds and then B for ten seconds (``sequential``) reports that drift as an
+    ±10 %. Measuring A for ten seconds and then B for ten seconds reports that drift as an
     effect, with a narrow interval, because it treats thousands of runs as independent when they all share one
     host state. So configurations run alternately in short blocks (``schedule``), and each block is compared only
     with its neighbour of the other configuration (``pairs``): the per-pair log ratio ``log(other / baseline)``
@@ -76,14 +76,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from ortop.measure.stats import json_num, latency_stats, median_ci
+from ortop.measure.stats import LatencyStats, json_num, latency_stats
 
 METRICS = ("p50", "p99", "throughput", "cpu")  # cpu = CPU ms per run; lower is better for all but throughput
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -118,6 +118,7 @@ class Block:
     throughput_per_s: float  # runs / block wall time
     cpu_ms_per_run: float    # process CPU during the block / runs (nan when unknown)
     cpu_ms_between_per_s: float = math.nan  # CPU burned between runs per second (spin), nan when n/a
+    latency_ms: np.ndarray | None = field(default=None, compare=False, repr=False)  # its runs (block_from_runs)
 
     def value(self, metric: str) -> float:
         """The block's figure for one of ``METRICS``."""
@@ -136,7 +137,24 @@ def block_from_runs(config: int, seq: int, latency_ms: np.ndarray, *, t_start: f
     throughput = runs / wall if wall > 0 else math.nan
     cpu_per_run = float(cpu_ms) / runs if runs > 0 else math.nan
     between = float(cpu_between_ms) / wall if wall > 0 else math.nan
-    return Block(config, seq, float(t_start), float(t_end), runs, st.p50, st.p99, throughput, cpu_per_run, between)
+    return Block(config, seq, float(t_start), float(t_end), runs, st.p50, st.p99, throughput, cpu_per_run, between,
+                 lat)
+
+
+def pooled(blocks: Sequence[Block]) -> LatencyStats:
+    """A configuration's percentiles over its blocks: every run of every block pooled, so a block counts by its
+    runs. The one definition ``compare``, ``tune`` and the bench's figures share (the median of the blocks' own p50
+    differs from it whenever blocks differ in length or shape). Blocks that carry no runs (summaries made
+    elsewhere) fall back to the median of their own percentiles, the only figure they hold."""
+    runs = [b.latency_ms for b in blocks if b.latency_ms is not None]
+    if runs:
+        return latency_stats(np.concatenate(runs))
+    p50 = [b.p50_ms for b in blocks if math.isfinite(b.p50_ms)]
+    p99 = [b.p99_ms for b in blocks if math.isfinite(b.p99_ms)]
+    if not p50:
+        return LatencyStats()
+    return LatencyStats(sum(b.runs for b in blocks), math.nan, float(np.median(p50)), math.nan, math.nan,
+                        float(np.median(p99)) if p99 else math.nan)
 
 
 def schedule(n_configs: int, n_rounds: int) -> list[int]:
@@ -456,29 +474,3 @@ def decided_after(blocks: Sequence[Block], baseline: int, other: int, metric: st
         else:
             since = None
     return since
-
-
-def sequential(before_ms: np.ndarray, after_ms: np.ndarray, *, confidence: float = 0.95,
-               margin_pct: float = MARGIN_PCT) -> Comparison:
-    """The naive before/after p50 comparison, for contrast: all ``before`` runs, then all ``after`` runs, every
-    run treated as independent. The interval combines the two medians' standard errors (from their
-    distribution-free order-statistic intervals), so it narrows as 1/√runs — and any drift between the two
-    stretches of time is reported as an effect with a confident, narrow interval. ``pairs`` is 0."""
-    a = np.asarray(before_ms, dtype=np.float64)
-    b = np.asarray(after_ms, dtype=np.float64)
-    if a.size < 2 or b.size < 2:
-        return Comparison(0, 1, "p50", math.nan, math.nan, math.nan, math.nan, math.nan, False, "undecided", 0,
-                          None, confidence, margin_pct)
-    z = _z(confidence)
-    med_a, med_b = float(np.median(a)), float(np.median(b))
-
-    def rel_se(x: np.ndarray, med: float) -> float:
-        lo, hi = median_ci(x, z)  # order statistics n/2 ± z·√n/2: their spread / 2z is the median's error
-        return (hi - lo) / (2 * z) / med
-
-    est = math.log(med_b / med_a)
-    half = z * math.hypot(rel_se(a, med_a), rel_se(b, med_b))
-    change, lo_pct, hi_pct = _pct(est), _pct(est - half), _pct(est + half)
-    significant, verdict = _decide(lo_pct, hi_pct, margin_pct, False)
-    return Comparison(0, 1, "p50", med_a, med_b, change, lo_pct, hi_pct, significant, verdict, 0, None,
-                      confidence, margin_pct)

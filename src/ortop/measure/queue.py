@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ortop.measure import rows as R
 from ortop.measure.slo import Slo
 
 MODEL_N = 40_000        # simulated requests per replicate of the queue model (see queue_model)
@@ -105,14 +106,14 @@ def server_times(rows: np.ndarray) -> np.ndarray:
     them is this server, not an ideal one. The first request of each server counts its service alone."""
     if rows.ndim != 2 or not len(rows):
         return np.zeros((0, BUSY_COLUMNS))
-    if rows.shape[1] < 6:
-        return np.column_stack([rows[:, 1] / 1e6, np.zeros(len(rows)), np.zeros(len(rows))])
+    if rows.shape[1] <= R.Col.QUEUE:
+        return np.column_stack([R.service_ms(rows), np.zeros(len(rows)), np.zeros(len(rows))])
     out = []
-    for caller in np.unique(rows[:, 4]):
-        r = rows[rows[:, 4] == caller]
-        r = r[np.argsort(r[:, 0], kind="stable")]
-        start, service = r[:, 0], r[:, 1]
-        arrive = start - r[:, 5]
+    for caller in np.unique(rows[:, R.Col.REPLICA]):
+        r = rows[rows[:, R.Col.REPLICA] == caller]
+        r = r[np.argsort(r[:, R.Col.START], kind="stable")]
+        start, service = r[:, R.Col.START], r[:, R.Col.SERVICE]
+        arrive = R.arrival_ns(r)
         free = np.concatenate((start[:1], (start + service)[:-1]))  # when the server could take it
         ready = np.maximum(arrive, free)
         out.append(np.column_stack([service / 1e6, (start - ready) / 1e6, (arrive > free).astype(float)]))

@@ -1,4 +1,4 @@
-"""Pure statistics over run samples: ring buffers, percentiles, time buckets and before/after verdicts.
+"""Pure statistics over run samples: ring buffers, percentiles, the median's interval and time buckets.
 
 Nothing here touches a process, a clock or a screen, so every figure ortop shows can be tested on plain arrays.
 """
@@ -13,8 +13,8 @@ import numpy as np
 
 from ortop.measure.series import Bucket
 
-__all__ = ["Bucket", "LatencyStats", "Ring", "Verdict", "json_num", "latency_stats", "median_ci", "num_or_nan", "spark",
-           "t95", "verdict"]
+__all__ = ["Bucket", "LatencyStats", "Ring", "json_num", "latency_stats", "median_ci", "num_or_nan", "spark",
+           "t95"]
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
 T95 = {3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131,
@@ -111,36 +111,6 @@ def median_ci(a: np.ndarray, z: float = 1.96) -> tuple[float, float]:
     lo = max(0, int(math.floor(n / 2 - half)))
     hi = min(n - 1, int(math.ceil(n / 2 + half)))
     return (float(s[lo]), float(s[hi]))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How one configuration's latency compares with another's."""
-
-    change_pct: float  # p50 change, negative = faster
-    real: bool         # the medians' confidence intervals do not overlap
-    text: str
-
-
-def verdict(before_ms: np.ndarray, after_ms: np.ndarray, min_runs: int = 20) -> Verdict | None:
-    """Is ``after`` really faster or slower than ``before``? None until both have ``min_runs`` runs.
-
-    The change is called real only when the two medians' confidence intervals do not overlap, so jitter
-    alone never reads as a win on stage.
-    """
-    if len(before_ms) < min_runs or len(after_ms) < min_runs:
-        return None
-    b50, a50 = float(np.median(before_ms)), float(np.median(after_ms))
-    change = (a50 - b50) / b50 * 100 if b50 > 0 else math.nan
-    blo, bhi = median_ci(before_ms)
-    alo, ahi = median_ci(after_ms)
-    real = ahi < blo or alo > bhi
-    known = math.isfinite(change)  # a zero median before leaves no percentage to show
-    if not real:
-        return Verdict(change, False, f"no real change ({change:+.1f}%, within noise)" if known
-                       else "no real change (within noise)")
-    word = "faster" if a50 < b50 else "slower"
-    return Verdict(change, True, f"{abs(change):.1f}% {word}" if known else word)
 
 
 BLOCKS = " ▁▂▃▄▅▆▇█"

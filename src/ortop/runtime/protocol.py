@@ -13,12 +13,12 @@ Parent → worker                                   Worker → parent
                                                      AlternationDone(completed)
                                                      RunError(config_id, message) / Log(line)
 
-``Samples.rows`` is an int64 array, one row per run: [start_ns, service_ns, cpu_in_ns, cpu_between_ns, replica,
-queue_ns, shape, idle_ns] (:mod:`ortop.runtime.serve`; the cpu columns are -1 with concurrent callers; response
-time = queue + service); ``Samples.traffic`` the open loop's queue counters; ``wall_ns``/``cpu_ns`` are the wall
-and process CPU time the batch covers; ``rss`` the worker's resident memory read from ``/proc/self/statm`` at the
-flush (~100 ms: a file read of a few µs, and, sampled in the worker, it follows a configuration's peak even when
-nobody asks for a snapshot).
+``Samples.rows`` is an int64 array, one row per run, its columns named in :mod:`ortop.measure.rows` (``Col``:
+start, service, cpu in/between, replica, queue, shape, idle; written by :mod:`ortop.runtime.serve`; response time
+= queue + service is ``rows.response_ms``); ``Samples.traffic`` the open loop's queue counters;
+``wall_ns``/``cpu_ns`` are the wall and process CPU time the batch covers; ``rss`` the worker's resident memory
+read from ``/proc/self/statm`` at the flush (~100 ms: a file read of a few µs, and, sampled in the worker, it
+follows a configuration's peak even when nobody asks for a snapshot).
 Clocks are the worker's ``perf_counter_ns`` and ``process_time_ns``.
 
 This module imports nothing heavy: the parent imports it without onnxruntime.
@@ -131,8 +131,7 @@ class Samples:
     """A batch of runs of one session; ``block`` is the schedule position in an alternation, ``LIVE`` (-1) else."""
 
     config_id: int
-    rows: Any  # np.ndarray int64 (n, 8): runtime.serve's columns (start, service, cpu in/between, replica, queue,
-    #            shape, idle)
+    rows: Any  # np.ndarray int64 (n, measure.rows.COLUMNS): one run a row, columns measure.rows.Col
     wall_ns: int
     cpu_ns: int
     block: int = LIVE

@@ -26,9 +26,9 @@ import numpy as np
 
 from ortop.errors import one_line
 from ortop.measure import arrivals as A
+from ortop.measure.rows import COLUMNS, Col
 from ortop.runtime.child import set_os_thread_name, set_timer_slack
 
-COLUMNS = 8
 FAST_RUN_MS = 0.2  # closed-loop runs shorter than this (warm-up mean) skip the per-run process clock
 
 
@@ -285,13 +285,14 @@ class Loop:
         """(start, service) rows as full rows: no per-run CPU, shape 0, no queue, the idle gap from the run before
         (the first of a batch from the previous batch's last)."""
         out = np.zeros((len(part), COLUMNS), dtype=np.int64)
-        out[:, :2] = part
-        out[:, 2:4] = -1
-        out[:, 4] = self.callers[caller][0]
+        out[:, Col.START] = part[:, 0]
+        out[:, Col.SERVICE] = part[:, 1]
+        out[:, Col.CPU_IN] = out[:, Col.CPU_BETWEEN] = -1
+        out[:, Col.REPLICA] = self.callers[caller][0]
         ends = part[:, 0] + part[:, 1]
         prev = self._last_end.get(caller, part[0, 0])
-        out[0, 7] = max(0, part[0, 0] - prev)
-        out[1:, 7] = part[1:, 0] - ends[:-1]
+        out[0, Col.IDLE] = max(0, part[0, 0] - prev)
+        out[1:, Col.IDLE] = part[1:, 0] - ends[:-1]
         self._last_end[caller] = int(ends[-1])
         return out
 

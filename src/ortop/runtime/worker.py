@@ -26,6 +26,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ortop.measure import rows as R
 from ortop.runtime import protocol as P
 from ortop.runtime.child import (
     Sender,
@@ -335,16 +336,16 @@ class Worker:
             return  # reported by the caller of this; the block is not recorded
         rows = b.loop.take()
         if b.rec_end:  # open arrivals: the requests that arrived in the window, each to its response
-            arrival = rows[:, 0] - rows[:, 5]
+            arrival = R.arrival_ns(rows)
             rows = rows[(arrival >= b.t_start) & (arrival < b.rec_end)]
             t_end, cpu_end = b.rec_end, b.cpu_end
             arrived, dropped, qlen, qmax = b.window_traffic or (0, 0, 0, 0)
             qmax = max(qmax, b.traffic[3]) if b.traffic else qmax
             b.traffic = (arrived, dropped + unserved, qlen, qmax)  # still waiting after the drain: as good as shed
         else:
-            rows = rows[rows[:, 0] >= b.t_start]
+            rows = rows[rows[:, R.Col.START] >= b.t_start]
         cid = b.loop.config_id
-        between = int(rows[:, 3].sum()) if b.loop.tracks_cpu else -1
+        between = int(rows[:, R.Col.CPU_BETWEEN].sum()) if b.loop.tracks_cpu else -1
         self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now(), b.traffic))
         self.send(P.BlockDone(cid, b.seq, b.t_start, t_end, cpu_end - b.cpu_start, between, len(rows)))
         alt.pos += 1

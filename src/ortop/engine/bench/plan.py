@@ -1,5 +1,9 @@
-"""How long the blocks of an interleaving are: ``plan_blocks`` sizes them for a model's latency and a budget,
-``period_ms`` gives a paced workload's period, ``verify_seconds`` a verification's length."""
+"""Every block-length policy in one place: how long the blocks of an interleaving are, and their settling.
+
+``plan_blocks`` sizes a comparison's blocks (compare, verify, variants, the doctor) for a model's latency and a
+budget, ``period_ms`` gives a paced workload's period, ``verify_seconds`` a verification's length; ``race_blocks``
+a tuning race's (shorter, so that many candidates fit); ``capacity_blocks`` and ``CEILING_BLOCKS`` a capacity
+search's points and closed-loop ceilings."""
 
 from __future__ import annotations
 
@@ -57,3 +61,33 @@ def verify_seconds(latency_ms: float, period: float, base_s: float = 6.0) -> flo
     per_run_s = max(latency_ms if math.isfinite(latency_ms) else 0.0, period) / 1e3
     settle = max(SETTLE_S, SETTLE_RUNS * per_run_s)
     return max(base_s, 2 * VERIFY_PAIRS * (block + settle))
+
+
+# ---- a tuning race ----------------------------------------------------------------------------------------------
+BLOCK_TARGET_S = 0.15   # blocks of a tuning run: shorter than a comparison's, so that many candidates fit
+
+
+def block_target_for(budget_s: float) -> float:
+    """A race's block length for a tuning budget: about 1/400 of it, between 0.05 and 0.3 s."""
+    return min(0.3, max(0.05, budget_s / 400))
+
+
+def race_blocks(run_s: float, target_s: float = BLOCK_TARGET_S) -> tuple[float, float]:
+    """(block_s, settle_s) of a race whose slowest run (or pacing period) takes ``run_s``: the target, but at
+    least MIN_BLOCK_RUNS runs; settle SETTLE_S or SETTLE_RUNS runs, the longer."""
+    return max(target_s, MIN_BLOCK_RUNS * run_s), max(SETTLE_S, SETTLE_RUNS * run_s)
+
+
+# ---- a capacity search ------------------------------------------------------------------------------------------
+CEILING_BLOCKS = (2, 0.5, 0.2)  # the closed-loop ceilings: rounds, block_s, settle_s
+
+
+def capacity_blocks(rate: float) -> tuple[float, float]:
+    """A capacity point's block and the settling before it (s): ~300 requests a block, 0.5 … 1.5 s; the queue let
+    reach its working level for 0.2 … 0.6 s first."""
+    return max(0.5, min(1.5, 300.0 / rate)), max(0.2, min(0.6, 50.0 / rate))
+
+
+def capacity_round_s(rate: float, profiles: int) -> float:
+    """One round of a point at ``rate``: a block (with its settling) per profile."""
+    return sum(capacity_blocks(rate)) * profiles

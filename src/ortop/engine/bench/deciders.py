@@ -1,0 +1,117 @@
+"""The stop rules an interleaving consults after each round of blocks: when to end, and what the result keeps.
+
+* :class:`Budget`: the time a measuring may take, and the stop flag (ctrl-C, a screen closed);
+* :class:`Looks`: compare's and the live verification's sequential rule: after each complete round the look due
+  by :mod:`ortop.measure.sequential` is taken, and once every verdict on its metric is settled the measuring ends,
+  keeping the blocks and the level of that look;
+* :class:`PointRule`: a capacity point's: measure a point until its decision is made (and the search has seen
+  enough of the host to believe a "met"), or its own time or the search's budget is spent.
+
+The statistics themselves live in :mod:`ortop.measure` and :mod:`ortop.engine.capacity`; these only say when to
+stop asking them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ortop.measure import sequential
+from ortop.measure.compare import Block
+
+
+class Budget:
+    """``budget_s`` of measuring from :meth:`start`; spent early when ``stop`` is set."""
+
+    def __init__(self, budget_s: float, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.budget_s = budget_s
+        self.stop = stop or threading.Event()
+        self.clock = clock
+        self._t0: float | None = None
+
+    def start(self) -> None:
+        self._t0 = self.clock()
+
+    def elapsed(self) -> float:
+        return 0.0 if self._t0 is None else self.clock() - self._t0
+
+    def left(self) -> float:
+        return self.budget_s - self.elapsed()
+
+    def spent(self, ahead_s: float = 0.0) -> bool:
+        """Stopped, or ``ahead_s`` more would take the measuring past the budget."""
+        return self.stop.is_set() or self.elapsed() + ahead_s >= self.budget_s
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a sequential rule ended: the blocks it used (those with seq below), the look's level, and when."""
+
+    blocks: int
+    level: float
+    elapsed_s: float
+
+
+class Looks:
+    """The sequential rule on ``metric`` over ``n_configs`` configurations (each against the first)."""
+
+    def __init__(self, metric: str, n_configs: int):
+        self.metric = metric
+        self.n = n_configs
+        self.looks = sequential.Looks()
+        self.decision: Decision | None = None
+        self._rounds_seen = 0
+
+    def after(self, blocks: Sequence[Block], elapsed_s: float) -> bool:
+        """Whenever blocks may have come in: take the look due after the rounds complete so far, if one is; True
+        once a look settled every verdict on the metric (the decision is then kept)."""
+        if self.decision is not None:
+            return True
+        rounds = len(blocks) // self.n
+        if rounds <= self._rounds_seen:
+            return False
+        self._rounds_seen = rounds
+        used = [b for b in blocks if b.seq < rounds * self.n]
+        taken = sequential.look(used, self.n, self.metric, self.looks)
+        if taken is None or not sequential.settled(taken[1]):
+            return False
+        self.decision = Decision(rounds * self.n, taken[0], elapsed_s)
+        return True
+
+    def level(self) -> float | None:
+        """The level every interval of the result is taken at: the deciding look's, or the last look's."""
+        return self.decision.level if self.decision is not None else self.looks.last()
+
+
+class PointRule:
+    """When a capacity point's measuring ends: ``t_end`` (its own time), the search's budget, or its decision.
+
+    A "met" is believed only once the search has recorded ``min_recorded_s`` of the host (its stalls come in
+    clumps: a point met from a couple of seconds had mostly seen none of them)."""
+
+    def __init__(self, t_end: float, budget: Budget, min_recorded_s: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self.t_end = t_end
+        self.budget = budget
+        self.min_recorded_s = min_recorded_s
+        self.clock = clock
+
+    def final(self) -> bool:
+        """The point's time or the search's budget is spent: this look is its last."""
+        return self.clock() >= self.t_end or self.budget.left() <= 0
+
+    def done(self, decision: str, recorded_s: float, final: bool) -> bool:
+        """Whether a search's point needs no more blocks after a look that gave ``decision``."""
+        short = decision == "met" and recorded_s < self.min_recorded_s  # too little of the host seen
+        return final or (decision != "undecided" and not short)
+
+    def rounds_next(self, per_round_s: float) -> int:
+        """How many rounds the next measuring of the point takes (0: none fits in the budget): up to two, as many
+        as fit before the point's own end, at least one."""
+        in_budget = int(self.budget.left() / per_round_s)
+        if in_budget < 1:
+            return 0
+        return min(in_budget, max(1, min(2, int((self.t_end - self.clock()) / per_round_s))))
