@@ -100,7 +100,7 @@ def test_overall() -> None:
 
 
 def test_exit_codes_undecided_is_never_a_pass() -> None:
-    assert (EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED) == (0, 4, 5)
+    assert (EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED) == (0, 5, 6)
     assert exit_code("pass") == EXIT_OK
     assert exit_code("undecided") != EXIT_OK and exit_code("fail") != EXIT_OK
     assert len({EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED}) == 3
@@ -126,7 +126,7 @@ def test_summary_markdown() -> None:
     assert lines[4] == "| p99 | +1.2 % | \u22120.8 % \u2026 +3.1 % | > +5.0 % | pass |"
     assert lines[5] == "| throughput | \u22122.0 % | \u22126.5 % \u2026 +1.0 % | < \u22125.0 % | undecided |"
     assert lines[6] == "| cpu | +12 % | +8.0 % \u2026 +17 % | > +5.0 % | **FAIL** |"
-    assert lines[-1] == "Exit 4: an interval lies wholly beyond its threshold."
+    assert lines[-1] == "Exit 5: an interval lies wholly beyond its threshold."
     # every table row has the header's five cells
     assert all(row.count("|") == 6 for row in lines[2:7])
 

@@ -24,10 +24,10 @@ Why a test on the interval, not on the estimate
     ``overall``: fail if any gate fails, pass only if every gate passes, else undecided.
 
 Exit codes (``EXIT_PASS``, ``EXIT_FAIL``, ``EXIT_UNDECIDED``)
-    pass 0, fail 4, undecided 5. Undecided is never a pass: a gate that cannot see a regression has not shown
+    pass 0, fail 5, undecided 6. Undecided is never a pass: a gate that cannot see a regression has not shown
     there is none, and a CI step that exits 0 on "could not tell" would let every regression through on a noisy
     runner. It is not a fail either: a pipeline may retry it, or treat it as a warning, by its exit code. The codes
-    sit above ortop's usage (2) and findings (3) codes, so "the gate failed" is never mistaken for "the command
+    sit above ortop's usage (2), findings (3) and lost-worker (4) codes, so "the gate failed" is never mistaken for "the command
     was wrong".
 """
 
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 EXIT_PASS = 0
-EXIT_FAIL = 4        # a gate's whole interval is beyond its threshold: a regression shown
-EXIT_UNDECIDED = 5   # no gate failed but one could not tell: never a pass
+EXIT_FAIL = 5        # a gate's whole interval is beyond its threshold: a regression shown
+EXIT_UNDECIDED = 6   # no gate failed but one could not tell: never a pass
 
 GATE_METRICS = ("p50", "p99", "throughput", "cpu")
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -111,7 +111,7 @@ def overall(judgements: Sequence[Result]) -> Result:
 
 
 def exit_code(result: Result) -> int:
-    """The process exit code for an overall result: pass 0, fail 4, undecided 5."""
+    """The process exit code for an overall result: pass 0, fail 5, undecided 6."""
     return _EXIT[result]
 
 
