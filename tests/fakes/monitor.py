@@ -100,6 +100,7 @@ class FakeMonitor:
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
             restarts=0, verifying=self.verifying, memory=self._memory(cur), replicas=self.replica_figures,
+            window_span_s=self.window_s, window_rate_per_s=80.0 if cur else math.nan,
         )
 
     @staticmethod

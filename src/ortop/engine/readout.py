@@ -27,6 +27,8 @@ from ortop.measure import stats
 from ortop.measure.series import Series
 from ortop.model.inspect import ModelInfo
 
+WINDOW_MIN_RUNS = 20         # the recent window widens (up to WINDOW_MAX_S) until it holds this many runs: a
+WINDOW_MAX_S = 30.0          # headline p99 over a few runs is one run
 RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
                              # recomputed at most this often; finished configurations are computed once
 
@@ -123,11 +125,9 @@ class Readout:
                 history = [replace(h, best=h is best) for h in history]
             cur = self._current
             rec = next((h for h in history if cur is not None and h.config_id == cur.config_id), None)
-            window = stats.LatencyStats()
+            window, span, rate = stats.LatencyStats(), float(self.window_s), math.nan
             if cur is not None:
-                rows = cur.ring.view()
-                recent = rows[rows[:, 3] >= now - self.window_s, 0] if len(rows) else rows[:, 0]
-                window = stats.latency_stats(recent)
+                window, span, rate = recent_window(cur.ring.view(), now, self.window_s, now - cur.started)
             info = cur.info if cur is not None else {}
             requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
             active = tuple(info.get("providers_active", ()))
@@ -144,5 +144,25 @@ class Readout:
                 series=self._series.buckets(now), events=self._events.items(), history=tuple(history),
                 worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
                 memory=self._memory(cur, host), replicas=cur.replicas() if cur is not None else (),
-                traffic=cur.traffic() if cur is not None else None,
+                traffic=cur.traffic() if cur is not None else None, window_span_s=span, window_rate_per_s=rate,
             )
+
+
+def recent_window(rows: np.ndarray, now: float, window_s: float,
+                  age_s: float = math.inf) -> tuple[stats.LatencyStats, float, float]:
+    """(latency, span s, runs per second) over the runs that started in the last ``window_s`` seconds; widened in
+    whole seconds, up to WINDOW_MAX_S, until it holds WINDOW_MIN_RUNS runs (at a few runs a second, five seconds
+    is a handful of runs and their p99 is the slowest one). ``age_s``: how long the configuration has been
+    running; the rate is over no more than that."""
+    span = float(window_s)
+    if not len(rows):
+        return stats.LatencyStats(), span, 0.0 if age_s > 0 else math.nan
+    t = rows[:, 3]
+    recent = t >= now - span
+    if int(recent.sum()) < WINDOW_MIN_RUNS and span < WINDOW_MAX_S:
+        oldest = float(t[-min(len(t), WINDOW_MIN_RUNS)])
+        span = min(WINDOW_MAX_S, max(span, float(math.ceil(now - oldest))))
+        recent = t >= now - span
+    n = int(recent.sum())
+    over = min(span, age_s) if age_s > 0 else span
+    return stats.latency_stats(rows[recent, 0]), span, n / over if over > 0 else math.nan

@@ -153,6 +153,30 @@ def clip_words(text: str, width: int) -> str:
     return cut + "…"
 
 
+def clip_text(text: Text, width: int) -> Text:
+    """:func:`clip_words` for a styled line: the styles kept on what is left, the ellipsis in the last cell."""
+    plain = text.plain
+    if len(plain) <= width:
+        return text
+    cut = clip_words(plain, width)
+    out = text[: max(0, len(cut) - 1)]
+    out.append("…", style="dim")
+    out.no_wrap, out.end = True, ""
+    return out
+
+
+def fit(forms: Iterable[Text | str], width: int) -> Text:
+    """The one rule for a line that may not fit: the first of ``forms`` (the same line in ever shorter wordings,
+    longest first) that fits ``width`` cells whole; when none does, the last one cut after a whole word with an
+    ellipsis (:func:`clip_words`). A figure is never cut in half: it is either whole or behind the "…"."""
+    last: Text | None = None
+    for form in forms:
+        last = form if isinstance(form, Text) else Text(form, no_wrap=True, end="")
+        if last.cell_len <= width:
+            return last
+    return clip_text(last, width) if last is not None else Text("", end="")
+
+
 def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
     """``text`` in lines of at most ``width`` cells, broken at spaces, at most ``max_lines`` of them (the last one
     cut with an ellipsis when more was left)."""
