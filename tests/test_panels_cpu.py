@@ -160,3 +160,29 @@ def test_spin_panel_names_the_threads_roles_and_the_units() -> None:
     assert out[3].startswith("worker ") and out[3].endswith(" 1.57 cores")
     assert out[4].startswith("thread") and "% of a core" in out[4]
     assert out[5].endswith("97% pool") and out[6].endswith("60% caller 0")
+
+
+def test_spin_panel_shows_nothing_of_a_new_session_before_it_has_runs_enough() -> None:
+    """Right after spinning went off the first figures read "545 ms/s = 100 % of its CPU" between runs, the
+    gap before the first run divided by the span of two runs: a new session's split waits for its runs."""
+    early = CpuCost(50.0, 545.0, 54.5, 0.5)
+    out = spin.spin_panel(early, (), 48, 8, runs=3).plain
+    assert "545" not in out and "100%" not in out
+    assert "measuring" in out and "3 of 20 runs" in out
+    steady = spin.spin_panel(CpuCost(3.0, 25.0, 20.0, 5.0), (), 48, 8, runs=200).plain
+    assert "between runs 25 ms/s" in steady
+
+
+def test_between_runs_leaves_out_the_gap_before_the_first_kept_run() -> None:
+    import numpy as np
+
+    from ortop.config.profile import Profile
+    from ortop.engine.store import ConfigStore
+
+    c = ConfigStore(1, Profile())
+    # two runs 0.1 s apart; the first came after a 0.5 s gap (the build) spent spinning: 500 ms of CPU
+    rows = np.zeros((2, 9), dtype=np.int64)
+    rows[:, 1] = 1_000_000                    # 1 ms in Run()
+    rows[:, 3] = [500_000_000, 2_500_000]     # CPU between runs, ns
+    c.add(rows, wall_ns=200_000_000, cpu_ns=510_000_000, t_s=np.array([10.0, 10.1]))
+    assert c.cost().cpu_ms_between_runs_per_s == pytest.approx(25.0)

@@ -147,8 +147,10 @@ class ConfigStore:
         per_run = self.cpu_ns / 1e6 / self.runs
         between = math.nan
         if self.profile.workload.concurrency == 1 and len(rows) and bool((rows[:, 2] >= 0).all()):
-            # Spin: CPU the process burned while no Run() was in flight, per second of wall time.
-            between = float(rows[:, 2].sum()) / (float(rows[-1, 3] - rows[0, 3]) or wall_s)
+            # Spin: CPU the process burned while no Run() was in flight, per second of wall time. The first
+            # kept run's share is the gap before it (after the build, the warm-up, a pause): not in the span.
+            span = float(rows[-1, 3] - rows[0, 3])
+            between = float(rows[1:, 2].sum()) / span if span > 0 else float(rows[:, 2].sum()) / wall_s
         return CpuCost(per_run, between, self.cpu_ns / self.wall_ns * 100, self.busy_ns / self.wall_ns * 100)
 
     def session_bytes(self) -> int | None:

@@ -201,6 +201,34 @@ def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
     return lines
 
 
+def wrap_terms(terms: Sequence[str], width: int, lead: str = "", sep: str = " · ", max_lines: int = 2) -> list[str]:
+    """Whole terms (``< 1: 1.00``, ``MatMul×3``) in lines of at most ``width`` cells, the first after ``lead``, the
+    rest indented under it; a term never splits. Past ``max_lines`` the last line ends ``… +N`` (how many more)."""
+    indent = " " * min(len(lead), max(0, width // 3))
+    lines: list[str] = []
+    cur = lead
+    fresh = True
+    for i, term in enumerate(terms):
+        piece = term if fresh else sep + term
+        if len(cur) + len(piece) <= width or fresh and len(cur) + len(term) <= width:
+            cur += piece
+            fresh = False
+            continue
+        if len(lines) + 1 >= max_lines:
+            more = f" … +{len(terms) - i}"
+            while len(cur) + len(more) > width and sep in cur[len(indent):]:
+                cut = cur.rfind(sep)
+                more = f" … +{len(terms) - i + 1}"
+                cur, i = cur[:cut], i - 1
+            lines.append(clip(cur + more, width))
+            return lines
+        lines.append(cur)
+        cur, fresh = indent + term, False
+    if cur.strip():
+        lines.append(clip(cur, width))
+    return lines
+
+
 def join_lines(lines: Sequence[Text], height: int | None = None) -> Text:
     """Stack lines into one Text; with ``height``, cut to it (a panel never grows its own box)."""
     if height is not None:

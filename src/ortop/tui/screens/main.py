@@ -108,8 +108,9 @@ class MainScreen(Screen[None]):
                                  (snap.state, elapsed if busy else m.frame, snap.config_id, len(snap.history)))
         q("#cpu", Panel).show(lambda w, h: cpu.cpu_panel(m.cpu, w, h, owners), (m.cpu, shares))
         gaps = snap.traffic.idle_gaps if snap.traffic is not None else ()
-        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history, gaps),
-                               (m.slow, snap.config_id))
+        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history, gaps,
+                                                                   snap.runs),
+                               (m.slow, snap.config_id, snap.runs >= spin.SPIN_MIN_RUNS))
         q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
         mem = snap.memory
         q("#memory", Panel).show(lambda w, h: memory.memory_panel(mem, snap.history, m.gpu, w, h),
