@@ -53,6 +53,7 @@ class FakeMonitor:
         self.verified: list[tuple[int, int]] = []
         self.verifying: VerifyProgress | None = None
         self.pending: Profile | None = None
+        self.traffic = None  # an engine.traffic.Traffic the snapshots carry (open arrivals, a shape mix)
         self.providers_active = providers_active
         self.replica_figures = self._replicas(replicas, pin_replicas, host_cores)  # seeded; the tests may swap them
         self.events: list[Event] = [
@@ -100,7 +101,7 @@ class FakeMonitor:
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
             restarts=0, verifying=self.verifying, memory=self._memory(cur), replicas=self.replica_figures,
-            window_span_s=self.window_s, window_rate_per_s=80.0 if cur else math.nan,
+            window_span_s=self.window_s, window_rate_per_s=80.0 if cur else math.nan, traffic=self.traffic,
         )
 
     @staticmethod
