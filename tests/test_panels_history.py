@@ -95,3 +95,41 @@ def test_rows_with_long_changes_read_apart_and_the_detail_has_them_in_full() -> 
     detail = history.history_detail(recs[2], recs[1]).plain.split("\n")
     assert detail[0] == "#2 allow_spinning: default → off; x"
     assert detail[1] == "from #1: dbb 4 · 100 Hz"
+
+
+def test_every_verdict_names_its_metric() -> None:
+    """"−40.7 % unverified" sat beside "CPU/run +318 %" without saying it was p50."""
+    from ortop.engine.snapshot import RowVerdict
+
+    assert history.verdict_cell(RowVerdict("unverified", "−40.7 % unverified", "", metric="p50")).plain == \
+        "p50 −40.7 % unverified"
+    assert history.verdict_cell(RowVerdict("faster", "−37 % faster", "", metric="p50")).plain == "p50 −37 % faster"
+    assert history.verdict_cell(RowVerdict("faster", "CPU/run −80 %", "", metric="cpu")).plain == "CPU/run −80 %"
+    assert history.verdict_cell(RowVerdict("no difference", "no difference", "", metric="cpu")).plain == \
+        "CPU/run no difference"
+    assert history.verdict_cell(RowVerdict("measuring", "measuring…", "", metric="p50")).plain == "measuring…"
+
+
+def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
+    """A row left at "measuring…" forever: once another configuration replaced it, it gets no more runs."""
+    import numpy as np
+
+    from ortop.engine.readout import Readout
+    from ortop.engine.store import ConfigStore
+
+    def store(cid: int, runs: int) -> ConfigStore:
+        c = ConfigStore(cid, Profile())
+        rows = np.zeros((runs, 9), dtype=np.int64)
+        rows[:, 1] = 2_000_000
+        c.add(rows, wall_ns=runs * 10_000_000, cpu_ns=0, t_s=np.arange(runs) * 0.01)
+        return c
+
+    r = Readout.__new__(Readout)
+    r._verify = None
+    first, short, last = store(0, 200), store(1, 5), store(2, 200)
+    r._current = short
+    assert r._row_verdict(short, first, short.ring.view()).kind == "measuring"  # still running: it may get more
+    r._current = last
+    settled = r._row_verdict(short, first, short.ring.view())
+    assert settled.kind != "measuring" and settled.short == "too few runs"
+    assert "5 runs" in settled.text and "20" in settled.text

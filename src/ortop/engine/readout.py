@@ -70,7 +70,15 @@ class Readout:
             return c.verdict
         if prev is None:
             return ""
-        return sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, 0])
+        verdict = sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, 0])
+        if verdict.kind == "measuring" and c is not self._current:
+            # it will get no more runs: the row settles, saying why there is no verdict
+            few = c if len(rows) < MIN_VERDICT_RUNS else prev
+            whose = "this configuration" if few is c else f"#{prev.config_id}"
+            return RowVerdict("undecided", "too few runs",
+                              f"{whose} ran {few.runs} runs before it was replaced: a verdict needs "
+                              f"{MIN_VERDICT_RUNS}", (), verdict.metric, prev.config_id)
+        return verdict
 
     def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
         rows = c.ring.view()
@@ -91,7 +99,7 @@ class Readout:
         v = self._verify
         il = v.interleaving if v is not None and v.config_id == c.config_id else None
         key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None, c.verdict_gen,
-               int(il.elapsed()) if il is not None else None)
+               int(il.elapsed()) if il is not None else None, c is self._current)
         hit = self._record_cache.get(c.config_id)
         if hit is not None and (hit[0] == key or (
                 c is self._current and now - hit[1] < RECORD_REFRESH_S and hit[0][4:] == key[4:]

@@ -40,6 +40,8 @@ def label_width(width: int) -> int:
 
 VERDICT_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
                  "not comparable")
+METRIC_NAMES = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}  # as the columns say them
+NAMED_KINDS = ("unverified", "faster", "slower", "no difference", "undecided")  # a verdict on one metric
 VERDICT_STYLE = {
     "faster": "bold green",       # a real speed-up
     "slower": "bold red",         # a real slow-down
@@ -57,7 +59,11 @@ def verdict_parts(verdict: Any) -> tuple[str, str, str]:
     if verdict is None:
         return "not comparable", "", ""
     if not isinstance(verdict, str):
-        return str(verdict.kind), str(verdict.short or ""), str(verdict.text or "")
+        kind, short = str(verdict.kind), str(verdict.short or "")
+        name = METRIC_NAMES.get(getattr(verdict, "metric", "") or "")
+        if short and name and kind in NAMED_KINDS and name not in short:
+            short = f"{name} {short}"  # "−40.7 % unverified" beside "CPU/run +318 %": which figure moved?
+        return kind, short, str(verdict.text or "")
     if verdict.endswith("faster"):
         return "faster", verdict, verdict
     if verdict.endswith("slower"):
