@@ -685,7 +685,8 @@ async def test_help_explains_every_panels_figures_and_scrolls_at_80x24(monitor: 
         for figure in ("in Run 56%", "p99 after idle (ms)", "3▕███▌ 40/57", "between runs N ms/s",
                        "▼ rebuild", "own scale", "thread core % of a core", "caller N", "main", "reader", "pool",
                        "p50 ▁▂█ 0.345 ms", "last 5 s: N runs", "all 8,413 runs: p50…", "★",
-                       "p50 +3.1 % unverified", "too few runs",  "−12 % faster / slower", "no difference", "undecided", "not comparable"):
+                       "p50 +3.1 % unverified", "too few runs", "−12 % faster / slower", "no difference",
+                       "undecided", "not comparable"):
             assert figure in text, figure
         # each p50's window, from the running monitor's own spans
         assert f"one column per {monitor.bucket_s:g} s" in text

@@ -109,8 +109,8 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             ("all 8,413 runs: p50…", f"{since}: its run count, p50, p99, p99.9 over {kept}, and "
              "runs/s over its whole measured time"),
             ("queue a/b + service c/d", "open arrivals (poisson, fixed, trace): response = wait in the queue + service "
-             "(inside Run()), p50/p99 ms over all runs (q, svc when narrow); the sparklines are then response time, counted from each arrival; "
-             "N shed: requests dropped past the queue limit"),
+             "(inside Run()), p50/p99 ms over all runs (q, svc when narrow); the sparklines are then response "
+             "time, counted from each arrival; N shed: requests dropped past the queue limit"),
         )),
         (replicas.TITLE, (
             ("r0 cores 0-1", "a replica: one session of the model in the one worker, with its own callers; its cores "
