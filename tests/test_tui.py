@@ -564,21 +564,35 @@ async def test_history_rows_read_apart_and_the_selected_one_is_shown_in_full(tmp
 async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_words(tmp_path: Path) -> None:
     from textual.widgets._footer import FooterKey
 
+    from ortop.tui.keymap import MAIN_KEYS, bar_display
+
+    def left_out_reach_the_palette(app, shown) -> None:
+        """Every key the footer leaves out is a command of the palette the footer's ``^p more`` opens."""
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for k in MAIN_KEYS:
+            if k.footer and bar_display(k) not in shown and k.action != "quit":
+                assert any(title.startswith(k.label + " (") for title in titles), (k.label, titles)
+
     app = fake_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         app.tick()
         await pilot.pause()
         keys = list(app.screen.query(FooterKey))
         shown = {k.key_display: k for k in keys}
-        for key in ("?", "+/-", "p", "R", "b", "v", "spc", "r", "s", "q"):
+        for key in ("?", "+/-", "p", "R", "b", "v", "spc", "s", "q", "^p"):
             assert key in shown, sorted(shown)
             assert shown[key].region.right <= 80, (key, shown[key].region)  # on screen, not cut off
+        assert shown["^p"].description == "more"  # h, ^s, o, e… are not dropped silently
+        left_out_reach_the_palette(app, shown)
         status = panel_text(app, "status")
         assert status.rstrip().endswith("#2 threads 2 · spin off · 100 Hz")
-    async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # every key fits at 120
+    async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # the screens' keys too at 120
         await pilot.pause()
-        shown = {k.key_display for k in pilot.app.screen.query(FooterKey)}
-        assert {"o", "e", "^s", "h", "q"} <= shown
+        keys = list(pilot.app.screen.query(FooterKey))
+        shown = {k.key_display: k for k in keys}
+        assert {"d", "t", "c", "^s", "h", "q", "^p"} <= set(shown), sorted(shown)
+        assert all(k.region.right <= 120 for k in keys)
+        left_out_reach_the_palette(pilot.app, shown)
 
 
 async def test_cores_show_the_workers_share_threads_their_role_and_one_unit(tmp_path: Path) -> None:
