@@ -186,3 +186,48 @@ def test_between_runs_leaves_out_the_gap_before_the_first_kept_run() -> None:
     rows[:, 3] = [500_000_000, 2_500_000]     # CPU between runs, ns
     c.add(rows, wall_ns=200_000_000, cpu_ns=510_000_000, t_s=np.array([10.0, 10.1]))
     assert c.cost().cpu_ms_between_runs_per_s == pytest.approx(25.0)
+
+
+class ScriptedCpu:
+    """A collector that returns the thread lists it is given, one per sample."""
+
+    def __init__(self, *threads: tuple[ThreadSample, ...]) -> None:
+        self.script = list(threads)
+
+    def watch(self, pid) -> None:
+        pass
+
+    def sample(self) -> CpuSample:
+        threads = self.script.pop(0)
+        return CpuSample((50.0,), 50.0, 100.0, threads, frozenset(), 1.0)
+
+
+def test_the_thread_table_shows_the_live_sessions_threads_only() -> None:
+    """Threads of the sessions a rebuild replaced stayed ("17525 1 0 % pool"), and a verification left a second
+    "caller 0": the table shows the worker's own threads and the running session's."""
+    from ortop.tui.meters import MeterState
+
+    main, reader = ThreadSample(1, 1.0, 0, "ortop-worker", "main"), ThreadSample(2, 0.0, 0, "ortop-stderr", "reader")
+    old = (ThreadSample(10, 0.0, 1, "ortop-worker", "pool"), ThreadSample(11, 30.0, 1, "ortop-caller-0", "caller 0"))
+    new = (ThreadSample(20, 40.0, 0, "ortop-worker", "pool"), ThreadSample(21, 30.0, 0, "ortop-caller-0", "caller 0"))
+    temp = (ThreadSample(30, 0.0, 1, "ortop-caller-0", "caller 0"),)
+    m = MeterState(ScriptedCpu((main, reader, *old), (main, reader, *old, *new), (main, reader, *old, *new, *temp),
+                               (main, reader, *old, *new, *temp)))
+
+    def tids() -> set[int]:
+        m.close_period()
+        return {t.tid for t in m.view(0, 0).threads}
+
+    m.follow(building=False, verifying=False)
+    m.sample()
+    assert tids() == {1, 2, 10, 11}
+    m.follow(building=True, verifying=False)   # a rebuild starts: what runs now is the old session's
+    m.sample()
+    m.follow(building=False, verifying=False)
+    assert tids() == {1, 2, 20, 21}
+    m.follow(building=False, verifying=True)   # a verification builds sessions of its own
+    m.sample()
+    m.follow(building=False, verifying=False)
+    m.sample()
+    assert tids() == {1, 2, 20, 21}
+    assert [t.role for t in m.view(0, 0).threads].count("caller 0") == 1

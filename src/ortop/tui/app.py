@@ -156,6 +156,7 @@ class OrtopApp(App[int]):
         snap = self.monitor.snapshot()
         self.snap = snap
         self.meters.watch(snap.worker_pid)
+        self.meters.follow(building=snap.pending is not None, verifying=snap.verifying is not None)
         if frame:
             # The collectors report load since their previous call, so sampling every METER_TICKS ticks *is* the
             # average over those ticks: half the /proc reads and half the repaints of a per-tick meter, which
