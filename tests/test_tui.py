@@ -514,10 +514,22 @@ async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_pat
         assert mon.applied == [] and "already at 1, the fewest" in notes(app)[-1]
         mon.history[-1] = replace(mon.history[-1], profile=replace(mon.start_profile, session=replace(
             mon.start_profile.session, intra_op_num_threads=0)))
-        await pilot.press("plus")  # ORT's default already runs the 4 logical cores here
+        await pilot.press("plus")  # ORT's default already runs more than the 4 logical cores here
         await pilot.pause()
-        assert mon.applied == [] and "ORT's default already runs 4 intra-op threads" in notes(app)[-1]
+        # the count is the one the worker runs (the fake's pool: 5 threads and the caller), not a guess
+        assert mon.applied == [] and "ORT's default already runs 6 intra-op threads (counted in the worker)" in \
+            notes(app)[-1]
+        assert "counted in the worker" in mon.events[-1].text  # in the events too, not only a passing toast
         assert len(mon.history) == 1  # no rebuild, no history row
+
+
+def test_plus_from_ort_default_steps_from_the_count_ort_runs() -> None:
+    from ortop.tui import quick
+
+    # ORT runs 4 threads here though the host has 2 physical cores: + asks for 5, - for 3
+    assert quick.threads(Profile(), +1, logical=8, physical=2, running=4).changes == {quick.THREADS: 5}
+    assert quick.threads(Profile(), -1, logical=8, physical=2, running=4).changes == {quick.THREADS: 3}
+    assert quick.threads(Profile(), +1, logical=8, physical=2).changes == {quick.THREADS: 3}  # not counted yet
 
 
 @pytest.mark.slow

@@ -233,8 +233,10 @@ class OrtopApp(App[int]):
     def _quick(self, q: quick.Quick) -> None:
         """Apply a quick key's change; one that changes nothing says why, one that drops a setting asks first."""
         what = q.what
-        if q.noop:
+        if q.noop:  # said in the events too: a toast alone is gone in seconds, and easily missed
+            self.monitor.add_event("info", f"{what}: {q.message}")
             self.notify(q.message, title=what, severity="warning")
+            self.tick()
             return
 
         def go(yes: bool | None = True) -> None:
@@ -251,10 +253,10 @@ class OrtopApp(App[int]):
             go()
 
     def action_threads_up(self) -> None:
-        self._quick(quick.threads(self.current_profile(), +1))
+        self._quick(quick.threads(self.current_profile(), +1, running=self.meters.intra_op_threads()))
 
     def action_threads_down(self) -> None:
-        self._quick(quick.threads(self.current_profile(), -1))
+        self._quick(quick.threads(self.current_profile(), -1, running=self.meters.intra_op_threads()))
 
     def action_toggle_spinning(self) -> None:
         self._quick(quick.spinning(self.current_profile()))

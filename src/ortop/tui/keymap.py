@@ -42,7 +42,7 @@ MAIN_KEYS: tuple[Key, ...] = (
         "within a latency SLO, the latency–load curve drawn as points are measured (apply or save either, w writes "
         "the HTML report)", short="cap", rank=12),
     Key("plus,equals_sign", "threads_up", quick.label(quick.THREADS), "intra-op threads up by one (from ORT's "
-        "default: one more than the count ORT runs, the physical cores)", "+", short="thr", bar="+/-", rank=3),
+        "default: one more than the count ORT runs, counted in the worker)", "+", short="thr", bar="+/-", rank=3),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
     Key("p", "toggle_spinning", quick.label(quick.SPIN),
         "toggle the intra-op pool's spinning (allow_spinning off / default)", rank=4),

@@ -80,6 +80,16 @@ class MeterState:
         """``threads`` less those of sessions other than the live one (see :meth:`follow`)."""
         return tuple(t for t in threads if t.tid not in self._stale or getattr(t, "role", "") in WORKER_WIDE)
 
+    def intra_op_threads(self) -> int | None:
+        """The intra-op threads the live session runs, counted: its pool's threads plus the caller that runs with
+        them (ORT's pool holds intra_op_num_threads − 1); None before a sample of an ortop worker."""
+        if self.cpu_sample is None:
+            return None
+        live = self.live_threads(self.cpu_sample.threads)
+        if not any(getattr(t, "role", "").startswith("caller") for t in live):
+            return None
+        return 1 + sum(1 for t in live if getattr(t, "role", "") == "pool")
+
     def sample(self) -> None:
         """One CPU and one GPU sample (each covers the time since the previous one)."""
         if self.cpu is not None:
