@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
@@ -95,6 +95,8 @@ class OrtopApp(App[int]):
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
         self.capacity_factory: SearchFactory | None = None  # the capacity screen's search (None: the real one)
         self._origins: dict[str, str] = {}  # profile_key -> where a profile applied from a screen came from
+        self._keys_held: tuple[float, float | None] | None = None  # (since, ready) while a screen opens
+        self.keys_dropped = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -312,7 +314,35 @@ class OrtopApp(App[int]):
             self.install_screen(self._settings, "settings")
         else:
             self._settings.load(self.current_profile())
+        settings, profile = self._settings, self.current_profile()
+        # keys typed before the form was up may have reached its first field through the live view's queue: the
+        # form shows the profile again once it is ready
+        self._hold_keys(settings, lambda: settings.load(profile))
         self.push_screen("settings", self._settings_closed)
+
+    def _hold_keys(self, screen: Screen, on_ready: Callable[[], None] | None = None) -> None:
+        """Drop the keys typed while ``screen`` opens (a settings form of a hundred fields takes half a second of
+        CPU to build on a busy host): meant for the live view, they would land in its first field. The screen is
+        ready once it has drawn (its first refresh after mounting)."""
+        self._keys_held = (time.monotonic(), None)  # textual stamps events with time.monotonic on Linux
+
+        def ready() -> None:
+            if self._keys_held is not None:
+                self._keys_held = (self._keys_held[0], time.monotonic())
+            if on_ready is not None:
+                on_ready()
+
+        screen.call_after_refresh(ready)
+
+    async def on_event(self, event: events.Event) -> None:
+        held = self._keys_held
+        if held is not None and isinstance(event, events.Key):  # forwarded too: the live view hands keys back
+            since, ready = held
+            if ready is None or event.time < ready:
+                self.keys_dropped += 1
+                return  # typed before the screen could show where it would go
+            self._keys_held = None
+        await super().on_event(event)
 
     def action_save_profile(self) -> None:
         self.ask_save(self.monitor.snapshot().profile)
