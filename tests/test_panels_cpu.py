@@ -86,7 +86,8 @@ def test_cpu_panel_summary_line() -> None:
     """One convention: a process's CPU in cores, shares in per cent."""
     sample = CpuSample((10.0, 90.0), 50.0, 180.0, (), frozenset({1}), 1.5)
     out = lines(cpu.cpu_panel(sample, 40, 4))
-    assert out[-1] == "worker 1.80 cores · host 50% · ui 0.01"  # 1.5 % of a core
+    assert out[-1] == "cores: worker 1.80 · ui 0.01 · host 50%"  # 1.5 % of a core; the unit always said
+    assert lines(cpu.cpu_panel(sample, 30, 4))[-1] == "worker 1.80 cores · host 50%"
     assert lines(cpu.cpu_panel(sample, 50, 4))[-1] == "worker 1.80 cores · host 50% · ui 0.01 cores"
     assert lines(cpu.cpu_panel(sample, 34, 4))[-1] == "worker 1.80 cores · host 50%"  # whole, or not at all
     assert cpu.cpu_panel(None, 40, 4).plain.startswith("waiting")

@@ -42,8 +42,8 @@ def rich_monitor() -> FakeMonitor:
     m.traffic = open_traffic()
     m.info = replace(m.info, op_histogram={"Constant": 420, "Add": 107, "Mul": 96, "MatMul": 48, "Softmax": 12,
                                            "LayerNormalization": 12})
-    m.events.append(Event(80.0, "info", "rebuilt in 41 ms, first run 5.8 ms: intra_op_num_threads: 2 → 4; "
-                                        "allow_spinning: off → default; inter_op_num_threads: 0 → 2"))
+    m.events.append(Event(80.0, "info", "rebuilt: intra_op_num_threads: 2 → 4; allow_spinning: off → "
+                                        "default; inter_op_num_threads: 0 → 2 (in 41 ms, first run 5.8 ms)"))
     return m
 
 
@@ -105,3 +105,14 @@ def test_a_shape_mix_is_named_a_mix_on_the_inputs_line() -> None:
     assert mixed_feeds(["input_ids: int64[1x16]", "mask: int64[1x16]"], shapes) == [
         "input_ids: int64[1x16..128] mix", "mask: int64[1x16]"]
     assert mixed_feeds(["input_ids: int64[1x16]"], shapes[:1]) == ["input_ids: int64[1x16]"]  # one shape: no mix
+
+
+def test_wrapping_breaks_at_spaces_even_after_a_short_first_word() -> None:
+    """"rebuilt: intra_op_num_threads: 0 → 2" in 29 cells broke as "…intra_op_num_threads" / ": 0 → 2"."""
+    from ortop.tui.panels._format import wrap_words
+
+    text = "rebuilt: intra_op_num_threads: 0 → 2 (in 41 ms, first run 5.8 ms)"
+    lines = wrap_words(text, 29, 3)
+    assert lines[0] == "rebuilt:" and lines[1].startswith("intra_op_num_threads: 0 → 2")
+    assert all(len(line) <= 29 for line in lines)
+    assert wrap_words("x" * 40, 29, 2) == ["x" * 29, "x" * 11]  # one word longer than the line is broken

@@ -60,8 +60,8 @@ class FakeMonitor:
             Event(0.4, "info", "session built in 48 ms, first run 6.2 ms"),
             Event(0.5, "warning", "ORT: Initializer fc1_w appears in graph inputs and will not be treated as "
                                   "constant value/weight.", 269),
-            Event(31.0, "info", "rebuilt in 41 ms, first run 5.8 ms: intra_op_num_threads: 0 → 2"),
-            Event(62.5, "info", "rebuilt in 44 ms, first run 3.9 ms: allow_spinning: default → off"),
+            Event(31.0, "info", "rebuilt: intra_op_num_threads: 0 → 2 (in 41 ms, first run 5.8 ms)"),
+            Event(62.5, "info", "rebuilt: allow_spinning: default → off (in 44 ms, first run 3.9 ms)"),
             Event(70.1, "error", "rebuild failed, previous session kept: thread affinity core 9 does not exist"),
         ]
         self.history: list[ConfigRecord] = []

@@ -194,8 +194,8 @@ def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
             rest = ""
             break
         space = rest.rfind(" ", 0, width + 1)
-        if space < width // 3:
-            space = width  # one long word: break it
+        if space <= 0:
+            space = width  # one word longer than the line: break it (nothing else would fit it)
         lines.append(rest[:space].rstrip())
         rest = rest[space:].lstrip()
     return lines
