@@ -89,8 +89,10 @@ async def test_no_panel_cuts_a_word_at_80x24_or_120x40(size: tuple[int, int]) ->
         assert not bad, "\n".join(bad)
         # what the walkthrough lost: each shape's response p99, every idle-gap bucket, the service p99
         model = app.screen.query_one("#model", Panel).text.plain
-        shown = [line for line in model.split("\n") if "seq=" in line]
+        shown = [line for line in model.split("\n") if line.startswith(("seq=", "shape seq="))]
         assert shown and all("resp" in line for line in shown), model
+        if size == (120, 40):
+            assert len(shown) == 3, model
         spin = app.screen.query_one("#spin", Panel).text.plain
         for bucket in ("< 1:", "1–10:", "10–100:", "≥ 100:"):
             assert bucket in spin, spin
@@ -116,3 +118,14 @@ def test_wrapping_breaks_at_spaces_even_after_a_short_first_word() -> None:
     assert lines[0] == "rebuilt:" and lines[1].startswith("intra_op_num_threads: 0 → 2")
     assert all(len(line) <= 29 for line in lines)
     assert wrap_words("x" * 40, 29, 2) == ["x" * 29, "x" * 11]  # one word longer than the line is broken
+
+
+def test_shapes_that_do_not_fit_are_counted_not_dropped_silently() -> None:
+    from ortop.tui.panels.model import model_panel
+
+    monitor = FakeMonitor()
+    t = open_traffic()
+    monitor.traffic = replace(t, shapes=t.shapes * 3)  # nine shapes
+    out = model_panel(monitor.snapshot(), 64, 9).plain.split("\n")
+    assert out[-1].startswith("+7 more shapes: seq=128, seq=16"), out
+    assert len(out) == 9 and all(len(line) <= 64 for line in out)

@@ -126,7 +126,11 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     line = Text(no_wrap=True, end="")
     line.append("inputs ", style="dim")
     line.append("; ".join(feeds) if feeds else DASH)
-    lines.append(fit([line], width))
+    forms = [line]
+    if any(f.endswith(" mix") for f in feeds):  # narrow: "mix" leads, so it is not the word cut off
+        forms.append(Text.assemble(("mix ", "dim"), "; ".join(f.removesuffix(" mix") for f in feeds),
+                                   no_wrap=True, end=""))
+    lines.append(fit(forms, width))
 
     forms = []
     for full in (True, False):
@@ -147,7 +151,8 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     forms = []
     for create, pid in ((f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms", True),
                         (f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms", False),
-                        (f"create {fmt_ms(snap.create_ms)} · first run {fmt_ms(snap.first_run_ms)} ms", False)):
+                        (f"create {fmt_ms(snap.create_ms)} · first run {fmt_ms(snap.first_run_ms)} ms", False),
+                        (f"{fmt_ms(snap.create_ms)} ms · 1st run {fmt_ms(snap.first_run_ms)} ms", False)):
         line = Text(no_wrap=True, end="")
         line.append("session ", style="dim")
         line.append(create)
@@ -167,8 +172,14 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
         said = ("the latencies include the wait" if traffic is not None and traffic.open
                 else "the model cannot keep this rate, runs go back to back")
         lines.append(Text(clip_words(f"! {short}: {said}", width), style="bold yellow", end=""))
-    for row in (traffic.shapes if traffic is not None else ()):  # a shape mix: what each size costs
+    shapes = traffic.shapes if traffic is not None else ()
+    room = height - len(lines)  # the shapes come before the notes (a mix's notes are about its first shape)
+    shown = shapes if len(shapes) <= room else shapes[: max(0, room - 1) if room >= 2 else room]
+    for row in shown:  # a shape mix: what each size costs
         lines.append(shape_line(row, width))
+    if len(shown) < len(shapes) and room >= 2:
+        left = shapes[len(shown):]
+        lines.append(fit([f"+{len(left)} more shapes: {', '.join(r.label for r in left)}"], width))
     # Warnings (a free dim left at an implausible 1) first and whole, wrapped at words; plain notes after, cut.
     notes = sorted(snap.notes, key=lambda n: note_level(n) != "warning")
     for note in notes:
