@@ -151,9 +151,27 @@ class Readout:
                 throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
                 series=self._series.buckets(now), events=self._events.items(), history=tuple(history),
                 worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
-                memory=self._memory(cur, host), replicas=cur.replicas() if cur is not None else (),
-                traffic=cur.traffic() if cur is not None else None, window_span_s=span, window_rate_per_s=rate,
+                memory=self._memory(cur, host),
+                replicas=self._live_cached("replicas", cur, now, cur.replicas) if cur is not None else (),
+                traffic=self._live_cached("traffic", cur, now, cur.traffic) if cur is not None else None,
+                window_span_s=span, window_rate_per_s=rate,
             )
+
+    def _live_cached(self, what: str, c: ConfigStore, now: float, compute: Callable[[], Any]) -> Any:
+        """The running configuration's ``what`` (its traffic figures, its replicas' figures: percentiles over every
+        kept run), recomputed when its runs changed, at most every RECORD_REFRESH_S. Computed on every snapshot,
+        their cost grew with the ring (7 ms a snapshot at 50 000 runs with open arrivals, several a second): the
+        UI's CPU rose from 3.8 % to 7 % of a core as the ring filled, and stayed there."""
+        cache: dict[tuple[str, int], tuple[int, float, Any]] = self.__dict__.setdefault("_live_cache", {})
+        hit = cache.get((what, c.config_id))
+        if hit is not None and (hit[0] == c.runs or now - hit[1] < RECORD_REFRESH_S):
+            return hit[2]
+        value = compute()
+        cache[(what, c.config_id)] = (c.runs, now, value)
+        if len(cache) > 8:  # configurations no longer running
+            for key in [k for k in cache if k[1] != c.config_id]:
+                del cache[key]
+        return value
 
 
 def recent_window(rows: np.ndarray, now: float, window_s: float,
@@ -165,6 +183,10 @@ def recent_window(rows: np.ndarray, now: float, window_s: float,
     span = float(window_s)
     if not len(rows):
         return stats.LatencyStats(), span, 0.0 if age_s > 0 else math.nan
+    # the runs come in time order (by batch): search the tail instead of testing every kept run, with a margin
+    # for batches of concurrent callers that interleave
+    start = max(0, int(np.searchsorted(rows[:, 3], now - WINDOW_MAX_S, side="left")) - 1000)
+    rows = rows[start:]
     t = rows[:, 3]
     recent = t >= now - span
     if int(recent.sum()) < WINDOW_MIN_RUNS and span < WINDOW_MAX_S:
