@@ -129,3 +129,11 @@ def test_shapes_that_do_not_fit_are_counted_not_dropped_silently() -> None:
     out = model_panel(monitor.snapshot(), 64, 9).plain.split("\n")
     assert out[-1].startswith("+7 more shapes: seq=128, seq=16"), out
     assert len(out) == 9 and all(len(line) <= 64 for line in out)
+
+
+def test_an_event_never_leaves_a_unit_alone_on_its_line() -> None:
+    from ortop.tui.panels.events import events_panel
+
+    text = "rebuilt: rate_hz: 0.0 → 100.0 (in 27 ms, first run 1.3 ms)"
+    lines = events_panel([Event(123.1, "info", text)], 64, 3).plain.split("\n")
+    assert lines[1].strip() == "1.3 ms)", lines
