@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ortop.engine import Monitor, MonitorView, Snapshot
 
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
+KEY_HOLD_MAX_S = 3.0    # keys are held at most this long while a screen opens (see _hold_keys)
 SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
 
 
@@ -338,6 +339,8 @@ class OrtopApp(App[int]):
         held = self._keys_held
         if held is not None and isinstance(event, events.Key):  # forwarded too: the live view hands keys back
             since, ready = held
+            if ready is None and event.time - since > KEY_HOLD_MAX_S:
+                ready = since  # the screen never said it was drawn: stop holding keys
             if ready is None or event.time < ready:
                 self.keys_dropped += 1
                 return  # typed before the screen could show where it would go
