@@ -138,7 +138,9 @@ def test_spin_panel_concurrent_callers_have_no_between_figure() -> None:
     out = lines(text)
     assert "n/a with concurrent callers" in out[1]
     # The split bar cannot be drawn either; it says why instead of waiting for runs that are already there.
-    assert out[2] == "in runs / between runs: n/a with concurrent callers"
+    assert out[2] == "in / between runs: n/a, concurrent callers"  # the long wording does not fit 48 cells
+    assert lines(spin.spin_panel(CpuCost(2.0, math.nan, 150.0, 90.0), (), 60, 4))[2] == \
+        "in runs / between runs: n/a with concurrent callers"
     assert lines(spin.spin_panel(CpuCost(), (), 48, 4))[2] == "in runs / between runs: waiting for runs…"
 
 
@@ -232,3 +234,9 @@ def test_the_thread_table_shows_the_live_sessions_threads_only() -> None:
     m.sample()
     assert tids() == {1, 2, 20, 21}
     assert [t.role for t in m.view(0, 0).threads].count("caller 0") == 1
+
+
+def test_the_spin_panel_fits_concurrent_callers_at_80_columns() -> None:
+    out = spin.spin_panel(CpuCost(8.4, math.nan, 200.0, 98.0), (), 38, 6).plain.split("\n")
+    assert all(len(line) <= 38 for line in out), out
+    assert "split n/a: concurrent callers" in out

@@ -157,9 +157,12 @@ def _cost_lines(cost: Any, width: int) -> list[Text]:
         line.append(" between", style="dim")
         lines.append(line)
     elif finite(total) and total > 0:  # measuring, but runs overlap: no one split of the process CPU
-        lines.append(Text("in runs / between runs: n/a with concurrent callers", style="dim", end=""))
+        lines.append(fit([Text("in runs / between runs: n/a with concurrent callers", style="dim", end=""),
+                          Text("in / between runs: n/a, concurrent callers", style="dim", end=""),
+                          Text("split n/a: concurrent callers", style="dim", end="")], width))
     else:
-        lines.append(Text("in runs / between runs: waiting for runs…", style="dim", end=""))
+        lines.append(fit([Text("in runs / between runs: waiting for runs…", style="dim", end=""),
+                          Text("waiting for runs…", style="dim", end="")], width))
     return lines
 
 
