@@ -138,3 +138,15 @@ def test_an_event_never_leaves_a_unit_alone_on_its_line() -> None:
     text = "rebuilt: rate_hz: 0.0 → 100.0 (in 27 ms, first run 1.3 ms)"
     lines = events_panel([Event(123.1, "info", text)], 64, 3).plain.split("\n")
     assert lines[1].strip() == "1.3 ms)", lines
+
+
+def test_the_status_line_fits_80_columns_while_verifying() -> None:
+    from ortop.engine.snapshot import VerifyProgress
+    from ortop.tui.panels.status import status_line
+
+    monitor = FakeMonitor(state="verifying")
+    monitor.verifying = VerifyProgress(2, 1, "measuring", 3.0, 8.0, 6)
+    line = status_line(monitor.snapshot(), 80).plain
+    assert len(line) <= 80 and "#2 vs #1" in line and "3/8 s" in line, line
+    assert "#2 vs #1 3/8 s" in status_line(monitor.snapshot(), 60).plain
+    assert "verifying #2 vs #1 measuring 3/8 s" in status_line(monitor.snapshot(), 120).plain
