@@ -88,6 +88,10 @@ def test_the_window_widens_at_low_rates_and_serves_a_rate_over_its_span() -> Non
     # a configuration 3 s old: the rate is over the 3 s it ran, not the window
     lat, span, rate = recent_window(rows(np.arange(57, 60, 0.125)), 60.0, 5.0, age_s=3.0)
     assert rate == pytest.approx(8.0)
+    # back from a 12 s verification 2 s ago: the window widens for its p99, the rate counts the last 2 s only
+    times = np.concatenate([np.arange(40, 46, 0.1), np.arange(58, 60, 0.2)])  # 5 runs a second since
+    lat, span, rate = recent_window(rows(times), 60.0, 5.0, age_s=2.0)
+    assert span == 15.0 and lat.runs == 20 and rate == pytest.approx(5.0, rel=0.1)
 
 
 @pytest.mark.parametrize("value,expected", [(0.1234, "0.123"), (1.234, "1.23"), (12.34, "12.3"), (123.4, "123"),

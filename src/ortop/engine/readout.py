@@ -135,7 +135,9 @@ class Readout:
             rec = next((h for h in history if cur is not None and h.config_id == cur.config_id), None)
             window, span, rate = stats.LatencyStats(), float(self.window_s), math.nan
             if cur is not None:
-                window, span, rate = recent_window(cur.ring.view(), now, self.window_s, now - cur.started)
+                # the rate is over the time the loop has run since it last started (a build, a pause, a verification)
+                since = max(cur.started, self._state_since if self._state == State.MEASURING else cur.started)
+                window, span, rate = recent_window(cur.ring.view(), now, self.window_s, now - since)
             info = cur.info if cur is not None else {}
             requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
             active = tuple(info.get("providers_active", ()))
@@ -178,8 +180,8 @@ def recent_window(rows: np.ndarray, now: float, window_s: float,
                   age_s: float = math.inf) -> tuple[stats.LatencyStats, float, float]:
     """(latency, span s, runs per second) over the runs that started in the last ``window_s`` seconds; widened in
     whole seconds, up to WINDOW_MAX_S, until it holds WINDOW_MIN_RUNS runs (at a few runs a second, five seconds
-    is a handful of runs and their p99 is the slowest one). ``age_s``: how long the configuration has been
-    running; the rate is over no more than that."""
+    is a handful of runs and their p99 is the slowest one). ``age_s``: how long the loop has run since it
+    last started (a build, a pause, a verification): the rate counts the runs of no more than that span."""
     span = float(window_s)
     if not len(rows):
         return stats.LatencyStats(), span, 0.0 if age_s > 0 else math.nan
@@ -193,6 +195,6 @@ def recent_window(rows: np.ndarray, now: float, window_s: float,
         oldest = float(t[-min(len(t), WINDOW_MIN_RUNS)])
         span = min(WINDOW_MAX_S, max(span, float(math.ceil(now - oldest))))
         recent = t >= now - span
-    n = int(recent.sum())
     over = min(span, age_s) if age_s > 0 else span
+    n = int((t >= now - over).sum())
     return stats.latency_stats(rows[recent, 0]), span, n / over if over > 0 else math.nan
