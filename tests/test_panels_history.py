@@ -133,3 +133,25 @@ def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
     settled = r._row_verdict(short, first, short.ring.view())
     assert settled.kind != "measuring" and settled.short == "too few runs"
     assert "5 runs" in settled.text and "20" in settled.text
+
+
+def test_a_verdict_with_its_metric_fits_the_table_at_80_and_120_columns() -> None:
+    """The change column gives way, so "p50 −40.7 % unverified" is not cut at the screen's edge."""
+    from ortop.engine.snapshot import RowVerdict
+
+    base = Profile()
+    changed = profile_mod.merge(base, **{"session.intra_op_num_threads": 2, "session.allow_spinning": False,
+                                         "workload.rate_hz": 100.0, "session.dynamic_block_base": 4})
+    lat = LatencyStats(12_345, 2.0, 2.0, 2.5, 2.7, 3.0, 4.0, 1.0, 9.0)
+    recs = [ConfigRecord(i, "start", p, 0.0, 1.0, 1.0, ("CPUExecutionProvider",), lat, 1234.0,
+                         CpuCost(12.3, 1.0, 100.0, 50.0), v)
+            for i, (p, v) in enumerate([(base, ""), (changed, RowVerdict("unverified", "−40.7 % unverified", "",
+                                                                         metric="p50"))])]
+    for width in (80, 120):
+        rows = history.history_rows(recs, label_width=history.label_width(width))
+        cols = history.columns(width)
+        for row in rows:
+            # the change column may take all of label_width: the rest must fit beside it
+            used = history.label_width(width) + 2 + sum(
+                max(len(row[i].plain), len(history.HISTORY_COLUMNS[i])) + 2 for i in cols if i != 2)
+            assert used <= width, (width, used, [row[i].plain for i in cols])

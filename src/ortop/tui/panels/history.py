@@ -36,7 +36,7 @@ def columns(width: int) -> tuple[int, ...]:
 def label_width(width: int) -> int:
     """Cells left for the change column in a table ``width`` cells wide (the others and cell padding take the
     rest; they are a fixed width)."""
-    return max(16, width - (52 if width < 100 else 68))
+    return max(16, width - (60 if width < 100 else 74))  # room for a verdict with its metric: "p50 −40.7 % unverified"
 
 VERDICT_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
                  "not comparable")
