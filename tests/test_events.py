@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ortop.engine.events import worker_line
+from ortop.config import profile as profile_mod
+from ortop.config.profile import Profile
+from ortop.engine.events import built_text, worker_line
 
 
 def test_ort_lines_keep_their_level_and_a_plain_line_is_info_unless_it_warns():
@@ -21,3 +23,34 @@ def test_the_plugin_ep_registry_line_that_comes_with_every_cuda_session_is_not_a
                                          "with device_id=0")
     other = line.replace("No registered plugin EP device found", "No device found")
     assert worker_line(other)[0] == "warning"
+
+
+def test_a_rebuild_names_what_changed_from_the_configuration_it_replaced():
+    """Turning spinning back on read "intra_op_num_threads: 0 → 2" (the difference from the start), and a return
+    to the start settings read "rebuilt" with nothing after it."""
+    start = Profile()
+    threads = profile_mod.merge(start, **{"session.intra_op_num_threads": 2})
+    spin_off = profile_mod.merge(threads, **{"session.allow_spinning": False})
+    info = {"create_ms": 41.0, "first_run_ms": 5.8}
+    assert built_text(info, None, start) == "session built in 41 ms, first run 5.8 ms"
+    on_again = built_text(info, spin_off, threads)
+    assert on_again.startswith("rebuilt: session.allow_spinning: off →")
+    assert on_again.endswith("(in 41 ms, first run 5.8 ms)")
+    assert "intra_op_num_threads" not in on_again
+    back = built_text(info, threads, start)
+    assert back.startswith("rebuilt: session.intra_op_num_threads: 2 → 0 (")
+    assert built_text(info, threads, threads).startswith(
+        "rebuilt: no setting changed (the same settings applied again)")
+    assert built_text(info, threads, threads, "the worker was restarted").startswith(
+        "rebuilt: no setting changed (the worker was restarted)")
+
+
+def test_sessions_built_for_a_comparison_leave_the_row_numbers_dense(matmul_model):
+    """Row numbers jumped 4 → 7 after a verification: its two sessions took ids from the same count."""
+    from ortop.engine.monitor import TEMP_ID_BASE, Monitor
+
+    mon = Monitor(matmul_model, Profile())  # not started: only its numbering is read
+    rows = [mon._new_row_id()]
+    temps = [mon._new_id(), mon._new_id()]
+    rows.append(mon._new_row_id())
+    assert rows == [0, 1] and all(t > TEMP_ID_BASE for t in temps) and len(set(temps)) == 2

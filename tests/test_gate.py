@@ -132,6 +132,6 @@ def test_summary_markdown() -> None:
 
     undecided = summary_markdown([evaluate("p99:+5%", 0.0, math.nan, math.nan)], confidence=0.9)
     assert "| 90 % interval |" in undecided and "no interval yet" in undecided
-    assert undecided.splitlines()[-1].startswith("Exit 5:") and "undecided is not a pass" in undecided
+    assert undecided.splitlines()[-1].startswith("Exit 6:") and "undecided is not a pass" in undecided
     assert summary_markdown([evaluate("p50:+10%", -1.0, -3.0, 2.0)]).splitlines()[-1].startswith("Exit 0:")
     assert "(no gates)" in summary_markdown([])

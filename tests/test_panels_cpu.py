@@ -86,7 +86,8 @@ def test_cpu_panel_summary_line() -> None:
     """One convention: a process's CPU in cores, shares in per cent."""
     sample = CpuSample((10.0, 90.0), 50.0, 180.0, (), frozenset({1}), 1.5)
     out = lines(cpu.cpu_panel(sample, 40, 4))
-    assert out[-1] == "worker 1.80 cores · host 50% · ui 0.01"  # 1.5 % of a core
+    assert out[-1] == "cores: worker 1.80 · ui 0.01 · host 50%"  # 1.5 % of a core; the unit always said
+    assert lines(cpu.cpu_panel(sample, 30, 4))[-1] == "worker 1.80 cores · host 50%"
     assert lines(cpu.cpu_panel(sample, 50, 4))[-1] == "worker 1.80 cores · host 50% · ui 0.01 cores"
     assert lines(cpu.cpu_panel(sample, 34, 4))[-1] == "worker 1.80 cores · host 50%"  # whole, or not at all
     assert cpu.cpu_panel(None, 40, 4).plain.startswith("waiting")
@@ -137,7 +138,9 @@ def test_spin_panel_concurrent_callers_have_no_between_figure() -> None:
     out = lines(text)
     assert "n/a with concurrent callers" in out[1]
     # The split bar cannot be drawn either; it says why instead of waiting for runs that are already there.
-    assert out[2] == "in runs / between runs: n/a with concurrent callers"
+    assert out[2] == "in / between runs: n/a, concurrent callers"  # the long wording does not fit 48 cells
+    assert lines(spin.spin_panel(CpuCost(2.0, math.nan, 150.0, 90.0), (), 60, 4))[2] == \
+        "in runs / between runs: n/a with concurrent callers"
     assert lines(spin.spin_panel(CpuCost(), (), 48, 4))[2] == "in runs / between runs: waiting for runs…"
 
 
@@ -160,3 +163,80 @@ def test_spin_panel_names_the_threads_roles_and_the_units() -> None:
     assert out[3].startswith("worker ") and out[3].endswith(" 1.57 cores")
     assert out[4].startswith("thread") and "% of a core" in out[4]
     assert out[5].endswith("97% pool") and out[6].endswith("60% caller 0")
+
+
+def test_spin_panel_shows_nothing_of_a_new_session_before_it_has_runs_enough() -> None:
+    """Right after spinning went off the first figures read "545 ms/s = 100 % of its CPU" between runs, the
+    gap before the first run divided by the span of two runs: a new session's split waits for its runs."""
+    early = CpuCost(50.0, 545.0, 54.5, 0.5)
+    out = spin.spin_panel(early, (), 48, 8, runs=3).plain
+    assert "545" not in out and "100%" not in out
+    assert "measuring" in out and "3 of 20 runs" in out
+    steady = spin.spin_panel(CpuCost(3.0, 25.0, 20.0, 5.0), (), 48, 8, runs=200).plain
+    assert "between runs 25 ms/s" in steady
+
+
+def test_between_runs_leaves_out_the_gap_before_the_first_kept_run() -> None:
+    import numpy as np
+
+    from ortop.config.profile import Profile
+    from ortop.engine.store import ConfigStore
+
+    c = ConfigStore(1, Profile())
+    # two runs 0.1 s apart; the first came after a 0.5 s gap (the build) spent spinning: 500 ms of CPU
+    rows = np.zeros((2, 9), dtype=np.int64)
+    rows[:, 1] = 1_000_000                    # 1 ms in Run()
+    rows[:, 3] = [500_000_000, 2_500_000]     # CPU between runs, ns
+    c.add(rows, wall_ns=200_000_000, cpu_ns=510_000_000, t_s=np.array([10.0, 10.1]))
+    assert c.cost().cpu_ms_between_runs_per_s == pytest.approx(25.0)
+
+
+class ScriptedCpu:
+    """A collector that returns the thread lists it is given, one per sample."""
+
+    def __init__(self, *threads: tuple[ThreadSample, ...]) -> None:
+        self.script = list(threads)
+
+    def watch(self, pid) -> None:
+        pass
+
+    def sample(self) -> CpuSample:
+        threads = self.script.pop(0)
+        return CpuSample((50.0,), 50.0, 100.0, threads, frozenset(), 1.0)
+
+
+def test_the_thread_table_shows_the_live_sessions_threads_only() -> None:
+    """Threads of the sessions a rebuild replaced stayed ("17525 1 0 % pool"), and a verification left a second
+    "caller 0": the table shows the worker's own threads and the running session's."""
+    from ortop.tui.meters import MeterState
+
+    main, reader = ThreadSample(1, 1.0, 0, "ortop-worker", "main"), ThreadSample(2, 0.0, 0, "ortop-stderr", "reader")
+    old = (ThreadSample(10, 0.0, 1, "ortop-worker", "pool"), ThreadSample(11, 30.0, 1, "ortop-caller-0", "caller 0"))
+    new = (ThreadSample(20, 40.0, 0, "ortop-worker", "pool"), ThreadSample(21, 30.0, 0, "ortop-caller-0", "caller 0"))
+    temp = (ThreadSample(30, 0.0, 1, "ortop-caller-0", "caller 0"),)
+    m = MeterState(ScriptedCpu((main, reader, *old), (main, reader, *old, *new), (main, reader, *old, *new, *temp),
+                               (main, reader, *old, *new, *temp)))
+
+    def tids() -> set[int]:
+        m.close_period()
+        return {t.tid for t in m.view(0, 0).threads}
+
+    m.follow(building=False, verifying=False)
+    m.sample()
+    assert tids() == {1, 2, 10, 11}
+    m.follow(building=True, verifying=False)   # a rebuild starts: what runs now is the old session's
+    m.sample()
+    m.follow(building=False, verifying=False)
+    assert tids() == {1, 2, 20, 21}
+    m.follow(building=False, verifying=True)   # a verification builds sessions of its own
+    m.sample()
+    m.follow(building=False, verifying=False)
+    m.sample()
+    assert tids() == {1, 2, 20, 21}
+    assert [t.role for t in m.view(0, 0).threads].count("caller 0") == 1
+
+
+def test_the_spin_panel_fits_concurrent_callers_at_80_columns() -> None:
+    out = spin.spin_panel(CpuCost(8.4, math.nan, 200.0, 98.0), (), 38, 6).plain.split("\n")
+    assert all(len(line) <= 38 for line in out), out
+    assert "split n/a: concurrent callers" in out

@@ -95,3 +95,63 @@ def test_rows_with_long_changes_read_apart_and_the_detail_has_them_in_full() -> 
     detail = history.history_detail(recs[2], recs[1]).plain.split("\n")
     assert detail[0] == "#2 allow_spinning: default → off; x"
     assert detail[1] == "from #1: dbb 4 · 100 Hz"
+
+
+def test_every_verdict_names_its_metric() -> None:
+    """"−40.7 % unverified" sat beside "CPU/run +318 %" without saying it was p50."""
+    from ortop.engine.snapshot import RowVerdict
+
+    assert history.verdict_cell(RowVerdict("unverified", "−40.7 % unverified", "", metric="p50")).plain == \
+        "p50 −40.7 % unverified"
+    assert history.verdict_cell(RowVerdict("faster", "−37 % faster", "", metric="p50")).plain == "p50 −37 % faster"
+    assert history.verdict_cell(RowVerdict("faster", "CPU/run −80 %", "", metric="cpu")).plain == "CPU/run −80 %"
+    assert history.verdict_cell(RowVerdict("no difference", "no difference", "", metric="cpu")).plain == \
+        "CPU/run no difference"
+    assert history.verdict_cell(RowVerdict("measuring", "measuring…", "", metric="p50")).plain == "measuring…"
+
+
+def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
+    """A row left at "measuring…" forever: once another configuration replaced it, it gets no more runs."""
+    import numpy as np
+
+    from ortop.engine.readout import Readout
+    from ortop.engine.store import ConfigStore
+
+    def store(cid: int, runs: int) -> ConfigStore:
+        c = ConfigStore(cid, Profile())
+        rows = np.zeros((runs, 9), dtype=np.int64)
+        rows[:, 1] = 2_000_000
+        c.add(rows, wall_ns=runs * 10_000_000, cpu_ns=0, t_s=np.arange(runs) * 0.01)
+        return c
+
+    r = Readout.__new__(Readout)
+    r._verify = None
+    first, short, last = store(0, 200), store(1, 5), store(2, 200)
+    r._current = short
+    assert r._row_verdict(short, first, short.ring.view()).kind == "measuring"  # still running: it may get more
+    r._current = last
+    settled = r._row_verdict(short, first, short.ring.view())
+    assert settled.kind != "measuring" and settled.short == "too few runs"
+    assert "5 runs" in settled.text and "20" in settled.text
+
+
+def test_a_verdict_with_its_metric_fits_the_table_at_80_and_120_columns() -> None:
+    """The change column gives way, so "p50 −40.7 % unverified" is not cut at the screen's edge."""
+    from ortop.engine.snapshot import RowVerdict
+
+    base = Profile()
+    changed = profile_mod.merge(base, **{"session.intra_op_num_threads": 2, "session.allow_spinning": False,
+                                         "workload.rate_hz": 100.0, "session.dynamic_block_base": 4})
+    lat = LatencyStats(12_345, 2.0, 2.0, 2.5, 2.7, 3.0, 4.0, 1.0, 9.0)
+    recs = [ConfigRecord(i, "start", p, 0.0, 1.0, 1.0, ("CPUExecutionProvider",), lat, 1234.0,
+                         CpuCost(12.3, 1.0, 100.0, 50.0), v)
+            for i, (p, v) in enumerate([(base, ""), (changed, RowVerdict("unverified", "−40.7 % unverified", "",
+                                                                         metric="p50"))])]
+    for width in (80, 120):
+        rows = history.history_rows(recs, label_width=history.label_width(width))
+        cols = history.columns(width)
+        for row in rows:
+            # the change column may take all of label_width: the rest must fit beside it
+            used = history.label_width(width) + 2 + sum(
+                max(len(row[i].plain), len(history.HISTORY_COLUMNS[i])) + 2 for i in cols if i != 2)
+            assert used <= width, (width, used, [row[i].plain for i in cols])

@@ -113,7 +113,13 @@ def test_the_spin_panel_gives_p99_by_idle_gap():
     rows = ring([1.0] * 50 + [3.0] * 50, [0.0] * 100, idle_ms=[0.2] * 50 + [40.0] * 50)
     t = T.figures("poisson", 50.0, rows, T.Counters(arrived=100), 2.0, 100)
     line = spin.gaps_line(t.idle_gaps, 80)
-    assert line is not None and line.plain == "p99 after idle < 1: 1.00  10–100: 3.00  ms"
+    assert line is not None
+    assert line.plain == "p99 after an idle gap of (ms): < 1: 1.00 · 1–10: — · 10–100: 3.00 · ≥ 100: —"
+    # at the spin panel's width at 80×24 every bucket is still there, wrapped at a term, none cut
+    narrow = spin.gaps_lines(t.idle_gaps, 38)
+    assert len(narrow) == 2 and all(len(x.plain) <= 38 for x in narrow)
+    joined = " ".join(x.plain for x in narrow)
+    assert all(term in joined for term in ("< 1: 1.00", "1–10: —", "10–100: 3.00", "≥ 100: —"))
     assert spin.gaps_line((), 80) is None
 
 

@@ -514,10 +514,22 @@ async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_pat
         assert mon.applied == [] and "already at 1, the fewest" in notes(app)[-1]
         mon.history[-1] = replace(mon.history[-1], profile=replace(mon.start_profile, session=replace(
             mon.start_profile.session, intra_op_num_threads=0)))
-        await pilot.press("plus")  # ORT's default already runs the 4 logical cores here
+        await pilot.press("plus")  # ORT's default already runs more than the 4 logical cores here
         await pilot.pause()
-        assert mon.applied == [] and "ORT's default already runs 4 intra-op threads" in notes(app)[-1]
+        # the count is the one the worker runs (the fake's pool: 5 threads and the caller), not a guess
+        assert mon.applied == [] and "ORT's default already runs 6 intra-op threads (counted in the worker)" in \
+            notes(app)[-1]
+        assert "counted in the worker" in mon.events[-1].text  # in the events too, not only a passing toast
         assert len(mon.history) == 1  # no rebuild, no history row
+
+
+def test_plus_from_ort_default_steps_from_the_count_ort_runs() -> None:
+    from ortop.tui import quick
+
+    # ORT runs 4 threads here though the host has 2 physical cores: + asks for 5, - for 3
+    assert quick.threads(Profile(), +1, logical=8, physical=2, running=4).changes == {quick.THREADS: 5}
+    assert quick.threads(Profile(), -1, logical=8, physical=2, running=4).changes == {quick.THREADS: 3}
+    assert quick.threads(Profile(), +1, logical=8, physical=2).changes == {quick.THREADS: 3}  # not counted yet
 
 
 @pytest.mark.slow
@@ -564,21 +576,35 @@ async def test_history_rows_read_apart_and_the_selected_one_is_shown_in_full(tmp
 async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_words(tmp_path: Path) -> None:
     from textual.widgets._footer import FooterKey
 
+    from ortop.tui.keymap import MAIN_KEYS, bar_display
+
+    def left_out_reach_the_palette(app, shown) -> None:
+        """Every key the footer leaves out is a command of the palette the footer's ``^p more`` opens."""
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for k in MAIN_KEYS:
+            if k.footer and bar_display(k) not in shown and k.action != "quit":
+                assert any(title.startswith(k.label + " (") for title in titles), (k.label, titles)
+
     app = fake_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         app.tick()
         await pilot.pause()
         keys = list(app.screen.query(FooterKey))
         shown = {k.key_display: k for k in keys}
-        for key in ("?", "+/-", "p", "R", "b", "v", "spc", "r", "s", "q"):
+        for key in ("?", "+/-", "p", "R", "b", "v", "spc", "s", "q", "^p"):
             assert key in shown, sorted(shown)
             assert shown[key].region.right <= 80, (key, shown[key].region)  # on screen, not cut off
+        assert shown["^p"].description == "more"  # h, ^s, o, e… are not dropped silently
+        left_out_reach_the_palette(app, shown)
         status = panel_text(app, "status")
         assert status.rstrip().endswith("#2 threads 2 · spin off · 100 Hz")
-    async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # every key fits at 120
+    async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # the screens' keys too at 120
         await pilot.pause()
-        shown = {k.key_display for k in pilot.app.screen.query(FooterKey)}
-        assert {"o", "e", "^s", "h", "q"} <= shown
+        keys = list(pilot.app.screen.query(FooterKey))
+        shown = {k.key_display: k for k in keys}
+        assert {"d", "t", "c", "^s", "h", "q", "^p"} <= set(shown), sorted(shown)
+        assert all(k.region.right <= 120 for k in keys)
+        left_out_reach_the_palette(pilot.app, shown)
 
 
 async def test_cores_show_the_workers_share_threads_their_role_and_one_unit(tmp_path: Path) -> None:
@@ -687,15 +713,16 @@ async def test_help_explains_every_panels_figures_and_scrolls_at_80x24(monitor: 
         text = help_text(app, 76)
         for title in titles:  # every panel of the live view has its legend
             assert title in text, title
-        for figure in ("in Run 56%", "p99 after idle < 1:", "3▕███▌ 40/57", "between runs N ms/s", "▼ rebuild",
-                       "own scale", "thread core % of a core", "caller N", "main", "reader", "pool",
-                       "p50 ▁▂█ 0.345 ms", "last 5 s p50 p90 p99 max", "8,413 runs p50 p99 p99.9", "★",
-                       "+3.1 % unverified", "−12 % faster / slower", "no difference", "undecided", "not comparable"):
+        for figure in ("in Run 56%", "p99 after idle (ms)", "3▕███▌ 40/57", "between runs N ms/s",
+                       "▼ rebuild", "own scale", "thread core % of a core", "caller N", "main", "reader", "pool",
+                       "p50 ▁▂█ 0.345 ms", "last 5 s: N runs", "all 8,413 runs: p50…", "★",
+                       "p50 +3.1 % unverified", "too few runs", "−12 % faster / slower", "no difference",
+                       "undecided", "not comparable"):
             assert figure in text, figure
         # each p50's window, from the running monitor's own spans
         assert f"one column per {monitor.bucket_s:g} s" in text
         assert f"the runs that ended in the last {monitor.window_s:g} s" in text
-        assert "since its build or the last reset (r): its run count, the percentiles over its last 50,000 runs" \
+        assert "since its build or the last reset (r): its run count, p50, p99, p99.9 over its last 50,000 runs" \
             in text
         assert "over the last 0.2 s" in text  # the CPU meters' period at this app's 10 Hz (two ticks a frame)
         box = app.screen.query_one("#help-box", VerticalScroll)

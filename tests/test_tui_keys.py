@@ -86,3 +86,35 @@ async def test_b_from_a_profile_with_a_block_base_of_its_own(tmp_path: Path) -> 
         await pilot.press("b", "b")
         await pilot.pause()
         assert [p.session.dynamic_block_base for p in monitor.applied] == [None, 4]
+
+
+async def test_keys_typed_while_the_settings_form_opens_do_not_land_in_its_first_field(tmp_path, monkeypatch) -> None:
+    """On a busy host the form takes half a second to draw, and keys meant for the live view went into its first
+    field. A key that arrives after the form mounted (its first field focused) but before it has drawn is dropped;
+    once it is up, typing goes to the field."""
+    from textual import events
+    from textual.widgets import Input
+
+    from ortop.tui.screens.settings import SettingsScreen
+
+    mounted = SettingsScreen.on_mount
+
+    def mount_then_a_key_arrives(self) -> None:
+        mounted(self)
+        self.app.post_message(events.Key("7", "7"))
+
+    monkeypatch.setattr(SettingsScreen, "on_mount", mount_then_a_key_arrives)
+    app = app_over(FakeMonitor(), tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.tick()
+        await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        field = screen.focused
+        assert isinstance(field, Input) and field.id == "f-session--intra_op_num_threads"
+        assert field.value == "2", field.value  # the running profile's threads, nothing typed into it
+        await pilot.press("end", "5")
+        await pilot.pause()
+        assert field.value == "25"

@@ -53,14 +53,15 @@ class FakeMonitor:
         self.verified: list[tuple[int, int]] = []
         self.verifying: VerifyProgress | None = None
         self.pending: Profile | None = None
+        self.traffic = None  # an engine.traffic.Traffic the snapshots carry (open arrivals, a shape mix)
         self.providers_active = providers_active
         self.replica_figures = self._replicas(replicas, pin_replicas, host_cores)  # seeded; the tests may swap them
         self.events: list[Event] = [
             Event(0.4, "info", "session built in 48 ms, first run 6.2 ms"),
             Event(0.5, "warning", "ORT: Initializer fc1_w appears in graph inputs and will not be treated as "
                                   "constant value/weight.", 269),
-            Event(31.0, "info", "rebuilt in 41 ms, first run 5.8 ms: intra_op_num_threads: 0 → 2"),
-            Event(62.5, "info", "rebuilt in 44 ms, first run 3.9 ms: allow_spinning: default → off"),
+            Event(31.0, "info", "rebuilt: intra_op_num_threads: 0 → 2 (in 41 ms, first run 5.8 ms)"),
+            Event(62.5, "info", "rebuilt: allow_spinning: default → off (in 44 ms, first run 3.9 ms)"),
             Event(70.1, "error", "rebuild failed, previous session kept: thread affinity core 9 does not exist"),
         ]
         self.history: list[ConfigRecord] = []
@@ -100,6 +101,7 @@ class FakeMonitor:
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
             restarts=0, verifying=self.verifying, memory=self._memory(cur), replicas=self.replica_figures,
+            window_span_s=self.window_s, window_rate_per_s=80.0 if cur else math.nan, traffic=self.traffic,
         )
 
     @staticmethod

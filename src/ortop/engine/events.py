@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ortop.engine.snapshot import Event
+from ortop.config.profile import Profile
+from ortop.engine.snapshot import Event, changes_between
 
 ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
 LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}
@@ -35,6 +36,22 @@ def worker_line(line: str) -> tuple[str, str]:
             level = "info"
         return level, "ORT: " + text
     return ("warning" if "warn" in line.lower() else "info"), "worker: " + line
+
+
+def built_text(info: dict, before: Profile | None, after: Profile, why: str = "") -> str:
+    """The event of a session built: its times, and what changed from the configuration it replaced (not from
+    the start: turning spinning back on reads ``allow_spinning: off → default``). A rebuild that changed no setting
+    says why it rebuilt: ``why`` (the worker was restarted), else the same settings were applied again. The change
+    comes first: ``rebuilt: session.allow_spinning: off → default (in 41 ms, first run 5.8 ms)``."""
+    create, first = info.get("create_ms", float("nan")), info.get("first_run_ms", float("nan"))
+    times = f"in {create:.0f} ms, first run {first:.1f} ms"
+    if before is None:
+        return f"session built {times}"
+    changes = changes_between(before, after)
+    # the change first: a narrow events panel cuts the end of a long line, and the times matter less
+    what = "; ".join(c.text for c in changes) if changes else \
+        f"no setting changed ({why or 'the same settings applied again'})"
+    return f"rebuilt: {what} ({times})"
 
 
 class EventLog:

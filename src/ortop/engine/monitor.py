@@ -28,7 +28,7 @@ import numpy as np
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
-from ortop.engine.events import EventLog, worker_line
+from ortop.engine.events import EventLog, built_text, worker_line
 from ortop.engine.memory import leak_check
 from ortop.engine.placement import build_message
 from ortop.engine.readout import Readout
@@ -59,6 +59,7 @@ __all__ = ["Monitor", "summary", "Snapshot", "ConfigRecord", "CpuCost", "Event",
 RESTART_LIMIT = 3            # worker deaths within RESTART_WINDOW_S before giving up on automatic restarts
 RESTART_WINDOW_S = 60.0
 SERIES_LEN = 600             # buckets kept for the live series
+TEMP_ID_BASE = 1_000_000     # ids of sessions built for a comparison only, apart from the rows' 0, 1, 2…
 LEAK_CHECK_S = 5.0           # the running configuration's RSS series is checked for a slow leak this often
 
 
@@ -86,7 +87,8 @@ class Monitor(Verification, Readout):
         self._worker_key: tuple | None = None     # the restart key the worker was started with
         self._in_worker: set[int] = set()         # config ids with a session built in the worker
         self._stores: OrderedDict[int, ConfigStore] = OrderedDict()
-        self._next_id = 0
+        self._next_id = 0                         # history rows: 0, 1, 2… (see _new_id)
+        self._next_temp_id = 0
         self._current: ConfigStore | None = None
         self._pending: ConfigStore | None = None
         self._good: Profile | None = None
@@ -198,6 +200,11 @@ class Monitor(Verification, Readout):
         check_profile(self.info, profile)
 
     def _new_id(self) -> int:
+        """An id for a session that is no history row (a verification's): numbered apart, so rows stay dense."""
+        self._next_temp_id += 1
+        return TEMP_ID_BASE + self._next_temp_id
+
+    def _new_row_id(self) -> int:
         cid = self._next_id
         self._next_id += 1
         return cid
@@ -218,7 +225,7 @@ class Monitor(Verification, Readout):
 
     def _send_build(self, profile: Profile) -> int:
         with self._lock:
-            cid = self._new_id()
+            cid = self._new_row_id()
             changes = changes_between(self.start_profile, profile)
             self._pending = ConfigStore(cid, profile, label=label_of(changes), changes=changes, started=self.now())
         self._send(build_message(cid, profile))
@@ -327,6 +334,8 @@ class Monitor(Verification, Readout):
             self._set_state(mapping[name])
 
     def _build_failed(self, message: str) -> None:
+        if self._pending is not None and self._pending.config_id == self._next_id - 1:
+            self._next_id -= 1  # no row was made: the next one takes its number
         self._pending = None
         if self._current is None:
             if message.startswith("the first run failed"):
@@ -353,6 +362,7 @@ class Monitor(Verification, Readout):
         pending = self._pending
         assert pending is not None
         self._pending = None
+        fresh_worker = not self._worker_has_session
         self._worker_has_session = True
         self._in_worker.add(cid)
         pending.info = info
@@ -382,9 +392,8 @@ class Monitor(Verification, Readout):
             self._in_worker.discard(prev.config_id)
         if strict_fail:
             return
-        verb = "session built" if prev is None else "rebuilt"
-        self._event("info", f"{verb} in {info['create_ms']:.0f} ms, first run {info['first_run_ms']:.1f} ms"
-                    + (f": {pending.label}" if pending.label != "start" else ""))
+        self._event("info", built_text(info, prev.profile if prev is not None else None, pending.profile,
+                                       "the worker was restarted" if fresh_worker else ""))
         for note in info.get("notes", []):
             if note not in self._noted:  # the same feeds on every rebuild: said once, not ×12
                 self._noted.add(note)

@@ -190,6 +190,8 @@ class Snapshot:
     memory: MemoryInfo = MemoryInfo()
     replicas: tuple[ReplicaFigures, ...] = ()  # per replica, when the configuration serves several
     traffic: Traffic | None = None  # the workload: offered vs served, queue, service, idle gaps, shapes
+    window_span_s: float = math.nan     # the span ``window`` covers (widened at low rates, see Readout.snapshot)
+    window_rate_per_s: float = math.nan  # runs served per second over that span
 
 
 # ---- changes -----------------------------------------------------------------------------------------------------

@@ -148,8 +148,11 @@ class ConfigStore:
         per_run = self.cpu_ns / 1e6 / self.runs
         between = math.nan
         if self.profile.workload.concurrency == 1 and len(rows) and bool((rows[:, T.CPU_BETWEEN] >= 0).all()):
-            # Spin: CPU the process burned while no Run() was in flight, per second of wall time.
-            between = float(rows[:, T.CPU_BETWEEN].sum()) / (float(rows[-1, T.T_S] - rows[0, T.T_S]) or wall_s)
+            # Spin: CPU the process burned while no Run() was in flight, per second of wall time. The first
+            # kept run's share is the gap before it (after the build, the warm-up, a pause): not in the span.
+            span = float(rows[-1, T.T_S] - rows[0, T.T_S])
+            between = (float(rows[1:, T.CPU_BETWEEN].sum()) / span if span > 0
+                       else float(rows[:, T.CPU_BETWEEN].sum()) / wall_s)
         return CpuCost(per_run, between, self.cpu_ns / self.wall_ns * 100, self.busy_ns / self.wall_ns * 100)
 
     def session_bytes(self) -> int | None:

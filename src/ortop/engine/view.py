@@ -28,7 +28,7 @@ class MonitorView(Protocol):
 
     @property
     def window_s(self) -> float:
-        """The span of the recent-window figures, in seconds."""
+        """The span of the recent-window figures, in seconds (widened at low rates: ``Snapshot.window_span_s``)."""
 
     @property
     def fatal(self) -> str | None:

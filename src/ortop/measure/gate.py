@@ -27,8 +27,8 @@ Exit codes (``EXIT_PASS``, ``EXIT_FAIL``, ``EXIT_UNDECIDED``)
     pass 0, fail 5, undecided 6. Undecided is never a pass: a gate that cannot see a regression has not shown
     there is none, and a CI step that exits 0 on "could not tell" would let every regression through on a noisy
     runner. It is not a fail either: a pipeline may retry it, or treat it as a warning, by its exit code. The codes
-    sit above ortop's usage (2), findings (3) and lost-worker (4) codes, so "the gate failed" is never mistaken for "the command
-    was wrong".
+    sit above ortop's usage (2), findings (3) and lost-worker (4) codes, so "the gate failed" is never mistaken
+    for "the command was wrong".
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ortop.engine import Monitor, MonitorView, Snapshot
 
 METER_TICKS = 2         # the collectors are read (and the meters drawn) every this many ticks
+KEY_HOLD_MAX_S = 3.0    # keys are held at most this long while a screen opens (see _hold_keys)
 SLOW_S = 1.0            # noisy per-thread figures and the spin figures are averaged and redrawn at this period
 
 
@@ -96,6 +97,8 @@ class OrtopApp(App[int]):
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
         self.capacity_factory: SearchFactory | None = None  # the capacity screen's search (None: the real one)
         self._origins: dict[str, str] = {}  # profile_key -> where a profile applied from a screen came from
+        self._keys_held: tuple[float, float | None] | None = None  # (since, ready) while a screen opens
+        self.keys_dropped = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -157,6 +160,7 @@ class OrtopApp(App[int]):
         snap = self.monitor.snapshot()
         self.snap = snap
         self.meters.watch(snap.worker_pid)
+        self.meters.follow(building=snap.pending is not None, verifying=snap.verifying is not None)
         if frame:
             # The collectors report load since their previous call, so sampling every METER_TICKS ticks *is* the
             # average over those ticks: half the /proc reads and half the repaints of a per-tick meter, which
@@ -233,8 +237,10 @@ class OrtopApp(App[int]):
     def _quick(self, q: quick.Quick) -> None:
         """Apply a quick key's change; one that changes nothing says why, one that drops a setting asks first."""
         what = q.what
-        if q.noop:
+        if q.noop:  # said in the events too: a toast alone is gone in seconds, and easily missed
+            self.monitor.add_event("info", f"{what}: {q.message}")
             self.notify(q.message, title=what, severity="warning")
+            self.tick()
             return
 
         def go(yes: bool | None = True) -> None:
@@ -251,10 +257,10 @@ class OrtopApp(App[int]):
             go()
 
     def action_threads_up(self) -> None:
-        self._quick(quick.threads(self.current_profile(), +1))
+        self._quick(quick.threads(self.current_profile(), +1, running=self.meters.intra_op_threads()))
 
     def action_threads_down(self) -> None:
-        self._quick(quick.threads(self.current_profile(), -1))
+        self._quick(quick.threads(self.current_profile(), -1, running=self.meters.intra_op_threads()))
 
     def action_toggle_spinning(self) -> None:
         self._quick(quick.spinning(self.current_profile()))
@@ -310,7 +316,37 @@ class OrtopApp(App[int]):
             self.install_screen(self._settings, "settings")
         else:
             self._settings.load(self.current_profile())
+        settings, profile = self._settings, self.current_profile()
+        # keys typed before the form was up may have reached its first field through the live view's queue: the
+        # form shows the profile again once it is ready
+        self._hold_keys(settings, lambda: settings.load(profile))
         self.push_screen("settings", self._settings_closed)
+
+    def _hold_keys(self, screen: Screen, on_ready: Callable[[], None] | None = None) -> None:
+        """Drop the keys typed while ``screen`` opens (a settings form of a hundred fields takes half a second of
+        CPU to build on a busy host): meant for the live view, they would land in its first field. The screen is
+        ready once it has drawn (its first refresh after mounting)."""
+        self._keys_held = (time.monotonic(), None)  # textual stamps events with time.monotonic on Linux
+
+        def ready() -> None:
+            if self._keys_held is not None:
+                self._keys_held = (self._keys_held[0], time.monotonic())
+            if on_ready is not None:
+                on_ready()
+
+        screen.call_after_refresh(ready)
+
+    async def on_event(self, event: events.Event) -> None:
+        held = self._keys_held
+        if held is not None and isinstance(event, events.Key):  # forwarded too: the live view hands keys back
+            since, ready = held
+            if ready is None and event.time - since > KEY_HOLD_MAX_S:
+                ready = since  # the screen never said it was drawn: stop holding keys
+            if ready is None or event.time < ready:
+                self.keys_dropped += 1
+                return  # typed before the screen could show where it would go
+            self._keys_held = None
+        await super().on_event(event)
 
     def action_save_profile(self) -> None:
         self.ask_save(self.monitor.snapshot().profile)

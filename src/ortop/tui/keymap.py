@@ -26,38 +26,40 @@ class Key:
     short: str = ""      # the footer's label at 80 columns (defaults to label)
     narrow: bool = True  # shown in the footer at 80 columns too (the demo's keys must be)
     bar: str = ""        # how the footer writes the key, when not as the help does ("+/-" for two keys in one)
+    rank: int = 99       # the footer's priority, 0 first: a narrow footer keeps the lowest ranks (ctrl+p has all)
 
 
 MAIN_KEYS: tuple[Key, ...] = (
-    Key("question_mark,f1", "help", "help", "this help", "? F1"),
-    Key("s", "settings", "settings", "edit every knob of the profile and apply it", short="set"),
-    Key("h", "history", "history", "the history of configurations (Enter re-applies a row)", narrow=False),
+    Key("question_mark,f1", "help", "help", "this help", "? F1", rank=1),
+    Key("s", "settings", "settings", "edit every knob of the profile and apply it", short="set", rank=2),
+    Key("h", "history", "history", "the history of configurations (Enter re-applies a row)", short="hist",
+        rank=11),
     Key("d", "doctor", "doctor", "the doctor: what is wrong with this session, and the profile change that fixes "
-        "it (Enter applies it)", footer=False),
+        "it (Enter applies it)", short="doc", rank=14),
     Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
-        "leaderboard (stop, apply or save any row)", footer=False),
+        "leaderboard (stop, apply or save any row)", rank=13),
     Key("c", "capacity", "capacity", "capacity: the most traffic the running profile and one alternative serve "
         "within a latency SLO, the latency–load curve drawn as points are measured (apply or save either, w writes "
-        "the HTML report)",
-        footer=False),
+        "the HTML report)", short="cap", rank=12),
     Key("plus,equals_sign", "threads_up", quick.label(quick.THREADS), "intra-op threads up by one (from ORT's "
-        "default: its count, the physical cores, plus one)", "+", short="thr", bar="+/-"),
+        "default: one more than the count ORT runs, counted in the worker)", "+", short="thr", bar="+/-", rank=3),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
     Key("p", "toggle_spinning", quick.label(quick.SPIN),
-        "toggle the intra-op pool's spinning (allow_spinning off / default)"),
-    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop"),
+        "toggle the intra-op pool's spinning (allow_spinning off / default)", rank=4),
+    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop",
+        rank=5),
     Key("b", "toggle_block_base", quick.label(quick.BLOCK_BASE_KNOB),
-        f"toggle {knobs.get(quick.BLOCK_BASE_KNOB).name} between unset and {quick.BLOCK_BASE}"),
+        f"toggle {knobs.get(quick.BLOCK_BASE_KNOB).name} between unset and {quick.BLOCK_BASE}", rank=8),
     Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
-        "few seconds and show the change with its 95 % interval"),
-    Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space", bar="spc"),
-    Key("r", "reset_stats", "reset", "reset the running configuration's statistics and the live series"),
-    Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s", narrow=False),
+        "few seconds and show the change with its 95 % interval", rank=7),
+    Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space", bar="spc", rank=6),
+    Key("r", "reset_stats", "reset", "reset the running configuration's statistics and the live series", rank=9),
+    Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s", rank=10),
     Key("o", "open_profile", "open", "open a saved or shipped profile and apply it (sections it lacks keep "
-        "their running values)", narrow=False),
+        "their running values)", rank=15),
     Key("e", "export", "export", "export the running settings as Python, C++, C#, perf_test, Olive, env or JSON",
-        narrow=False),
-    Key("q,ctrl+c,f10", "quit", "quit", "quit (the settings are kept for ortop --resume)", "q F10"),
+        short="exp", rank=16),
+    Key("q,ctrl+c,f10", "quit", "quit", "quit (the settings are kept for ortop --resume)", "q F10", rank=0),
 )
 
 HISTORY_KEYS: tuple[tuple[str, str], ...] = (

@@ -15,6 +15,7 @@ from typing import Any
 from ortop.tui.panels.spin import average_threads
 
 HISTORY = 240  # samples kept for the GPU and worker-CPU sparklines
+WORKER_WIDE = ("main", "reader")  # an ortop worker's threads that serve every session (collectors.cpu.thread_role)
 
 
 @dataclass(frozen=True)
@@ -45,20 +46,57 @@ class MeterState:
         self.threads_avg: tuple[Any, ...] = ()
         self._window: list[Any] = []  # CPU samples since the last slow period
         self._watched: int | None = None
+        # The live session's threads only: a thread that was there before the running configuration's build began
+        # (or appeared during a verification, which builds sessions of its own) belongs to another session; the
+        # worker's own threads (main, reader) stay.
+        self._tids: frozenset[int] = frozenset()   # the threads of the latest sample
+        self._stale: set[int] = set()
+        self._building = False
+        self._verify_base: frozenset[int] | None = None
 
     def watch(self, pid: int | None) -> None:
         """Point the collectors at the worker process (again after a restart)."""
         if pid != self._watched:
             self._watched = pid
+            self._tids, self._stale, self._verify_base = frozenset(), set(), None
             for c in (self.cpu, self.gpu):
                 if c is not None:
                     c.watch(pid)
+
+    def follow(self, *, building: bool, verifying: bool) -> None:
+        """What the worker is doing, from the snapshot read before the sample: a build under way (its threads are
+        new, every thread before it belongs to the sessions it replaces) or a verification (the threads it starts
+        go with its sessions)."""
+        if building and not self._building:
+            self._stale |= self._tids
+        self._building = building
+        if verifying and self._verify_base is None:
+            self._verify_base = self._tids
+        elif not verifying and self._verify_base is not None:
+            self._stale |= self._tids - self._verify_base
+            self._verify_base = None
+
+    def live_threads(self, threads: Sequence[Any]) -> tuple[Any, ...]:
+        """``threads`` less those of sessions other than the live one (see :meth:`follow`)."""
+        return tuple(t for t in threads if t.tid not in self._stale or getattr(t, "role", "") in WORKER_WIDE)
+
+    def intra_op_threads(self) -> int | None:
+        """The intra-op threads the live session runs, counted: its pool's threads plus the caller that runs with
+        them (ORT's pool holds intra_op_num_threads − 1); None before a sample of an ortop worker."""
+        if self.cpu_sample is None:
+            return None
+        live = self.live_threads(self.cpu_sample.threads)
+        if not any(getattr(t, "role", "").startswith("caller") for t in live):
+            return None
+        return 1 + sum(1 for t in live if getattr(t, "role", "") == "pool")
 
     def sample(self) -> None:
         """One CPU and one GPU sample (each covers the time since the previous one)."""
         if self.cpu is not None:
             self.cpu_sample = self.cpu.sample()
             self._window.append(self.cpu_sample)
+            self._tids = frozenset(t.tid for t in self.cpu_sample.threads)
+            self._stale &= self._tids  # threads that ended need no more hiding
         if self.gpu is not None:
             self.gpu_sample = self.gpu.sample()
             for d in self.gpu_sample.devices:
@@ -76,6 +114,7 @@ class MeterState:
 
     def view(self, frame: int, slow: int) -> Meters:
         """A frozen view for drawing."""
-        return Meters(self.cpu_sample, self.gpu_sample, self.threads_avg, tuple(self.process_history),
+        return Meters(self.cpu_sample, self.gpu_sample, self.live_threads(self.threads_avg),
+                      tuple(self.process_history),
                       self.gpu_history, frame, slow)
 

@@ -57,16 +57,21 @@ def _logical() -> int:
     return os.cpu_count() or 1
 
 
-def threads(profile: Profile, step: int, *, logical: int | None = None, physical: int | None = None) -> Quick:
-    """Intra-op threads one up or down, between 1 and the logical cores (0 = ORT's default counts as the physical
-    cores). A thread affinity is set for one thread count: changing the count drops it, after asking."""
+def threads(profile: Profile, step: int, *, logical: int | None = None, physical: int | None = None,
+            running: int | None = None) -> Quick:
+    """Intra-op threads one up or down, between 1 and the logical cores. From ORT's default (0) the step is from
+    the count ORT runs: ``running`` (its pool's threads counted in the worker, plus the caller) where known, else
+    the physical cores (ORT's rule). A thread affinity is set for one thread count: changing the count drops it,
+    after asking."""
     logical = logical or _logical()
     what = f"{label(THREADS)} {'+' if step > 0 else '-'}"
     cur = profile.session.intra_op_num_threads
-    n = cur or (physical or _physical())
+    n = cur or running or (physical or _physical())
     new = min(logical, n + 1) if step > 0 else max(1, n - 1)
-    if new == n:
-        now = f"ORT's default already runs {n} intra-op threads" if not cur else f"intra-op threads already at {n}"
+    if new == n or (new - n) * step < 0:  # at a limit (or past it: a default that runs more than the cores)
+        counted = "counted in the worker" if running and not cur else "its count for this host"
+        now = (f"ORT's default already runs {n} intra-op threads ({counted})" if not cur
+               else f"intra-op threads already at {n}")
         limit = "this host's logical cores" if step > 0 else "the fewest"
         return Quick(message=f"{now}, {limit}: nothing to change", what=what)
     changes: Changes = {THREADS: new}

@@ -211,59 +211,82 @@ class Choice(Widget, can_focus=True):
 class KeyBar(Footer):
     """The live view's footer, in the order and with the labels of :data:`ortop.tui.keymap.MAIN_KEYS`.
 
-    Textual's footer shows every binding at full length, so at 80 columns the keys of the demo (``R``, ``b``,
-    ``space``, ``r``) fell off its right end, and at 120 ``o``, ``e`` and ``q`` did. This one takes the first of
-    three forms that fits the width: every key with its label and the palette's key; every key, compact, without
-    the palette's; compact with short labels, leaving out the keys marked ``narrow=False`` (the help lists them).
+    Textual's footer shows every binding at full length, so at 80 columns the keys of the demo fell off its right
+    end, and at 120 the last ones did. This one takes the first form that fits the width: every key with its label
+    and the palette's key; every key, compact; every key with its short label; then the keys of the lowest
+    ``rank`` (most important first) that fit beside ``^p more``, the command palette, which lists every key left
+    out (none is dropped silently).
     """
+
+    MORE = "more"  # the palette key's label when keys are left out
 
     def __init__(self) -> None:
         super().__init__(id="keybar")
-        self._tier: int | None = None
+        self._tier: tuple | None = None
 
     @staticmethod
     def entries(tier: int) -> list[tuple[Key, str, str]]:
-        """(key, as shown, label) per footer key in form ``tier`` (0 full, 1 compact, 2 short)."""
-        return [(k, bar_display(k), (k.short or k.label) if tier == 2 else k.label) for k in MAIN_KEYS
-                if k.footer and (tier < 2 or k.narrow)]
+        """(key, as shown, label) per footer key in form ``tier`` (0 full, 1 compact, 2 and 3 short)."""
+        return [(k, bar_display(k), (k.short or k.label) if tier >= 2 else k.label) for k in MAIN_KEYS if k.footer]
+
+    @staticmethod
+    def _need(entries: list[tuple[Key, str, str]], pad: int) -> int:
+        return sum(len(shown) + len(label) + pad for _, shown, label in entries)
+
+    @classmethod
+    def fit_keys(cls, width: int) -> tuple[int, list[tuple[Key, str, str]], bool]:
+        """(form, the entries shown in keymap order, whether ``^p more`` stands for keys left out) at ``width``."""
+        for tier in (0, 1, 2):
+            pad = 3 if tier == 0 else 2  # " key label" (+1 around the key when not compact), +1 margin
+            entries = cls.entries(tier)
+            if cls._need(entries, pad) + (PALETTE_W if tier == 0 else 0) <= width:
+                return tier, entries, False
+        entries = cls.entries(3)
+        room = width - (len("^p") + len(cls.MORE) + 2)
+        kept: set[str] = set()
+        used = 0
+        for k, shown, label in sorted(entries, key=lambda e: e[0].rank):
+            cost = len(shown) + len(label) + 2
+            if used + cost <= room:
+                kept.add(k.action)
+                used += cost
+        return 3, [e for e in entries if e[0].action in kept], True
 
     @classmethod
     def tier_for(cls, width: int) -> int:
         """The first form that fits ``width`` columns."""
-        for tier in (0, 1):
-            pad = 3 if tier == 0 else 2  # " key label" (+1 around the key when not compact), +1 margin
-            need = sum(len(shown) + len(label) + pad for _, shown, label in cls.entries(tier))
-            if need + (PALETTE_W if tier == 0 else 0) <= width:
-                return tier
-        return 2
+        return cls.fit_keys(width)[0]
 
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
             return
-        tier = self.tier_for(self.app.size.width)
+        tier, entries, more = self.fit_keys(self.app.size.width)
         by_action: dict[str, tuple[Binding, bool]] = {}
         for _, binding, enabled, _tooltip in self.screen.active_bindings.values():
             by_action.setdefault(binding.action, (binding, enabled))
-        for k, shown, label in self.entries(tier):
+        for k, shown, label in entries:
             hit = by_action.get(f"app.{k.action}")
             if hit is None:
                 continue
             binding, enabled = hit
             yield FooterKey(binding.key, shown, label, binding.action, disabled=not enabled,
                             tooltip=k.help).data_bind(compact=Footer.compact)
-        if tier == 0 and self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+        if (tier == 0 or more) and self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
             try:
                 _node, binding, enabled, tooltip = self.screen.active_bindings[self.app.COMMAND_PALETTE_BINDING]
             except KeyError:
                 return
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            classes="-command-palette", disabled=not enabled,
-                            tooltip=binding.tooltip or binding.description)
+            left = [k.label for k in MAIN_KEYS if k.footer and all(k is not e[0] for e in entries)]
+            yield FooterKey(binding.key, self.app.get_key_display(binding), self.MORE if more else
+                            binding.description, binding.action, classes="-command-palette", disabled=not enabled,
+                            tooltip=("every key by name, and " + ", ".join(left)) if more else
+                            (binding.tooltip or binding.description)).data_bind(compact=Footer.compact)
 
     def on_resize(self, event: Resize) -> None:
-        tier = self.tier_for(self.app.size.width)
-        if tier != self._tier:
-            self._tier = tier
+        tier, entries, more = self.fit_keys(self.app.size.width)
+        key = (tier, tuple(e[0].action for e in entries), more)
+        if key != self._tier:
+            self._tier = key
             self.compact = tier > 0
             if self._bindings_ready:
                 self.call_after_refresh(self.recompose)

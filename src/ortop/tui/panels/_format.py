@@ -153,6 +153,30 @@ def clip_words(text: str, width: int) -> str:
     return cut + "…"
 
 
+def clip_text(text: Text, width: int) -> Text:
+    """:func:`clip_words` for a styled line: the styles kept on what is left, the ellipsis in the last cell."""
+    plain = text.plain
+    if len(plain) <= width:
+        return text
+    cut = clip_words(plain, width)
+    out = text[: max(0, len(cut) - 1)]
+    out.append("…", style="dim")
+    out.no_wrap, out.end = True, ""
+    return out
+
+
+def fit(forms: Iterable[Text | str], width: int) -> Text:
+    """The one rule for a line that may not fit: the first of ``forms`` (the same line in ever shorter wordings,
+    longest first) that fits ``width`` cells whole; when none does, the last one cut after a whole word with an
+    ellipsis (:func:`clip_words`). A figure is never cut in half: it is either whole or behind the "…"."""
+    last: Text | None = None
+    for form in forms:
+        last = form if isinstance(form, Text) else Text(form, no_wrap=True, end="")
+        if last.cell_len <= width:
+            return last
+    return clip_text(last, width) if last is not None else Text("", end="")
+
+
 def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
     """``text`` in lines of at most ``width`` cells, broken at spaces, at most ``max_lines`` of them (the last one
     cut with an ellipsis when more was left)."""
@@ -170,10 +194,38 @@ def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
             rest = ""
             break
         space = rest.rfind(" ", 0, width + 1)
-        if space < width // 3:
-            space = width  # one long word: break it
+        if space <= 0:
+            space = width  # one word longer than the line: break it (nothing else would fit it)
         lines.append(rest[:space].rstrip())
         rest = rest[space:].lstrip()
+    return lines
+
+
+def wrap_terms(terms: Sequence[str], width: int, lead: str = "", sep: str = " · ", max_lines: int = 2) -> list[str]:
+    """Whole terms (``< 1: 1.00``, ``MatMul×3``) in lines of at most ``width`` cells, the first after ``lead``, the
+    rest indented under it; a term never splits. Past ``max_lines`` the last line ends ``… +N`` (how many more)."""
+    indent = " " * min(len(lead), max(0, width // 3))
+    lines: list[str] = []
+    cur = lead
+    fresh = True
+    for i, term in enumerate(terms):
+        piece = term if fresh else sep + term
+        if len(cur) + len(piece) <= width or fresh and len(cur) + len(term) <= width:
+            cur += piece
+            fresh = False
+            continue
+        if len(lines) + 1 >= max_lines:
+            more = f" … +{len(terms) - i}"
+            while len(cur) + len(more) > width and sep in cur[len(indent):]:
+                cut = cur.rfind(sep)
+                more = f" … +{len(terms) - i + 1}"
+                cur, i = cur[:cut], i - 1
+            lines.append(clip(cur + more, width))
+            return lines
+        lines.append(cur)
+        cur, fresh = indent + term, False
+    if cur.strip():
+        lines.append(clip(cur, width))
     return lines
 
 

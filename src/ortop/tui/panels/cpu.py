@@ -22,6 +22,7 @@ from ortop.tui.panels._format import (
     WORKER_STYLE,
     bar,
     finite,
+    fit,
     fmt_cores,
     fmt_pct,
     join_lines,
@@ -232,17 +233,18 @@ def cpu_panel(sample: Any, width: int, height: int, owners: Mapping[int, Sequenc
         legend.append(" = the worker's cores", style="dim")
         below.append(legend)
     body = core_meters(sample.per_core, sample.worker_cores, width, max(1, cores_h - len(below)), share, owners)
-    summary = Text(no_wrap=True, end="")
-    summary.append("worker ", style="dim")
-    summary.append(fmt_cores(sample.process_percent), style=WORKER_STYLE)
-    summary.append(" · host ", style="dim")
-    summary.append(fmt_pct(sample.system_percent), style=load_style(sample.system_percent))
-    for unit in (True, False):  # the UI's own cost, whole or not at all (a figure cut short misleads)
-        ui = fmt_cores(sample.self_percent, unit=unit)
-        if len(summary.plain) + 6 + len(ui) <= width:
-            summary.append(" · ui ", style="dim")
-            summary.append(ui)
-            break
+    host = (fmt_pct(sample.system_percent), load_style(sample.system_percent))
+    worker = (fmt_cores(sample.process_percent, unit=False), WORKER_STYLE)
+    ui = (fmt_cores(sample.self_percent, unit=False), "")
+    dim = "dim"
+    # the UI's own cost whole, with its unit, or not at all (a figure cut short, or without its unit, misleads)
+    summary = fit([
+        Text.assemble(("worker ", dim), worker, (" cores · host ", dim), host, (" · ui ", dim), ui, (" cores", dim),
+                      no_wrap=True, end=""),
+        Text.assemble(("cores: worker ", dim), worker, (" · ui ", dim), ui, (" · host ", dim), host,
+                      no_wrap=True, end=""),
+        Text.assemble(("worker ", dim), worker, (" cores · host ", dim), host, no_wrap=True, end=""),
+    ], width)
     lines = list(body.split("\n") if body.plain else [body])
     if below:
         lines = lines[: max(0, cores_h - len(below))] + below

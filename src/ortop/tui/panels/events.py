@@ -15,6 +15,7 @@ LEVEL_ICON = {"error": "✗", "warning": "!", "info": "·", "debug": " "}
 INDENT = 10      # "  1234.5 · "
 MAX_LINES = {"error": 3, "warning": 3}  # lines one event may take: problems whole, the rest in two at most
 INFO_LINES = 2
+_UNIT = re.compile(r"(\d) (ms|s|MB|MiB|GiB|cores)\b")  # a figure and its unit wrap as one word
 _SECTION = re.compile(r"(?<![\w.])(?:session|workload|provider\.options|provider)\.(?=\w+: )")
 
 
@@ -41,7 +42,8 @@ def events_panel(events: Sequence[Any], width: int, height: int) -> Text:
         count = f" ×{e.count}" if e.count > 1 else ""
         style = LEVEL_STYLE.get(e.level, "")
         left = height - used
-        parts = wrap_words(event_text(e.text), room, min(MAX_LINES.get(e.level, INFO_LINES), left))
+        parts = [p.replace("\u00a0", " ") for p in wrap_words(_UNIT.sub("\\1\u00a0\\2", event_text(e.text)),
+                                                                room, min(MAX_LINES.get(e.level, INFO_LINES), left))]
         if not parts:
             break
         if count and len(parts[-1]) + len(count) > room:

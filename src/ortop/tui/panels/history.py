@@ -36,10 +36,12 @@ def columns(width: int) -> tuple[int, ...]:
 def label_width(width: int) -> int:
     """Cells left for the change column in a table ``width`` cells wide (the others and cell padding take the
     rest; they are a fixed width)."""
-    return max(16, width - (52 if width < 100 else 68))
+    return max(16, width - (60 if width < 100 else 74))  # room for a verdict with its metric: "p50 −40.7 % unverified"
 
 VERDICT_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
                  "not comparable")
+METRIC_NAMES = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}  # as the columns say them
+NAMED_KINDS = ("unverified", "faster", "slower", "no difference", "undecided")  # a verdict on one metric
 VERDICT_STYLE = {
     "faster": "bold green",       # a real speed-up
     "slower": "bold red",         # a real slow-down
@@ -57,7 +59,11 @@ def verdict_parts(verdict: Any) -> tuple[str, str, str]:
     if verdict is None:
         return "not comparable", "", ""
     if not isinstance(verdict, str):
-        return str(verdict.kind), str(verdict.short or ""), str(verdict.text or "")
+        kind, short = str(verdict.kind), str(verdict.short or "")
+        name = METRIC_NAMES.get(getattr(verdict, "metric", "") or "")
+        if short and name and kind in NAMED_KINDS and name not in short:
+            short = f"{name} {short}"  # "−40.7 % unverified" beside "CPU/run +318 %": which figure moved?
+        return kind, short, str(verdict.text or "")
     if verdict.endswith("faster"):
         return "faster", verdict, verdict
     if verdict.endswith("slower"):

@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from ortop.measure.stats import Bucket, LatencyStats, spark
-from ortop.tui.panels._format import finite, fmt_ms, fmt_rate, join_lines
+from ortop.tui.panels._format import finite, fit, fmt_ms, fmt_rate, join_lines
 
 
 def series_columns(series: Sequence[Bucket], width: int, bucket_s: float) -> list[Bucket | None]:
@@ -26,52 +26,77 @@ def series_columns(series: Sequence[Bucket], width: int, bucket_s: float) -> lis
     return slots
 
 
-def split_line(traffic: Any) -> Text | None:
-    """Open arrivals: response split into the wait in the queue and the service (inside Run()), p50 and p99."""
+WINDOW_MIN_RUNS = 20  # a headline resting on fewer runs says how many (the readout widens its window to get them)
+
+
+def span_text(span_s: float) -> str:
+    """The window's span as the panel names it: ``5 s``, ``30 s``."""
+    return f"{span_s:.0f} s" if finite(span_s) else "—"
+
+
+def split_line(traffic: Any, width: int = 200) -> Text | None:
+    """Open arrivals: response split into the wait in the queue and the service (inside Run()), p50 and p99 over
+    all runs of the configuration, in the longest wording that fits ``width``."""
     if traffic is None or not getattr(traffic, "open", False):
         return None
-    t = Text(no_wrap=True, end="")
-    t.append(f"{traffic.mode} ", style="bold")
-    t.append("queue ", style="dim")
-    t.append(f"{fmt_ms(traffic.queue.p50)}/{fmt_ms(traffic.queue.p99)} ", style="magenta")
-    t.append("+ service ", style="dim")
-    t.append(f"{fmt_ms(traffic.service.p50)}/{fmt_ms(traffic.service.p99)} ", style="green")
-    t.append("ms p50/p99", style="dim")
-    if traffic.dropped:
-        t.append(f" {traffic.dropped} shed", style="bold red")
-    return t
+    q = f"{fmt_ms(traffic.queue.p50)}/{fmt_ms(traffic.queue.p99)}"
+    sv = f"{fmt_ms(traffic.service.p50)}/{fmt_ms(traffic.service.p99)}"
+    shed = f" {traffic.dropped} shed" if traffic.dropped else ""
+
+    def form(head: str, queue: str, service: str, unit: str) -> Text:
+        t = Text(no_wrap=True, end="")
+        if head:
+            t.append(head, style="bold")
+        t.append(queue, style="dim")
+        t.append(q + " ", style="magenta")
+        t.append(service, style="dim")
+        t.append(sv + " ", style="green")
+        t.append(unit, style="dim")
+        if shed:
+            t.append(shed, style="bold red")
+        return t
+
+    return fit([form(f"{traffic.mode} ", "queue ", "+ service ", "ms p50/p99"),
+                form("", "queue ", "+ service ", "ms p50/p99"),
+                form("", "queue ", "+ svc ", "ms p50/p99"),
+                form("", "q ", "svc ", "ms p50/p99")], width)
 
 
 def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: LatencyStats, runs: int,
                   throughput: float, bucket_s: float, width: int, height: int, window_s: float = 5.0,
-                  traffic: Any = None) -> Text:
-    """Sparklines of p50, p99 and throughput per bucket, a ``▼`` over each rebuild, then the current figures.
+                  traffic: Any = None, window_rate: float = math.nan, paused: bool = False) -> Text:
+    """Sparklines of p50, p99 and throughput per bucket, a ``▼`` over each rebuild, then the figures, each line
+    naming the span it covers.
+
+    The figures right of the sparklines are over the recent window (``window``, its span ``window_s``, headed
+    ``last 5 s`` over the column; ``window_rate`` the runs per second served in it), never over one bucket: at a
+    few runs a second a bucket's p99 is one run. Fewer than WINDOW_MIN_RUNS runs in it and the header says how
+    many. Paused, ``thr`` says so. The last line is every run of the configuration (``all N runs``).
 
     p50 and p99 each scale on their own range, so the shape of p99 is visible even when it sits far above p50.
     Throughput scales from 0: on its own range 94 against 100 runs/s would look like a crash. With open arrivals
     the sparklines are response time (from each request's arrival), and a line splits it into queue and service.
     """
-    label_w, value_w = 4, 11
+    label_w, value_w = 4, 12
     sw = max(1, width - label_w - value_w)
     cols = series_columns(series, sw, bucket_s)
     pad = sw - len(cols)
     p50 = [b.p50 if b else math.nan for b in cols]
     p99 = [b.p99 if b else math.nan for b in cols]
     thr = [b.runs / bucket_s if b else math.nan for b in cols]
-
-    def last_finite(vals: list[float]) -> float:
-        for v in reversed(vals):
-            if finite(v):
-                return v
-        return math.nan
+    span = span_text(window_s)
+    n = window.runs
 
     lines: list[Text] = []
     marker = Text(" " * label_w + " " * pad, no_wrap=True, end="")
     marker.append("".join("▼" if b is not None and b.marker else " " for b in cols), style="bold yellow")
+    head = f"last {span}" if n >= WINDOW_MIN_RUNS else f"{span}·{n} runs"
+    marker.append(head.rjust(value_w), style="dim")
+    rate = "paused" if paused else fmt_rate(window_rate)
     rows: list[tuple[str, list[float], str, str, float | None]] = [
-        ("p50", p50, "green", f"{fmt_ms(last_finite(p50))} ms", None),
-        ("p99", p99, "yellow", f"{fmt_ms(last_finite(p99))} ms", None),
-        ("thr", thr, "cyan", fmt_rate(last_finite(thr)), 0.0),
+        ("p50", p50, "green", f"{fmt_ms(window.p50)} ms", None),
+        ("p99", p99, "yellow", f"{fmt_ms(window.p99)} ms", None),
+        ("thr", thr, "cyan", rate, 0.0),
     ]
     spark_rows = []
     for name, vals, style, value, lo in rows:
@@ -80,27 +105,41 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
         line.append(" " * pad + spark(vals, len(vals), lo) if vals else " " * sw, style=style)
         line.append(value.rjust(value_w), style="bold")
         spark_rows.append(line)
-    now = Text(no_wrap=True, end="")
-    wide = width >= 48
-    now.append(f"last {window_s:.0f} s " if wide else f"{window_s:.0f}s ", style="dim")
-    for k in ("p50", "p90", "p99", "max"):
-        now.append(f"{k} ", style="dim")
-        now.append(f"{fmt_ms(getattr(window, k))} ")
-    if wide:
-        now.append("ms", style="dim")
-    total = Text(no_wrap=True, end="")
-    total.append(f"{runs:,} runs ", style="bold")
-    total.append("p50 ", style="dim")
-    total.append(fmt_ms(latency.p50) + " ")
-    total.append("p99 ", style="dim")
-    total.append(fmt_ms(latency.p99) + " ")
-    total.append("p99.9 ", style="dim")
-    total.append(fmt_ms(latency.p999) + " ")
-    total.append(fmt_rate(throughput), style="bold")
 
-    split = split_line(traffic)
-    if split is not None and height >= 5:  # the split is worth more than the rebuild markers
-        lines = [*spark_rows, split, total] if height == 5 else [marker, *spark_rows, split, total]
+    def now_form(lead: str, sep: str) -> Text:
+        t = Text(no_wrap=True, end="")
+        t.append(f"{lead}{n:,} runs", style="dim")
+        for k in ("p90", "max"):
+            t.append(f"{sep}{k} ", style="dim")
+            t.append(fmt_ms(getattr(window, k)))
+        t.append(" ms", style="dim")
+        return t
+
+    now = fit([now_form(f"last {span}: ", " · "), now_form(f"{span}: ", " ")], width)
+
+    def total_form(keys: tuple[str, ...], sep: str, lead: str, rate: bool) -> Text:
+        t = Text(no_wrap=True, end="")
+        t.append(lead, style="bold")
+        for i, k in enumerate(keys):
+            t.append(("" if i == 0 else sep) + ("p99.9" if k == "p999" else k) + " ", style="dim")
+            t.append(fmt_ms(getattr(latency, k)))
+        t.append(" ms", style="dim")
+        if rate:
+            t.append(" · ", style="dim")
+            t.append(fmt_rate(throughput), style="bold")
+        return t
+
+    lead = f"all {runs:,} runs: "
+    total = fit([total_form(("p50", "p99", "p999"), " · ", lead, True),
+                 total_form(("p50", "p99", "p999"), " ", lead, True),
+                 total_form(("p50", "p99"), " ", lead, True),
+                 total_form(("p50", "p99"), " ", f"all {runs:,}: ", False)], width)
+
+    split = split_line(traffic, width)
+    if split is not None and height >= 5:  # the split is worth more than the totals
+        lines = [marker, *spark_rows, split]
+        if height >= 6:
+            lines.append(total)
         if height >= 7:
             lines.insert(-1, now)
     elif height >= 6:
@@ -108,9 +147,9 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     elif height == 5:
         lines = [marker, *spark_rows, now]
     elif height == 4:
-        lines = [*spark_rows, now]
+        lines = [marker, *spark_rows[:2], now]
     else:
-        lines = [*spark_rows][: max(0, height)]
+        lines = [marker, *spark_rows][: max(0, height)]
     if height > len(lines):
-        lines.append(Text("▼ rebuild  p50, p99: own scale · thr: from 0", style="dim", end=""))
+        lines.append(fit(["▼ rebuild  p50, p99: own scale · thr: from 0", "▼ rebuild · thr from 0"], width))
     return join_lines(lines, height)

@@ -9,7 +9,8 @@ from typing import Any
 from rich.text import Text
 
 from ortop.measure.stats import spark
-from ortop.tui.panels._format import DASH, WORKER_STYLE, clip, fmt_bytes, join_lines, short_label
+from ortop.tui.panels._format import DASH, WORKER_STYLE, clip, clip_words, fmt_bytes, join_lines
+from ortop.tui.panels.history import row_change
 
 TITLE = "Memory · worker RSS"
 MB = 2 ** 20
@@ -78,8 +79,9 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
                 line.append(f" {_signed_mb(d):>8}", style="green" if d < -MB else ("yellow" if d > MB else "dim"))
             else:
                 line.append(" " * 9)
-            label = short_label(h.label) if h.label != "start" else "start"
-            line.append(" " + clip(label, max(0, width - len(line.plain) - 1)), style="dim")
+            # what this row changed from the one before it, as its delta is against that row
+            label = row_change(history, list(history).index(h))
+            line.append(" " + clip_words(label, max(0, width - len(line.plain) - 1)), style="dim")
             lines.append(line)
     return join_lines(lines, height)
 

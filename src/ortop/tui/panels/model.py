@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -14,10 +15,10 @@ from ortop.tui.panels._format import (
     DASH,
     STATE_ICON,
     STATE_STYLE,
-    clip,
     clip_words,
     compact_changes,
     compact_text,
+    fit,
     fmt_ms,
     join_lines,
     pace_shortfall,
@@ -36,6 +37,51 @@ def _provider_short(name: str) -> str:
     return name.replace("ExecutionProvider", "")
 
 
+def mixed_feeds(feeds: Sequence[str], shapes: Sequence[Any]) -> list[str]:
+    """The fed inputs, an input whose shape varies over a mix written as the span of each dim and named a mix
+    (``input_ids: int64[1x16..128] mix``), not as the one shape the worker built its feeds with first."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for row in shapes:
+        for name, dims in (getattr(row, "shape", None) or {}).items():
+            cur = spans.setdefault(name, [(d, d) for d in dims])
+            if len(cur) == len(dims):
+                spans[name] = [(min(lo, d), max(hi, d)) for (lo, hi), d in zip(cur, dims)]
+    out = []
+    for feed in feeds:
+        name, _, rest = feed.partition(": ")
+        span = spans.get(name)
+        if span is None or len(shapes) < 2 or "[" not in rest or all(lo == hi for lo, hi in span):
+            out.append(feed)
+            continue
+        dtype = rest[: rest.index("[")]
+        dims = "x".join(str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in span)
+        out.append(f"{name}: {dtype}[{dims}] mix")
+    return out
+
+
+def shape_line(row: Any, width: int) -> Text:
+    """One shape of a mix: its runs, service p50/p99 and response p99 (what a request of that size waits in all),
+    in the longest wording that fits; the response is the last figure to go."""
+    sv, resp = f"{fmt_ms(row.service.p50)}/{fmt_ms(row.service.p99)}", fmt_ms(row.response.p99)
+
+    def form(*parts: tuple[str, str]) -> Text:
+        t = Text(no_wrap=True, end="")
+        for text, style in parts:
+            t.append(text, style=style)
+        return t
+
+    return fit([
+        form(("shape ", "dim"), (f"{row.label} ", "bold"), (f"{row.runs} runs · service p50 {fmt_ms(row.service.p50)}"
+             f" p99 {fmt_ms(row.service.p99)} ms · response p99 {resp} ms", "")),
+        form(("shape ", "dim"), (f"{row.label} ", "bold"), (f"{row.runs} runs · service p50/p99 {sv} · response "
+             f"p99 {resp} ms", "")),
+        form((f"{row.label} ", "bold"), (f"{row.runs} runs · service {sv} · response p99 {resp} ms", "")),
+        form((f"{row.label} ", "bold"), (f"service {sv} · response p99 {resp} ms", "")),
+        form((f"{row.label} ", "bold"), (f"svc {sv} resp p99 {resp} ms", "")),
+        form((f"{row.label} ", "bold"), (f"resp p99 {resp} ms", "")),
+    ], width)
+
+
 def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) -> Text:
     """Model name and shape, the fed inputs, providers requested vs active, build times, state and settings."""
     lines: list[Text] = []
@@ -52,64 +98,88 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
         st.append(f" config #{snap.config_id}", style="dim")
     lines.append(st)
     if fatal:
-        lines.append(Text(clip(fatal, width * 2), style="bold red", end=""))
+        lines.extend(Text(part, style="bold red", end="") for part in wrap_words(fatal, width, 2))
 
     info = snap.model
-    line = Text(no_wrap=True, end="")
-    line.append("model ", style="dim")
-    line.append(os.path.basename(snap.model_path), style="bold")
+    name = os.path.basename(snap.model_path)
+    forms = []
+    ops = sorted(info.op_histogram.items(), key=lambda kv: -kv[1])[:4] if info is not None else []
+    for k in range(len(ops), -1, -1):  # as many of the commonest ops as fit whole, then none, then no IR
+        line = Text(no_wrap=True, end="")
+        line.append("model ", style="dim")
+        line.append(name, style="bold")
+        if info is not None:
+            more = len(info.op_histogram) - k
+            tail = (" " + " ".join(f"{op}×{n}" for op, n in ops[:k]) if k else "") + (f" +{more}" if k and more else "")
+            line.append(f"  IR {info.ir_version} · {info.num_nodes} nodes ·{tail}" if k else
+                        f"  IR {info.ir_version} · {info.num_nodes} nodes", style="dim")
+        forms.append(line)
     if info is not None:
-        ops = sorted(info.op_histogram.items(), key=lambda kv: -kv[1])[:4]
-        line.append(f"  IR {info.ir_version} · {info.num_nodes} nodes · " +
-                    " ".join(f"{k}×{v}" for k, v in ops), style="dim")
-    lines.append(line)
+        forms.append(Text.assemble(("model ", "dim"), (name, "bold"), (f" {info.num_nodes} nodes", "dim"),
+                                   no_wrap=True, end=""))
+    lines.append(fit(forms, width))
 
     feeds = snap.feeds or tuple(f"{t.name} {t.dtype}[{','.join(str(d) for d in (t.shape or ()))}]"
                                 for t in (info.inputs if info is not None else ()))
+    traffic = getattr(snap, "traffic", None)
+    feeds = mixed_feeds(feeds, traffic.shapes if traffic is not None else ())
     line = Text(no_wrap=True, end="")
     line.append("inputs ", style="dim")
     line.append("; ".join(feeds) if feeds else DASH)
-    lines.append(line)
+    forms = [line]
+    if any(f.endswith(" mix") for f in feeds):  # narrow: "mix" leads, so it is not the word cut off
+        forms.append(Text.assemble(("mix ", "dim"), "; ".join(f.removesuffix(" mix") for f in feeds),
+                                   no_wrap=True, end=""))
+    lines.append(fit(forms, width))
 
-    line = Text(no_wrap=True, end="")
-    line.append("providers ", style="dim")
-    if snap.providers_active:
-        line.append(", ".join(_provider_short(p) for p in snap.providers_active),
-                    style="bold red" if snap.fallback else "bold")
-        if snap.fallback:
-            missing = [p for p in snap.providers_requested if p not in snap.providers_active]
-            line.append(f"  ({', '.join(_provider_short(p) for p in missing)} requested: silent fallback)",
-                        style="bold red")
-    else:
-        line.append(", ".join(_provider_short(p) for p in snap.providers_requested) + " (requested)", style="dim")
-    lines.append(line)
+    forms = []
+    for full in (True, False):
+        line = Text(no_wrap=True, end="")
+        line.append("providers ", style="dim")
+        if snap.providers_active:
+            line.append(", ".join(_provider_short(p) for p in snap.providers_active),
+                        style="bold red" if snap.fallback else "bold")
+            if snap.fallback:
+                missing = [p for p in snap.providers_requested if p not in snap.providers_active]
+                said = " requested: silent fallback" if full else " asked: fallback"
+                line.append(f"  ({', '.join(_provider_short(p) for p in missing)}{said})", style="bold red")
+        else:
+            line.append(", ".join(_provider_short(p) for p in snap.providers_requested) + " (requested)", style="dim")
+        forms.append(line)
+    lines.append(fit(forms, width))
 
-    line = Text(no_wrap=True, end="")
-    line.append("session ", style="dim")
-    line.append(f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms")
-    if snap.restarts:
-        line.append(f" · {snap.restarts} restart{'s' if snap.restarts > 1 else ''}", style="yellow")
-    if snap.worker_pid:
-        line.append(f" · pid {snap.worker_pid}", style="dim")
-    lines.append(line)
+    forms = []
+    for create, pid in ((f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms", True),
+                        (f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms", False),
+                        (f"create {fmt_ms(snap.create_ms)} · first run {fmt_ms(snap.first_run_ms)} ms", False),
+                        (f"{fmt_ms(snap.create_ms)} ms · 1st run {fmt_ms(snap.first_run_ms)} ms", False)):
+        line = Text(no_wrap=True, end="")
+        line.append("session ", style="dim")
+        line.append(create)
+        if snap.restarts:
+            line.append(f" · {snap.restarts} restart{'s' if snap.restarts > 1 else ''}", style="yellow")
+        if pid and snap.worker_pid:
+            line.append(f" · pid {snap.worker_pid}", style="dim")
+        forms.append(line)
+    lines.append(fit(forms, width))
 
     line = Text(no_wrap=True, end="")
     line.append("settings ", style="dim")
     line.append(settings_line(snap.profile), style="bold")
-    lines.append(line)
-    traffic = getattr(snap, "traffic", None)
+    lines.append(fit([line], width))
     short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, traffic)
     if short:
         said = ("the latencies include the wait" if traffic is not None and traffic.open
                 else "the model cannot keep this rate, runs go back to back")
         lines.append(Text(clip_words(f"! {short}: {said}", width), style="bold yellow", end=""))
-    for row in (traffic.shapes if traffic is not None else ()):  # a shape mix: what each size costs
-        line = Text(no_wrap=True, end="")
-        line.append("shape ", style="dim")
-        line.append(f"{row.label} ", style="bold")
-        line.append(f"{row.runs} runs · service p50 {fmt_ms(row.service.p50)} p99 {fmt_ms(row.service.p99)} ms"
-                    f" · response p99 {fmt_ms(row.response.p99)} ms")
-        lines.append(line)
+    shapes = traffic.shapes if traffic is not None else ()
+    room = height - len(lines)  # the shapes come before the notes (a mix's notes are about its first shape)
+    shown = shapes if len(shapes) <= room else shapes[: max(0, room - 1) if room >= 2 else room]
+    for row in shown:  # a shape mix: what each size costs
+        lines.append(shape_line(row, width))
+    if len(shown) < len(shapes) and room >= 2:
+        left = shapes[len(shown):]
+        lines.append(fit([f"+{len(left)} more shapes: {', '.join(r.label for r in left)}"], width))
     # Warnings (a free dim left at an implausible 1) first and whole, wrapped at words; plain notes after, cut.
     notes = sorted(snap.notes, key=lambda n: note_level(n) != "warning")
     for note in notes:

@@ -14,13 +14,15 @@ from ortop.tui.panels._format import (
     DASH,
     WORKER_STYLE,
     bar,
-    clip,
+    clip_words,
     finite,
+    fit,
     fmt_cores,
     fmt_ms,
     fmt_pct,
     join_lines,
     load_style,
+    wrap_terms,
 )
 
 
@@ -54,24 +56,39 @@ def spin_split(cost: Any) -> tuple[float, float, float]:
     return total - between, between, total
 
 
-def gaps_line(gaps: Sequence[Any], width: int) -> Text | None:
-    """Open arrivals: service p99 by the idle gap before a run, where waking a pool that went to sleep shows."""
-    seen = [g for g in gaps if g.runs]
-    if not seen:
-        return None
-    line = Text(no_wrap=True, end="")
-    line.append("p99 after idle ", style="dim")
-    for g in seen:
-        part = f"{g.label.replace(' ms', '')}: {fmt_ms(g.p99_ms)}  "
-        if len(line.plain) + len(part) + 2 > width:
+def gaps_lines(gaps: Sequence[Any], width: int) -> list[Text]:
+    """Open arrivals: service p99 by the idle gap before a run, where waking a pool that went to sleep shows (the
+    10–100 ms bucket, after spinning is turned off). Every bucket is shown (``—`` where no run followed such a gap),
+    wrapped over two lines rather than cut."""
+    if not any(g.runs for g in gaps):
+        return []
+    terms = [f"{g.label.replace(' ms', '')}: {fmt_ms(g.p99_ms) if g.runs else DASH}" for g in gaps]
+    for lead in ("p99 after an idle gap of (ms): ", "p99 after idle (ms): ", "p99 by idle ms: "):
+        parts = wrap_terms(terms, width, lead, max_lines=2)
+        if "… +" not in parts[-1]:
             break
+    out = []
+    for i, part in enumerate(parts):
+        line = Text(no_wrap=True, end="")
+        if i == 0:
+            line.append(lead, style="dim")
+            part = part[len(lead):]
         line.append(part)
-    line.append("ms", style="dim")
-    return line
+        out.append(line)
+    return out
+
+
+def gaps_line(gaps: Sequence[Any], width: int) -> Text | None:
+    """:func:`gaps_lines` as one Text (None without open arrivals)."""
+    lines = gaps_lines(gaps, width)
+    return join_lines(lines) if lines else None
+
+
+SPIN_MIN_RUNS = 20  # a new session's CPU split is shown from this many runs on: before, it is mostly its first gap
 
 
 def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
-               process_history: Sequence[float] = (), gaps: Sequence[Any] = ()) -> Text:
+               process_history: Sequence[float] = (), gaps: Sequence[Any] = (), runs: int = SPIN_MIN_RUNS) -> Text:
     """CPU per inference, CPU burned between runs, the share of time inside Run(), and the threads with their cores.
 
     The split bar (``█`` in runs, ``▒`` between runs) is the point of the panel: on a paced loop with spinning on,
@@ -80,7 +97,24 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
     ``gaps`` (engine.traffic.GapRow) give service p99 by the idle gap before a run. The worker's CPU is in
     cores (``0.29 cores``: averaged over this configuration; the sparkline's figure is the latest); percentages are
     shares (of the wall time, of the worker's CPU, of one core for a thread).
+
+    ``runs``: the running configuration's runs. Below SPIN_MIN_RUNS the figures of the new session are not shown
+    (they would rest on its first few runs, and the gap before its first run): the panel says it is measuring.
     """
+    lines: list[Text] = []
+    if runs < SPIN_MIN_RUNS:
+        wait = f"this session: {runs} of {SPIN_MIN_RUNS} runs"
+        lines.append(fit([f"CPU/run, between runs: measuring… ({wait})", f"CPU/run: measuring… ({wait})",
+                          f"measuring… ({runs}/{SPIN_MIN_RUNS} runs)"], width))
+    else:
+        lines.extend(_cost_lines(cost, width))
+        lines.extend(gaps_lines(gaps, width))
+    _history_and_threads(lines, threads, width, height, process_history)
+    return join_lines(lines, height)
+
+
+def _cost_lines(cost: Any, width: int) -> list[Text]:
+    """CPU per run, the worker's cores, the share inside Run(), CPU between runs and the split bar."""
     lines: list[Text] = []
     line = Text(no_wrap=True, end="")
     line.append("CPU/run ", style="dim")
@@ -97,16 +131,21 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
     lines.append(line)
 
     inside, between, total = spin_split(cost)
-    line = Text(no_wrap=True, end="")
-    line.append("between runs ", style="dim")
     if finite(between):
         share = between / total if finite(total) and total > 0 else math.nan
-        line.append(f"{between:.0f} ms/s", style="bold magenta" if finite(share) and share > 0.3 else "bold")
-        if finite(share):
-            line.append(f" = {share * 100:.0f}% of its CPU", style="dim")
+        forms = []
+        for head, tail in (("between runs ", " = {}% of its CPU"), ("between runs ", " = {}% of CPU"),
+                           ("between ", " = {}%")):
+            line = Text(no_wrap=True, end="")
+            line.append(head, style="dim")
+            line.append(f"{between:.0f} ms/s", style="bold magenta" if finite(share) and share > 0.3 else "bold")
+            if finite(share):
+                line.append(tail.format(f"{share * 100:.0f}"), style="dim")
+            forms.append(line)
+        lines.append(fit(forms, width))
     else:
-        line.append(f"{DASH} (n/a with concurrent callers)" if finite(total) else DASH, style="dim")
-    lines.append(line)
+        lines.append(fit(["between runs " + (f"{DASH} (n/a with concurrent callers)" if finite(total) else DASH),
+                          "between runs " + DASH], width))
 
     if finite(total) and total > 0 and finite(inside):
         bw = max(4, width - 11)
@@ -118,14 +157,18 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
         line.append(" between", style="dim")
         lines.append(line)
     elif finite(total) and total > 0:  # measuring, but runs overlap: no one split of the process CPU
-        lines.append(Text("in runs / between runs: n/a with concurrent callers", style="dim", end=""))
+        lines.append(fit([Text("in runs / between runs: n/a with concurrent callers", style="dim", end=""),
+                          Text("in / between runs: n/a, concurrent callers", style="dim", end=""),
+                          Text("split n/a: concurrent callers", style="dim", end="")], width))
     else:
-        lines.append(Text("in runs / between runs: waiting for runs…", style="dim", end=""))
+        lines.append(fit([Text("in runs / between runs: waiting for runs…", style="dim", end=""),
+                          Text("waiting for runs…", style="dim", end="")], width))
+    return lines
 
-    gap = gaps_line(gaps, width)
-    if gap is not None:
-        lines.append(gap)
 
+def _history_and_threads(lines: list[Text], threads: Sequence[Any], width: int, height: int,
+                         process_history: Sequence[float]) -> None:
+    """The worker's CPU sparkline and the thread table, in the room ``lines`` leave of ``height``."""
     if process_history and height - len(lines) >= 3:
         vals = list(process_history)
         now = vals[-1]
@@ -154,10 +197,9 @@ def spin_panel(cost: Any, threads: Sequence[Any], width: int, height: int,
             line.append(f"{t.cpu_percent:5.0f}% ")
             # what the thread does, where the worker named it (caller, main, reader; the rest is ORT's pool)
             role = getattr(t, "role", "")
-            line.append(clip(role or t.name, max(0, width - tid_w - bw - 13)),
+            line.append(clip_words(role or t.name, max(0, width - tid_w - bw - 13)),
                         style="bold" if role.startswith("caller") else "dim")
             lines.append(line)
         if len(shown) < len(busy):
             idle = sum(1 for t in busy[len(shown):] if t.cpu_percent < 1)
             lines.append(Text(f"+{len(busy) - len(shown)} more ({idle} idle)", style="dim", end=""))
-    return join_lines(lines, height)

@@ -31,12 +31,16 @@ def status_line(snap: Any, width: int) -> Text:
     t.append(" " + os.path.basename(snap.model_path) + " ", style="bold")
     t.append_text(state_text(snap.state, snap.state_elapsed))
     v = getattr(snap, "verifying", None)
-    if v is not None:
-        t.append(f" ⇄ verifying #{v.config_id} vs #{v.against_id} {v.phase} "
-                 f"{v.elapsed_s:.0f}/{v.budget_s:.0f} s ", style="bold black on yellow")
+    if v is not None:  # the longest wording that fits, the rest of the line after it
+        done = f"{v.elapsed_s:.0f}/{v.budget_s:.0f} s"
+        for badge in (f" ⇄ verifying #{v.config_id} vs #{v.against_id} {v.phase} {done} ",
+                      f" ⇄ #{v.config_id} vs #{v.against_id} {done} "):
+            if len(t.plain) + len(badge) <= width:
+                t.append(badge, style="bold black on yellow")
+                break
     short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, getattr(snap, "traffic", None))
     pace = f" ! {short} " if short else ""
-    if snap.config_id >= 0:
+    if snap.config_id >= 0 and len(t.plain) + len(f" #{snap.config_id} ") <= width:
         t.append(f" #{snap.config_id} ", style="dim")
         room = max(0, width - len(t.plain) - len(pace))
         t.append(clip_words(config_text(snap), room))

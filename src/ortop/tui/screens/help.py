@@ -81,9 +81,9 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
              "near 100 % in a closed loop"),
             ("between runs N ms/s", f"CPU the worker burned while no Run() was in flight, per second of wall time "
              f"(idle pool threads spinning), over {kept}; = X% of its CPU: that share of all it burned; "
-             "n/a with concurrent callers, whose runs overlap"),
+             "n/a with concurrent callers, whose runs overlap; a new session shows it from its 20th run"),
             ("in ███▒▒▒ between", "the same split as a bar: █ CPU inside Run(), ▒ CPU between runs"),
-            ("p99 after idle < 1: …", "open arrivals: service p99 (ms) by the idle gap before a run (< 1, 1–10, "
+            ("p99 after idle (ms)", "open arrivals: service p99 (ms) by the idle gap before a run (< 1, 1–10, "
              "10–100, ≥ 100 ms); a slow long-gap bucket is a pool waking from sleep"),
             ("worker ▁▅▆█ 1.06 cores", f"the worker's CPU, one value per {_s(slow_s)}, newest at the right (the "
              "figure is the newest)"),
@@ -96,18 +96,21 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
         )),
         ("Latency", (
             ("p50 ▁▂█ 0.345 ms", f"one column per {_s(bucket_s)}, newest at the right, a gap where no run ended "
-             f"(a pause, a rebuild); the figure at the right is the newest {_s(bucket_s)}'s median"),
-            ("p99 ▇▇█ 7.71 ms", f"the same for the 99th percentile of each {_s(bucket_s)}"),
-            ("thr ▂▄▃ 1.1k/s", f"runs finished per second in each {_s(bucket_s)}"),
+             f"(a pause, a rebuild); the figure at the right is the median over the span headed above it (last "
+             f"{_s(window_s)}, widened at low rates up to 30 s to hold 20 runs; \"12 s·7 runs\" when fewer)"),
+            ("p99 ▇▇█ 7.71 ms", f"the same for the 99th percentile of each {_s(bucket_s)}; the figure over that span"),
+            ("thr ▂▄▃ 1.1k/s", f"runs finished per second in each {_s(bucket_s)}; the figure: runs served per second "
+             "over that span, \"paused\" while paused"),
             ("own scale · from 0", "p50 and p99 each span their own lowest…highest on screen (shape, not level); "
              "thr starts at 0, so a dip is a real one"),
             ("▼ rebuild", "a configuration change landed in the column under it"),
-            (f"last {window_s:g} s p50 p90 p99 max", f"the runs that ended in the last {_s(window_s)}"),
-            ("8,413 runs p50 p99 p99.9", f"{since}: its run count, the percentiles over {kept}, and runs/s over "
-             "its whole measured time"),
+            (f"last {window_s:g} s: N runs", f"the runs that ended in the last {_s(window_s)} (the "
+             "same span as the figures above): their count, p90 and max"),
+            ("all 8,413 runs: p50…", f"{since}: its run count, p50, p99, p99.9 over {kept}, and "
+             "runs/s over its whole measured time"),
             ("queue a/b + service c/d", "open arrivals (poisson, fixed, trace): response = wait in the queue + service "
-             "(inside Run()), p50/p99 ms; the sparklines are then response time, counted from each arrival; "
-             "N shed: requests dropped past the queue limit"),
+             "(inside Run()), p50/p99 ms over all runs (q, svc when narrow); the sparklines are then response "
+             "time, counted from each arrival; N shed: requests dropped past the queue limit"),
         )),
         (replicas.TITLE, (
             ("r0 cores 0-1", "a replica: one session of the model in the one worker, with its own callers; its cores "
@@ -150,7 +153,8 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             ("runs p50 p99 thr CPU/run", f"each configuration over {kept} (CPU/run in ms)"),
             ("verdict", "how the row compares with the row before it, on the metric its change is about:"),
             ("  measuring…", f"fewer than {MIN_VERDICT_RUNS} runs yet"),
-            ("  +3.1 % unverified", "the p50 change measured one after the other: drift on a shared host moves "
+            ("  too few runs", f"replaced before it (or the row before it) had {MIN_VERDICT_RUNS} runs"),
+            ("  p50 +3.1 % unverified", "the p50 change measured one after the other: drift on a shared host moves "
              "figures as much, so it is no verdict yet; v verifies it"),
             ("  verifying…", "the two configurations alternate in short blocks, paired block by block"),
             ("  −12 % faster / slower", f"verified: the 95 % interval of the paired change lies wholly beyond "

@@ -21,7 +21,7 @@ from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.messages import CatchUp
 from ortop.tui.meters import Meters
 from ortop.tui.panels import cpu, events, gpu, latency, memory, model, replicas, spin, status
-from ortop.tui.panels._format import BUSY_STATES, pace_shortfall
+from ortop.tui.panels._format import BUSY_STATES, finite, pace_shortfall
 from ortop.tui.widgets import KeyBar, Panel
 
 
@@ -108,8 +108,9 @@ class MainScreen(Screen[None]):
                                  (snap.state, elapsed if busy else m.frame, snap.config_id, len(snap.history)))
         q("#cpu", Panel).show(lambda w, h: cpu.cpu_panel(m.cpu, w, h, owners), (m.cpu, shares))
         gaps = snap.traffic.idle_gaps if snap.traffic is not None else ()
-        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history, gaps),
-                               (m.slow, snap.config_id))
+        q("#spin", Panel).show(lambda w, h: spin.spin_panel(snap.cpu, m.threads, w, h, m.process_history, gaps,
+                                                                   snap.runs),
+                               (m.slow, snap.config_id, snap.runs >= spin.SPIN_MIN_RUNS))
         q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
         mem = snap.memory
         q("#memory", Panel).show(lambda w, h: memory.memory_panel(mem, snap.history, m.gpu, w, h),
@@ -117,8 +118,9 @@ class MainScreen(Screen[None]):
                                   mem.series[-1:], len(mem.series),
                                   tuple((h.config_id, h.rss_peak, h.rss_delta) for h in snap.history), m.gpu))
         q("#latency", Panel).show(lambda w, h: latency.latency_panel(
-            snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h, window_s,
-            snap.traffic),
+            snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h,
+            snap.window_span_s if finite(snap.window_span_s) else window_s, snap.traffic,
+            snap.window_rate_per_s, snap.state == "paused"),
             (m.frame, snap.config_id, snap.state))
         if reps:  # per-replica figures move like the latency panel's: redrawn on frame ticks
             rss = mem.rss
