@@ -121,7 +121,7 @@ def run_tty(tmp_path):
     def start(*extra: str) -> Tty:
         t = Tty([model, "--profile-dir", str(tmp_path / "profiles"), *extra], env)
         started.append(t)
-        t.wait_for(b"measuring", START_S)  # a session is up, so there are settings to keep
+        t.wait_for("● measuring".encode(), START_S)  # the status line: a session is up, so there are settings to keep
         return t
 
     yield start
