@@ -521,7 +521,9 @@ def test_failed_build_in_a_fresh_worker_brings_back_the_last_good(monitors, matm
                session__config={"session.graph_optimizations_loop_level": "x"})
     mon.apply(bad)
     wait_for(lambda: events(mon, "restarting with the previous settings", "error"), 15, "the failed build")
-    wait_for(lambda: mon.snapshot().config_id > cid0 + 1 and mon.snapshot().runs > 10, 15, "the good profile back")
+    # the failed build gives its row number back, so the good profile's rebuild is the next row after cid0
+    wait_for(lambda: mon.worker_pid() not in (None, pid) and mon.snapshot().config_id > cid0
+             and mon.snapshot().runs > 10, 15, "the good profile back")
     s = mon.snapshot()
     new_pid = mon.worker_pid()
     assert new_pid not in (None, pid)
