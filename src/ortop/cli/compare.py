@@ -155,18 +155,18 @@ def judge_gates(result, gates: list[G.Gate]) -> GateOutcome:
     unpaced = [c.name for c in result.configs[:2] if not c.kept()]
     note = ""
     if result.fault:
-        note = f"undecided: a worker was lost for good ({result.fault})"
+        note = f"a worker was lost for good ({result.fault})"
     elif unpaced:
-        note = (f"undecided: not a paced answer: {', '.join(unpaced)} did not keep the offered rate, so its "
+        note = (f"not a paced answer: {', '.join(unpaced)} did not keep the offered rate, so its "
                 "latencies include queueing")
     elif result.stopped and not result.stopped_early:
-        note = "undecided: stopped before the gates were decided"
+        note = "stopped before the gates were decided"
     if note:
         judged = tuple(replace(r, result="undecided") for r in judged)
         return GateOutcome(judged, "undecided", note, result.gate_looks, forced=True)
     overall = G.overall([r.result for r in judged])
     if overall == "undecided":
-        note = ("undecided: the budget ended with an interval straddling its threshold; a longer --budget, a "
+        note = ("the budget ended with an interval straddling its threshold; a longer --budget, a "
                 "quieter host or a wider threshold would decide")
     return GateOutcome(judged, overall, note, result.gate_looks)
 
@@ -247,22 +247,15 @@ def _model_lines(result) -> list[str]:
 def gate_lines(gates: GateOutcome, code: int) -> list[str]:
     """The "gates" section of the table: each gate's change, interval and threshold, its result, and the overall
     result with its exit code."""
-    from ortop.measure.gate import HIGHER_IS_BETTER
-
-    def pct(x: float) -> str:
-        return "?" if not math.isfinite(x) else f"{x:+.1f} %"
-
     last = gates.looks[-1] if gates.looks else None
     at = (f"; {len(gates.looks)} look{'s' if len(gates.looks) != 1 else ''}, the last at {last.pairs} pairs"
           if last is not None else "; no look yet")
     lines = ["", f"gates (non-inferiority of NEW against BASE on 95 % intervals{at}):"]
     width = max(len(r.gate.metric) for r in gates.results)
     for r in gates.results:
-        worse = "<" if r.gate.metric in HIGHER_IS_BETTER else ">"
-        interval = ("no interval yet" if not (math.isfinite(r.ci_low_pct) and math.isfinite(r.ci_high_pct))
-                    else f"{pct(r.ci_low_pct)} \u2026 {pct(r.ci_high_pct)}")
-        lines.append(f"  {r.gate.metric:<{width}}  fail if {worse} {pct(r.gate.threshold_pct):>8}  change "
-                     f"{pct(r.change_pct):>8}  ({interval})  {r.result.upper() if r.result == 'fail' else r.result}")
+        lines.append(f"  {r.gate.metric:<{width}}  fail if {r.threshold_text():<9}  change "
+                     f"{G.pct_text(r.change_pct):>8}  ({r.interval_text()})  "
+                     f"{r.result.upper() if r.result == 'fail' else r.result}")
     lines.append(f"gate result: {gates.result} (exit {code})" + (f": {gates.note}" if gates.note else ""))
     return lines
 

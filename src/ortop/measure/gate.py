@@ -127,6 +127,16 @@ class GateResult:
     ci_high_pct: float
     result: Result
 
+    def interval_text(self) -> str:
+        """``−0.8 % … +3.1 %``, or ``no interval yet``."""
+        if not (math.isfinite(self.ci_low_pct) and math.isfinite(self.ci_high_pct)):
+            return "no interval yet"
+        return f"{pct_text(self.ci_low_pct)} \u2026 {pct_text(self.ci_high_pct)}"
+
+    def threshold_text(self) -> str:
+        """What fails it: ``> +5.0 %`` (a rise is worse), ``< −5.0 %`` (a fall is)."""
+        return f"{'<' if self.gate.metric in HIGHER_IS_BETTER else '>'} {pct_text(self.gate.threshold_pct)}"
+
     def as_dict(self) -> dict:
         def num(x: float) -> float | None:
             return round(float(x), 2) if x is not None and math.isfinite(x) else None
@@ -153,7 +163,8 @@ def evaluate(spec: Gate | str, change_pct: float, ci_low_pct: float, ci_high_pct
     return GateResult(gate, change_pct, ci_low_pct, ci_high_pct, judge(gate, ci_low_pct, ci_high_pct))
 
 
-def _pct(x: float) -> str:
+def pct_text(x: float) -> str:
+    """A change in %, as the gates' tables print it: ``+1.2 %``, ``−12 %`` (a true minus), ``?`` when unknown."""
     if x is None or not math.isfinite(x):
         return "?"
     return (f"{x:+.0f}" if abs(x) >= 10 else f"{x:+.1f}").replace("-", _MINUS) + " %"
@@ -173,10 +184,7 @@ def summary_markdown(results: Sequence[GateResult], *, confidence: float = 0.95,
              f"| metric | change | {confidence * 100:g} % interval | fail if | result |",
              "| --- | ---: | ---: | ---: | --- |"]
     for r in results:
-        interval = ("no interval yet" if not (math.isfinite(r.ci_low_pct) and math.isfinite(r.ci_high_pct))
-                    else f"{_pct(r.ci_low_pct)} \u2026 {_pct(r.ci_high_pct)}")
-        worse = "<" if r.gate.metric in HIGHER_IS_BETTER else ">"
-        lines.append(f"| {r.gate.metric} | {_pct(r.change_pct)} | {interval} | {worse} {_pct(r.gate.threshold_pct)} "
+        lines.append(f"| {r.gate.metric} | {pct_text(r.change_pct)} | {r.interval_text()} | {r.threshold_text()} "
                      f"| {_MARK[r.result]} |")
     if not results:
         lines.append("| (no gates) | | | | pass |")
