@@ -79,7 +79,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    "every verdict on the objective is settled")
     p.add_argument("--objective", choices=METRICS, default="p50",
                    help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
-                        "settled (default p50)")
+                        "settled (default p50; with --fail-if the gates end it instead)")
     g = p.add_argument_group("output agreement", "each configuration's outputs against the first's on the same "
                              "inputs; one beyond any bound is flagged ('off' leaves a bound out)")
     g.add_argument("--atol", type=bound, default=None, metavar="X",
