@@ -109,6 +109,23 @@ def test_the_rule_judges_exactly_two_configurations() -> None:
         GateLooks([parse_gate("p50:+5%")], n_configs=3)
 
 
+def test_gates_judged_on_comparisons_and_a_summary_that_says_why_undecided() -> None:
+    """Each gate on its metric's comparison (none: no interval, undecided); a summary whose exit line carries the
+    reason and code the command gives when the intervals alone do not decide (a lost worker's 4)."""
+    from types import SimpleNamespace
+
+    from ortop.measure.gate import evaluate_all, summary_markdown
+
+    p50 = SimpleNamespace(metric="p50", change_pct=1.0, ci_low_pct=-0.5, ci_high_pct=2.5)
+    results = evaluate_all([parse_gate("p50:+5%"), parse_gate("cpu:+5%")], [p50])
+    assert [r.result for r in results] == ["pass", "undecided"]
+    assert results[1].ci_low_pct != results[1].ci_low_pct and results[1].interval_text() == "no interval yet"
+    assert results[0].threshold_text() == "> +5.0 %" and results[0].interval_text() == "\u22120.5 % \u2026 +2.5 %"
+    text = summary_markdown(results, note="a worker was lost for good (it died)", code=4)
+    assert text.splitlines()[0].endswith(": undecided")
+    assert text.rstrip().endswith("Exit 4: a worker was lost for good (it died).")
+
+
 # ---- bad input: one line, exit 2, nothing measured -----------------------------------------------------------------
 @pytest.mark.parametrize("spec, said", [
     ("p99:-5%", "a fall in p99 is an improvement, not a regression; write p99:+5%"),
