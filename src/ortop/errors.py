@@ -12,6 +12,8 @@ EXIT_RUNTIME = 1     # the model or the run failed (a build error, Run() raising
 EXIT_USAGE = 2       # bad input: a flag, a profile, a model file, a path
 EXIT_FINDINGS = 3    # ortop doctor found something above info (a result, not a failure)
 EXIT_WORKER_LOST = 4  # a worker died and could not be restarted: what was measured is printed, as on ctrl-C
+EXIT_GATE_FAILED = 5     # compare --fail-if: a gate failed (ortop.measure.gate.EXIT_FAIL)
+EXIT_GATE_UNDECIDED = 6  # compare --fail-if: a gate undecided, never a pass (ortop.measure.gate.EXIT_UNDECIDED)
 EXIT_INTERRUPTED = 130  # ctrl-C (SIGINT), as a shell reports a process ended by it
 
 EXIT_CODES: dict[int, str] = {
@@ -22,6 +24,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_FINDINGS: "ortop doctor only: findings above info (warnings or errors) were reported",
     EXIT_WORKER_LOST: "compare, variants, capacity: a worker died again after its restart; everything measured "
                       "before was printed (JSON included), with the fault named",
+    EXIT_GATE_FAILED: "compare --fail-if: a gate failed (a regression shown beyond its threshold)",
+    EXIT_GATE_UNDECIDED: "compare --fail-if: a gate undecided when the budget ended: never a pass",
     EXIT_INTERRUPTED: "stopped by ctrl-C",
 }
 """What each exit code means for every command; :data:`COMMAND_EXIT_CODES` says it more precisely per command."""
@@ -35,8 +39,14 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
                           "provider was not active with --strict-providers",
             EXIT_USAGE: "bad input"},
     "info": {EXIT_OK: "the model was read and described", EXIT_USAGE: "bad input: a missing or broken model"},
-    "compare": {EXIT_OK: "a comparison, whatever the verdict", EXIT_RUNTIME: "a session failed to build or run",
-                EXIT_USAGE: "bad input", EXIT_WORKER_LOST: LOST},
+    "compare": {EXIT_OK: "a comparison, whatever the verdict; with --fail-if, every gate passed",
+                EXIT_RUNTIME: "a session failed to build or run",
+                EXIT_USAGE: "bad input (a --fail-if spec that does not parse, or more than two configurations with "
+                            "it)",
+                EXIT_WORKER_LOST: LOST + " (with --fail-if the gates are undecided)",
+                EXIT_GATE_FAILED: "with --fail-if: a gate failed, its interval wholly beyond its threshold",
+                EXIT_GATE_UNDECIDED: "with --fail-if: no gate failed but one was undecided when the budget ended, "
+                                     "or a rate was not kept: never a pass"},
     "variants": {EXIT_OK: "a comparison, whatever the verdict",
                  EXIT_RUNTIME: "no variant could be made or run", EXIT_USAGE: "bad input",
                  EXIT_WORKER_LOST: LOST},

@@ -21,10 +21,17 @@ Each session's outputs of one run after its warm-up are compared with the first'
 a configuration whose outputs are further than ``--atol`` (max abs error), ``--rtol`` (mean relative error) or under
 ``--cosine`` is flagged in its row, whatever its speed.
 
-Exit 0 whatever the verdict (ctrl-C too: what was measured is printed); 2 for bad input (one ``ortop: error:``
-line); 1 when the model fails at run time. A worker that dies is restarted with its sessions and the comparison goes
-on (``restarts``); one that dies again before finishing a block ends it as ctrl-C does, everything measured printed
-(``fault``), and the command exits 4 (``exit_code`` in the JSON).
+Gates for CI (``--fail-if p99:+5%``, repeatable; exactly two configurations, BASE then NEW): each gate is a
+non-inferiority test on its metric's interval (:mod:`ortop.measure.gate`), and the gates, not the objective, end the
+comparison: at each of the looks above it stops once the look's intervals decide them (every gate passes, or one
+fails), else at the budget's end. Exit 0 when every gate passed, 5 when one failed, 6 when the budget ended before
+they were decided; a lost worker (4) or a rate not kept makes them undecided, never a pass. ``--summary-md FILE``
+writes the gates as a markdown table (a CI job summary).
+
+Without gates, exit 0 whatever the verdict (ctrl-C too: what was measured is printed); 2 for bad input (one
+``ortop: error:`` line); 1 when the model fails at run time. A worker that dies is restarted with its sessions and
+the comparison goes on (``restarts``); one that dies again before finishing a block ends it as ctrl-C does,
+everything measured printed (``fault``), and the command exits 4 (``exit_code`` in the JSON).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from typing import Any
 from ortop.cli.argtypes import bound, cosine
 from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args, apply_flags
 from ortop.errors import EXIT_WORKER_LOST, UsageError
+from ortop.measure import gate as G
 from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, decided_after
 
@@ -55,6 +63,8 @@ EXAMPLES = """examples:
   ortop compare model.onnx model.int8.onnx --profile serving.toml --atol 0.05
   ortop compare a.toml b.toml                  (each profile on the model it names)
   ortop compare model.onnx a.toml b.toml --budget 60 --objective p99 --report compare.html
+  ortop compare base.onnx new.onnx --fail-if p99:+5% --fail-if throughput:-5% --budget 120 --summary-md gate.md
+                                               (a CI gate: exit 0 pass, 5 fail, 6 undecided)
 """
 
 
@@ -69,7 +79,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    "every verdict on the objective is settled")
     p.add_argument("--objective", choices=METRICS, default="p50",
                    help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
-                        "settled (default p50)")
+                        "settled (default p50; with --fail-if the gates end it instead)")
     g = p.add_argument_group("output agreement", "each configuration's outputs against the first's on the same "
                              "inputs; one beyond any bound is flagged ('off' leaves a bound out)")
     g.add_argument("--atol", type=bound, default=None, metavar="X",
@@ -82,6 +92,14 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ort-python", metavar="PATH",
                    help="also run the first configuration under this Python's onnxruntime (a venv with numpy and "
                         "another onnxruntime), in a worker of its own")
+    g = p.add_argument_group("gates for CI", "a non-inferiority test of NEW against BASE (exactly two "
+                             "configurations) on each metric named: exit 0 once every interval shows NEW no worse "
+                             "than its threshold, 5 once one shows it worse, 6 when the budget ends first")
+    g.add_argument("--fail-if", action="append", default=[], metavar="METRIC:\u00b1X%",
+                   help=f"fail when NEW is worse than BASE by more than X %% on METRIC (repeat for several): "
+                        f"{G.FORMS.replace('%', '%%')}; the comparison ends once every gate is decided")
+    g.add_argument("--summary-md", metavar="FILE",
+                   help="with --fail-if, also write the gates as a markdown table to FILE (for $GITHUB_STEP_SUMMARY)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--report", metavar="FILE",
                    help="also write a self-contained HTML page to FILE: the figures, a forest plot of the changes, "
@@ -113,8 +131,55 @@ def _models(result) -> list[str]:
     return out
 
 
-def to_json(model_path: str, budget_s: float, objective: str, result, tolerance: Tolerance | None = None
-            ) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GateOutcome:
+    """The gates judged on a finished comparison: each gate, the overall result, why it is undecided when the
+    intervals alone do not say, and the looks the rule took."""
+
+    results: tuple[G.GateResult, ...]
+    result: G.Result
+    note: str
+    looks: tuple[Any, ...]
+    forced: bool = False   # made undecided whatever the intervals say (a lost worker, a rate not kept, a stop)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gates": [r.as_dict() for r in self.results], "gate_result": self.result,
+                "gate_note": self.note or None, "gate_looks": [look.as_dict() for look in self.looks]}
+
+
+def judge_gates(result, gates: list[G.Gate]) -> GateOutcome:
+    """The gates on the result's intervals (those of the look the rule stopped at, or of the last look). A worker
+    lost for good, a configuration that did not keep its offered rate, or a stop before the gates were decided make
+    every gate undecided, with the reason: what was measured then answers another question, or too little of it."""
+    judged = G.evaluate_all(gates, [c for c in result.comparisons if c.other == 1])
+    unpaced = [c.name for c in result.configs[:2] if not c.kept()]
+    note = ""
+    if result.fault:
+        note = f"a worker was lost for good ({result.fault})"
+    elif unpaced:
+        note = (f"not a paced answer: {', '.join(unpaced)} did not keep the offered rate, so its "
+                "latencies include queueing")
+    elif result.stopped and not result.stopped_early:
+        note = "stopped before the gates were decided"
+    if note:
+        judged = tuple(replace(r, result="undecided") for r in judged)
+        return GateOutcome(judged, "undecided", note, result.gate_looks, forced=True)
+    overall = G.overall([r.result for r in judged])
+    if overall == "undecided":
+        note = ("the budget ended with an interval straddling its threshold; a longer --budget, a "
+                "quieter host or a wider threshold would decide")
+    return GateOutcome(judged, overall, note, result.gate_looks)
+
+
+def exit_code_of(result, gates: GateOutcome | None) -> int:
+    """A lost worker's 4 first; then the gates' 0 / 5 / 6; without gates 0, whatever the verdict."""
+    if result.fault:
+        return EXIT_WORKER_LOST
+    return G.exit_code(gates.result) if gates is not None else 0
+
+
+def to_json(model_path: str, budget_s: float, objective: str, result, tolerance: Tolerance | None = None,
+            gates: GateOutcome | None = None) -> dict[str, Any]:
     return {
         "model": model_path,
         "models": _models(result),
@@ -138,7 +203,8 @@ def to_json(model_path: str, budget_s: float, objective: str, result, tolerance:
         "warnings": list(result.warnings),
         "restarts": list(result.restarts),  # workers that died and were restarted with their sessions
         "fault": result.fault,              # a worker lost for good: measuring ended there
-        "exit_code": EXIT_WORKER_LOST if result.fault else 0,
+        **(gates.as_dict() if gates is not None else {}),
+        "exit_code": exit_code_of(result, gates),
     }
 
 
@@ -178,7 +244,24 @@ def _model_lines(result) -> list[str]:
     return lines
 
 
-def format_result(model_path: str, budget_s: float, objective: str, result) -> str:
+def gate_lines(gates: GateOutcome, code: int) -> list[str]:
+    """The "gates" section of the table: each gate's change, interval and threshold, its result, and the overall
+    result with its exit code."""
+    last = gates.looks[-1] if gates.looks else None
+    at = (f"; {len(gates.looks)} look{'s' if len(gates.looks) != 1 else ''}, the last at {last.pairs} pairs"
+          if last is not None else "; no look yet")
+    lines = ["", f"gates (non-inferiority of NEW against BASE on 95 % intervals{at}):"]
+    width = max(len(r.gate.metric) for r in gates.results)
+    for r in gates.results:
+        lines.append(f"  {r.gate.metric:<{width}}  fail if {r.threshold_text():<9}  change "
+                     f"{G.pct_text(r.change_pct):>8}  ({r.interval_text()})  "
+                     f"{r.result.upper() if r.result == 'fail' else r.result}")
+    lines.append(f"gate result: {gates.result} (exit {code})" + (f": {gates.note}" if gates.note else ""))
+    return lines
+
+
+def format_result(model_path: str, budget_s: float, objective: str, result, gates: GateOutcome | None = None
+                  ) -> str:
     from ortop.report.html import num  # the reports' figure format: one spelling of a table cell
 
     names = [c.name for c in result.configs]
@@ -222,6 +305,8 @@ def format_result(model_path: str, budget_s: float, objective: str, result) -> s
         lines.append(f"restart  {w}")
     if result.fault:
         lines.append(f"fault    {result.fault}")
+    if gates is not None:
+        lines += gate_lines(gates, exit_code_of(result, gates))
     return "\n".join(lines)
 
 
@@ -297,6 +382,12 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.budget > 0 and math.isfinite(args.budget)):
         raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
+    try:
+        gate_specs = [G.parse_gate(spec) for spec in args.fail_if]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.summary_md and not gate_specs:
+        raise UsageError("--summary-md writes the gates' summary: give at least one --fail-if METRIC:\u00b1X%")
     todo = plan(args)
     profiles, names = todo.profiles, todo.names
     if args.ort_python:  # the first configuration again, its worker under another interpreter's onnxruntime
@@ -304,6 +395,9 @@ def run(args: argparse.Namespace) -> int:
 
         other, name = with_ort_python(profiles[0], names[0], args.ort_python)
         profiles, names = [*profiles, other], [*names, name]
+    if gate_specs and len(profiles) != 2:
+        raise UsageError(f"--fail-if judges exactly two configurations, BASE then NEW; this command line makes "
+                         f"{len(profiles)}: {', '.join(names)}")
     model = profiles[0].model
     tolerance = Tolerance(args.atol, args.rtol, args.cosine)
     protect = (*{p.model for p in profiles}, *todo.paths)
@@ -311,6 +405,10 @@ def run(args: argparse.Namespace) -> int:
         from ortop.report import check_report
 
         check_report(args.report, protect=protect)
+    if args.summary_md:  # likewise the gates' summary
+        from ortop.fsutil import check_writable
+
+        check_writable(args.summary_md, protect=protect, what="gate summary")
     warnings = []
     for name, prof in zip(names[1:], profiles[1:]):
         diff = workload_difference(profiles[0], prof)
@@ -323,21 +421,30 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # with gates, the gates, not the objective, end the comparison
+    rule: dict[str, Any] = {"gates": gate_specs} if gate_specs else {"decide_on": args.objective}
     try:
-        result = compare(model, profiles, budget_s=args.budget, names=names, stop=stop, decide_on=args.objective,
-                         tolerance=tolerance)
+        result = compare(model, profiles, budget_s=args.budget, names=names, stop=stop, tolerance=tolerance, **rule)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
     if warnings:
         result = replace(result, warnings=tuple(warnings) + result.warnings)
-    data = to_json(model, args.budget, args.objective, result, tolerance)
+    gates = judge_gates(result, gate_specs) if gate_specs else None
+    data = to_json(model, args.budget, args.objective, result, tolerance, gates)
     if args.json:
         print(json.dumps(data), flush=True)
     else:
-        print(format_result(model, args.budget, args.objective, result), flush=True)
+        print(format_result(model, args.budget, args.objective, result, gates), flush=True)
     if args.report:  # after the result is printed: a report that fails to write loses nothing
         _write_report(args.report, data, names, profiles, protect)
+    if args.summary_md and gates is not None:
+        from ortop.fsutil import write_text
+
+        title = f"ortop gates: {names[1]} against {names[0]}"
+        md = G.summary_markdown(gates.results, title=title, note=gates.note if gates.forced else "",
+                                code=data["exit_code"])
+        write_text(args.summary_md, md, protect=protect, what="gate summary")
     return data["exit_code"]
 
 

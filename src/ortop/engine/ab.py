@@ -39,16 +39,16 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.bench.deciders import Budget, Looks
+from ortop.engine.bench.deciders import Budget, GateLook, GateLooks, Looks
 from ortop.engine.bench.plan import period_ms, plan_blocks
 from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import rows as R
-from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, schedule
+from ortop.measure.gate import Gate
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
 from ortop.runtime import protocol as P
@@ -203,6 +203,7 @@ class AbResult:
     stopped_early: bool = False     # ... and that was before the budget was spent, so the comparison ended there
     restarts: tuple[str, ...] = ()  # workers that died and were restarted, their sessions rebuilt
     fault: str | None = None        # a worker lost for good: measuring ended there (``stopped`` is set)
+    gate_looks: tuple[GateLook, ...] = ()  # with ``gates``: every look the rule took, each gate judged at it
 
     def comparison(self, other: int, metric: str) -> Comparison | None:
         return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
@@ -233,6 +234,9 @@ class Interleaving:
     ``decide_on`` (a metric) makes the budget the most it may take: after each round of blocks the look due by
     :mod:`ortop.measure.sequential` is taken, and once every verdict on that metric is settled the alternation
     ends and the result holds the blocks and the intervals of that look. Without it the budget is always spent.
+    ``gates`` (:class:`ortop.measure.gate.Gate`, instead of ``decide_on``; two profiles) end it the same way once a
+    look decides them (:class:`ortop.engine.bench.deciders.GateLooks`: ``compare --fail-if``); the result keeps
+    the looks taken (``AbResult.gate_looks``).
     """
 
     def __init__(self, profiles: Sequence[Profile], config_ids: Sequence[int], channels: Sequence[Callable[[Any], Any]],
@@ -240,7 +244,8 @@ class Interleaving:
                  stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
                  metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
-                 tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None):
+                 tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None,
+                 gates: Sequence[Gate] = ()):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -256,10 +261,14 @@ class Interleaving:
         self.metrics = tuple(metrics)
         if decide_on is not None and decide_on not in self.metrics:
             raise ValueError(f"decide_on {decide_on!r} is not one of the metrics compared")
+        if gates and decide_on is not None:
+            raise ValueError("give decide_on or gates, not both")
         self.decide_on = decide_on
         self.feed_model = feed_model    # every session fed from this model's inputs ("": each from its own)
         self.tolerance = tolerance      # set: each session's outputs are compared with the first's
-        self._looks = Looks(decide_on, len(self.profiles)) if decide_on is not None else None
+        self._looks: Looks | GateLooks | None = \
+            GateLooks(gates, len(self.profiles)) if gates else \
+            Looks(decide_on, len(self.profiles)) if decide_on is not None else None
         self._budget = Budget(budget_s, self.stop)
         self._index = {cid: i for i, cid in enumerate(self.ids)}
         self._cv = threading.Condition()
@@ -516,7 +525,7 @@ class Interleaving:
 
     def _decided(self) -> bool:
         """Under the lock, whenever blocks may have come in: the sequential rule's look, if one is due (with
-        ``decide_on``); True once it settled every verdict on that metric."""
+        ``decide_on`` or a decider); True once it settled what the rule waits for."""
         return self._looks is not None and self._looks.after(self._blocks, self.elapsed())
 
     def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
@@ -606,13 +615,13 @@ class Interleaving:
         comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None, level=level)) \
             if blocks else ()
         decided_s = decision.elapsed_s if decision is not None else None
-        if decision is None and self._looks is not None and sequential.settled(
-                [c for c in comps if c.metric == self.decide_on]):
+        if decision is None and self._looks is not None and self._looks.settled(comps):
             decided_s = elapsed  # settled at the last look, when the budget was spent
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
                         stopped, tuple(self.warnings), decided_s, decision is not None, tuple(self.restarts),
-                        self.fault)
+                        self.fault,
+                        tuple(self._looks.taken) if isinstance(self._looks, GateLooks) else ())
 
 
     def _model_figures(self, i: int, info: Mapping[str, Any]) -> dict[str, Any]:

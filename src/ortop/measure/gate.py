@@ -37,11 +37,13 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-EXIT_PASS = 0
-EXIT_FAIL = 5        # a gate's whole interval is beyond its threshold: a regression shown
-EXIT_UNDECIDED = 6   # no gate failed but one could not tell: never a pass
+from ortop.errors import EXIT_GATE_FAILED, EXIT_GATE_UNDECIDED, EXIT_OK
+
+EXIT_PASS = EXIT_OK
+EXIT_FAIL = EXIT_GATE_FAILED          # 5: a gate's whole interval is beyond its threshold: a regression shown
+EXIT_UNDECIDED = EXIT_GATE_UNDECIDED  # 6: no gate failed but one could not tell: never a pass
 
 GATE_METRICS = ("p50", "p99", "throughput", "cpu")
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -125,6 +127,16 @@ class GateResult:
     ci_high_pct: float
     result: Result
 
+    def interval_text(self) -> str:
+        """``−0.8 % … +3.1 %``, or ``no interval yet``."""
+        if not (math.isfinite(self.ci_low_pct) and math.isfinite(self.ci_high_pct)):
+            return "no interval yet"
+        return f"{pct_text(self.ci_low_pct)} \u2026 {pct_text(self.ci_high_pct)}"
+
+    def threshold_text(self) -> str:
+        """What fails it: ``> +5.0 %`` (a rise is worse), ``< −5.0 %`` (a fall is)."""
+        return f"{'<' if self.gate.metric in HIGHER_IS_BETTER else '>'} {pct_text(self.gate.threshold_pct)}"
+
     def as_dict(self) -> dict:
         def num(x: float) -> float | None:
             return round(float(x), 2) if x is not None and math.isfinite(x) else None
@@ -134,13 +146,25 @@ class GateResult:
                 "ci_high_pct": num(self.ci_high_pct), "result": self.result}
 
 
+def evaluate_all(gates: Sequence[Gate], comparisons: Sequence[Any]) -> tuple[GateResult, ...]:
+    """Each gate judged on the comparison of its metric (anything with ``metric``, ``change_pct``, ``ci_low_pct`` and
+    ``ci_high_pct``, such as :class:`ortop.measure.compare.Comparison`, of NEW against BASE); undecided, with no
+    interval, for a metric none of them has."""
+    by_metric = {c.metric: c for c in comparisons}
+    nan = float("nan")
+    return tuple(evaluate(g, by_metric[g.metric].change_pct, by_metric[g.metric].ci_low_pct,
+                          by_metric[g.metric].ci_high_pct) if g.metric in by_metric else evaluate(g, nan, nan, nan)
+                 for g in gates)
+
+
 def evaluate(spec: Gate | str, change_pct: float, ci_low_pct: float, ci_high_pct: float) -> GateResult:
     """:func:`judge`, kept with the numbers it was judged on (for the report and the markdown summary)."""
     gate = _as_gate(spec)
     return GateResult(gate, change_pct, ci_low_pct, ci_high_pct, judge(gate, ci_low_pct, ci_high_pct))
 
 
-def _pct(x: float) -> str:
+def pct_text(x: float) -> str:
+    """A change in %, as the gates' tables print it: ``+1.2 %``, ``−12 %`` (a true minus), ``?`` when unknown."""
     if x is None or not math.isfinite(x):
         return "?"
     return (f"{x:+.0f}" if abs(x) >= 10 else f"{x:+.1f}").replace("-", _MINUS) + " %"
@@ -149,24 +173,24 @@ def _pct(x: float) -> str:
 _MARK = {"pass": "pass", "fail": "**FAIL**", "undecided": "undecided"}
 
 
-def summary_markdown(results: Sequence[GateResult], *, confidence: float = 0.95, title: str = "ortop gates") -> str:
+def summary_markdown(results: Sequence[GateResult], *, confidence: float = 0.95, title: str = "ortop gates",
+                     note: str = "", code: int | None = None) -> str:
     """A short markdown table (metric, change, interval, threshold, result) and the overall result with its exit
-    code, for ``--summary-md`` (a CI job summary)."""
+    code, for ``--summary-md`` (a CI job summary). ``note``: why the result is undecided when the intervals alone do
+    not say (a lost worker, a rate not kept), said in place of the usual reason; ``code``: the exit code when it is
+    not the result's own (a lost worker's 4)."""
     verdict = overall([r.result for r in results])
     lines = [f"### {title}: {verdict}", "",
              f"| metric | change | {confidence * 100:g} % interval | fail if | result |",
              "| --- | ---: | ---: | ---: | --- |"]
     for r in results:
-        interval = ("no interval yet" if not (math.isfinite(r.ci_low_pct) and math.isfinite(r.ci_high_pct))
-                    else f"{_pct(r.ci_low_pct)} \u2026 {_pct(r.ci_high_pct)}")
-        worse = "<" if r.gate.metric in HIGHER_IS_BETTER else ">"
-        lines.append(f"| {r.gate.metric} | {_pct(r.change_pct)} | {interval} | {worse} {_pct(r.gate.threshold_pct)} "
+        lines.append(f"| {r.gate.metric} | {pct_text(r.change_pct)} | {r.interval_text()} | {r.threshold_text()} "
                      f"| {_MARK[r.result]} |")
     if not results:
         lines.append("| (no gates) | | | | pass |")
-    note = {"pass": "every interval lies on the good side of its threshold",
-            "fail": "an interval lies wholly beyond its threshold",
-            "undecided": "an interval straddles its threshold: more pairs or a quieter host would decide; "
-                         "undecided is not a pass"}[verdict]
-    lines += ["", f"Exit {exit_code(verdict)}: {note}."]
+    reason = note or {"pass": "every interval lies on the good side of its threshold",
+                      "fail": "an interval lies wholly beyond its threshold",
+                      "undecided": "an interval straddles its threshold: more pairs or a quieter host would decide; "
+                                   "undecided is not a pass"}[verdict]
+    lines += ["", f"Exit {exit_code(verdict) if code is None else code}: {reason}."]
     return "\n".join(lines) + "\n"
