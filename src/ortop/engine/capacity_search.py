@@ -28,6 +28,13 @@ from ortop.measure.queue import predict_knee, server_times, work_ms
 from ortop.measure.slo import Slo
 
 
+def idle_miss(slo: Slo, floor_ms: float) -> str:
+    """What a search says when the SLO metric of the bare service time (no load, back to back) is at or over the
+    SLO: a queue only adds to it, so no rate meets it, and the search stops there instead of stepping down."""
+    return (f"the model's own {slo.metric} at no load is {floor_ms:.3g} ms: no rate meets {slo.text()} "
+            f"(capacity 0)")
+
+
 class CapacitySearch:
     """Runs the search for several profiles (see the module docstring); ``on_point(search, point)`` after each
     measured point (the TUI draws the curve from it)."""
@@ -73,6 +80,8 @@ class CapacitySearch:
             self._build()
             warnings.extend(self._fallbacks)
             self._ceilings()
+            # a profile whose idle server already misses the SLO is done now: no point is measured for it
+            warnings.extend(f"{s.name}: {s.note}" for s in self.searches if s.note)
             while not self.stop.is_set() and self.left() > 0 and self.faults.lost is None:
                 todo = [s for s in self.searches if not s.done()]
                 if not todo:
@@ -181,9 +190,8 @@ class CapacitySearch:
             s.hi = grid(s.ceiling_per_s) if math.isfinite(s.ceiling_per_s) else math.nan
             w = s.profile.workload
             s.predicted_per_s = predict_knee(svc, self.slo, servers=max(1, w.concurrency), queues=max(1, w.replicas))
-            if math.isfinite(s.floor_ms) and s.floor_ms > self.slo.ms:
-                s.note = (f"its service time alone is {self.slo.metric} {s.floor_ms:.3g} ms, over the SLO of "
-                          f"{self.slo.ms:g} ms: no rate meets it (capacity 0)")
+            if math.isfinite(s.floor_ms) and s.floor_ms >= self.slo.ms:  # an idle server already misses it
+                s.note = idle_miss(self.slo, s.floor_ms)
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
