@@ -215,6 +215,52 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"
 
 
+def _undecided(rates: dict[float, float], index: int, name: str) -> Search:
+    """A search whose points all ran out of time undecided, its bracket moved by their estimates (as the real
+    search moves it): ``rates[r]`` the estimate at ``r``, under the SLO (20 ms) or over it."""
+    s = Search(index, name, Profile(), ceiling_per_s=22.0, floor_ms=14.0, hi=22.0)
+    for rate, ms in rates.items():
+        p = s.points.setdefault(rate, Point(rate))
+        p.add(np.full(30, ms), 1.0, 30, 0, SLO20)
+        assert p.decision == "undecided"
+        if ms <= SLO20.ms:
+            s.lo = max(s.lo, rate)
+        else:
+            s.hi = min(s.hi, rate)
+    return s
+
+
+def test_a_capacity_no_point_decided_reads_unknown_and_no_ratio_is_built_on_it():
+    """Every point undecided: no "0.9/s", no knee, no "×1.43 (×0.08…×21.96)" built on coin tosses."""
+    profiles = [Profile(), Profile()]
+    res = CapacityResult("/models/rec.onnx", SLO20, [_undecided({0.9: 18.0, 1.2: 25.0}, 0, "running"),
+                                                     _undecided({0.6: 19.0, 4.0: 30.0}, 1, "spinning off")],
+                         100.0, 120.0)
+    assert [s.lo for s in res.searches] == [0.9, 0.6]  # the bracket did move: the old table read "0.9/s"
+    rows = panel.rows(["running", "spinning off"], profiles, res, done=True)
+    assert [r.cells[1] for r in rows] == ["—", "—"]
+    assert [r.cells[5] for r in rows] == ["out of time", "out of time"]
+    assert panel.best(res) is None and panel.knee_columns(res, 60) == {}
+    said = panel.verdict(res, True).plain
+    assert said.startswith("no rate was decided to meet p99 ≤ 20 ms: the capacity is unknown (—)")
+    assert "×" not in said and "0.9" not in said
+    assert "↑" not in panel.curve(res, 80, 18).plain
+    # one decided, one not: the decided one is named, and no ratio is made with the other
+    met = _result({0: {200.0: 8.0, 300.0: 30.0}}).searches[0]
+    mixed = CapacityResult("/models/rec.onnx", SLO20, [met, _undecided({0.6: 19.0}, 1, "spinning off")], 60.0, 60.0)
+    rows = panel.rows(["running", "spinning off"], profiles, mixed, done=True)
+    assert [r.cells[1] for r in rows] == ["282/s", "—"]
+    assert panel.verdict(mixed, True).plain.startswith("serves more  running: 282/s within p99 ≤ 20 ms · spinning "
+                                                       "off —: no rate decided")
+    assert "×" not in panel.verdict(mixed, True).plain
+    # a search stopped because the idle server already misses the SLO: its note is the verdict
+    idle = Search(0, "running", Profile(), ceiling_per_s=24.0, floor_ms=42.0,
+                  note="the model's own p99 at no load is 42 ms: no rate meets p99 ≤ 20 ms (capacity 0)")
+    noted = CapacityResult("/models/rec.onnx", SLO20, [idle], 3.0, 60.0)
+    assert panel.verdict(noted, True).plain == idle.note
+    assert panel.rows(["running"], profiles[:1], noted, done=True)[0].cells[1] == "0"
+
+
 def test_alternatives_change_the_running_profile_and_fit_the_host():
     offers = panel.alternatives(Profile(), logical=8, physical=4)
     assert [o.label for o in offers] == ["2 replicas pinned", "spinning off", "threads ×2 (8)", "threads ÷2 (2)"]

@@ -201,8 +201,7 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
 
     def _done(self, result: CapacityResult) -> None:
         self._search = None
-        best = result.best()
-        self.refresh_rows(select=best)
+        self.refresh_rows(select=panel.best(result))
         self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it, w writes "
                                "the HTML report", style="dim"))
 
