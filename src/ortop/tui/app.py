@@ -39,6 +39,7 @@ from ortop.tui import actions, messages, quick
 from ortop.tui._compat import install_hangup_handlers, release_job_control_signals, stop_input_thread
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
+from ortop.tui.noload import no_load
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
 from ortop.tui.screens.capacity import CapacityScreen, SearchFactory
 from ortop.tui.screens.confirm import ConfirmScreen
@@ -247,9 +248,14 @@ class OrtopApp(App[int]):
             if not yes:
                 self.notify("nothing changed", title=what)
                 return
-            if self.apply_changes(what, **q.changes) and q.message:
+            if not self.apply_changes(what, **q.changes):
+                return
+            if q.message:
                 self.monitor.add_event("warning", q.message)
                 self.notify(q.message, title=what, severity="warning")
+            if q.info:
+                self.monitor.add_event("info", f"{what}: {q.info}")
+                self.notify(q.info, title=what)
 
         if q.confirm:
             self.push_screen(ConfirmScreen(q.confirm), go)
@@ -266,7 +272,9 @@ class OrtopApp(App[int]):
         self._quick(quick.spinning(self.current_profile()))
 
     def action_cycle_rate(self) -> None:
-        self._quick(quick.rate(self.current_profile()))
+        profile = self.current_profile()
+        measured = no_load(self.monitor.snapshot().history, profile)
+        self._quick(quick.rate(profile, measured.ceiling_per_s if measured is not None else None))
 
     def action_toggle_block_base(self) -> None:
         self._quick(quick.block_base(self.current_profile()))

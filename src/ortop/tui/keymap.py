@@ -46,8 +46,8 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
     Key("p", "toggle_spinning", quick.label(quick.SPIN),
         "toggle the intra-op pool's spinning (allow_spinning off / default)", rank=4),
-    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop",
-        rank=5),
+    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 50 % → 10 % of the "
+        "throughput measured in a closed loop (100 Hz → 10 Hz until one is) → closed loop", rank=5),
     Key("b", "toggle_block_base", quick.label(quick.BLOCK_BASE_KNOB),
         f"toggle {knobs.get(quick.BLOCK_BASE_KNOB).name} between unset and {quick.BLOCK_BASE}", rank=8),
     Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
