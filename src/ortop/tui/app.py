@@ -42,6 +42,7 @@ from ortop.tui.meters import MeterState
 from ortop.tui.noload import no_load
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
 from ortop.tui.screens.capacity import CapacityScreen, SearchFactory
+from ortop.tui.screens.capacity import Choices as CapacityChoices
 from ortop.tui.screens.confirm import ConfirmScreen
 from ortop.tui.screens.doctor import DoctorScreen
 from ortop.tui.screens.export import ExportScreen
@@ -97,6 +98,7 @@ class OrtopApp(App[int]):
         self._held_paused = False  # the live session was running when the first of them took hold, and is paused
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
         self.capacity_factory: SearchFactory | None = None  # the capacity screen's search (None: the real one)
+        self.capacity_choices = CapacityChoices()  # the capacity screen's SLO, budget, alternative, kept
         self._origins: dict[str, str] = {}  # profile_key -> where a profile applied from a screen came from
         self._keys_held: tuple[float, float | None] | None = None  # (since, ready) while a screen opens
         self.keys_dropped = 0
@@ -314,7 +316,10 @@ class OrtopApp(App[int]):
 
     def action_capacity(self) -> None:
         if not isinstance(self.screen, CapacityScreen):
-            self.push_screen(CapacityScreen(self.current_profile(), search_factory=self.capacity_factory))
+            profile = self.current_profile()
+            self.push_screen(CapacityScreen(profile, search_factory=self.capacity_factory,
+                                            no_load=no_load(self.monitor.snapshot().history, profile),
+                                            choices=self.capacity_choices))
 
     def action_settings(self) -> None:
         if isinstance(self.screen, SettingsScreen):

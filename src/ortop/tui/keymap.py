@@ -81,13 +81,16 @@ TUNE_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 CAPACITY_KEYS: tuple[tuple[str, str], ...] = (
-    ("l / b", "cycle the SLO (p99 ≤ 5, 10, 20, 50, 100 ms) / the budget (30, 60, 120 s)"),
+    ("l / b", "cycle the SLO (p99 ≤ 1.5, 2, 4 × the p99 measured at no load, rounded; 5 … 100 ms until one is "
+     "measured) / the budget (30, 60, 120 s); kept for the next opening"),
+    ("L", "type the SLO: a limit in ms (p99), or METRIC=LIMIT (p95=30ms)"),
     ("a", "cycle the profile sized beside the running one: two pinned replicas, spinning off (or on), twice or "
      "half the intra-op threads"),
     ("g", "start the search (the live session pauses while it runs, and resumes after)"),
     ("s", "stop the search: what it has measured stays"),
     ("enter", "apply the highlighted profile to the live session (once the search has ended)"),
     ("ctrl+s", "save the highlighted profile"),
+    ("w", "write the HTML report of the finished search (its full path is shown)"),
     ("c / esc / q", "back to the live view (a search under way stops first)"),
 )
 
