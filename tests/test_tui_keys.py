@@ -103,13 +103,15 @@ def test_the_paced_rates_follow_the_closed_loop_of_the_same_settings():
     history = monitor.snapshot().history
     two = history[1].profile
     assert no_load(history, two).ceiling_per_s == pytest.approx(history[1].throughput_per_s)
-    paced = profile_mod.merge(two, **{"workload.rate_hz": 180.0, "workload.arrival": "poisson"})
+    paced = profile_mod.merge(two, **{"workload.rate_hz": 120.0, "workload.arrival": "poisson"})
     assert no_load(history, paced) == no_load(history, two)
     assert no_load(history, history[2].profile) is None  # spinning off never ran in a closed loop here
     ceiling = history[1].throughput_per_s
     presets = quick.rate_presets(ceiling)
     assert presets == (200.0, 40.0)  # 184 and 37 runs/s, rounded
-    assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0}  # 180 Hz is no preset: a closed loop next
+    assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0}  # 120 Hz is no preset: a closed loop next
+    near = profile_mod.merge(two, **{"workload.rate_hz": 180.0})  # set from a ceiling read a moment before
+    assert quick.rate(near, ceiling).changes == {quick.RATE: 40.0}
     at_half = profile_mod.merge(paced, **{"workload.rate_hz": 200.0})
     assert quick.rate(at_half, ceiling).changes == {quick.RATE: 40.0}
     assert quick.rate(profile_mod.merge(two, **{"workload.rate_hz": 40.0}), ceiling).changes == {quick.RATE: 0.0}

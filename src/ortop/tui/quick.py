@@ -112,7 +112,10 @@ def rate(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
     r = profile.workload.rate_hz
     measured = ceiling_per_s is not None and math.isfinite(ceiling_per_s) and ceiling_per_s > 0
     cycle = (0.0, *rate_presets(ceiling_per_s)) if measured and ceiling_per_s else RATE_CYCLE
-    at = next((i for i, x in enumerate(cycle) if math.isclose(x, r, rel_tol=1e-6, abs_tol=1e-9)), None)
+    # a preset set from a ceiling read a moment earlier (the closed loop's last figures come in after it stops) is
+    # still that preset: the shares are five times apart, so a quarter either way names one alone
+    tol = 0.25 if measured else 1e-6
+    at = next((i for i, x in enumerate(cycle) if math.isclose(x, r, rel_tol=tol, abs_tol=1e-9)), None)
     nxt = cycle[(at + 1) % len(cycle)] if at is not None else 0.0
     if nxt == 0.0:
         info = "closed loop: runs back to back"
