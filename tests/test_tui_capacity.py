@@ -27,6 +27,7 @@ from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid
+from ortop.engine.capacity_search import idle_miss
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.panels import capacity as panel
@@ -59,7 +60,7 @@ class FakeSearch:
 
     def result(self) -> CapacityResult:
         return CapacityResult(self.model_path, self.slo, list(self.searches), 2.0 * self.measured, self.budget_s,
-                              self.stop.is_set())
+                              self.stop.is_set(), [f"{s.name}: {s.note}" for s in self.searches if s.note])
 
     def _allowed(self) -> bool:
         free = self.free()
@@ -75,6 +76,8 @@ class FakeSearch:
         for s in self.searches:
             s.ceiling_per_s, s.floor_ms = self.ceilings[s.index], self.floor_ms
             s.hi = grid(s.ceiling_per_s)
+            if self.floor_ms >= self.slo.ms:  # as the real search: an idle server that misses the SLO ends it
+                s.note = idle_miss(self.slo, self.floor_ms)
         while not self.stop.is_set() and self.measured < 40:
             todo = [s for s in self.searches if not s.done()]
             if not todo:
@@ -431,11 +434,29 @@ async def test_capital_l_types_an_slo_and_one_under_the_no_load_p99_is_called_ou
         assert factory.calls[0]["slo"] == Slo("p95", 250.0)
 
 
+@pytest.mark.slow
+async def test_a_search_whose_idle_server_misses_the_slo_says_so_once_and_measures_no_point(tmp_path: Path) -> None:
+    factory = Factory(ceilings=(24.0, 30.0), floor_ms=70.0)  # a 40 ms model: p99 70 ms back to back
+    app = capacity_app(tmp_path, factory, FakeMonitor(n_configs=1, p50_ms=40.0))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        await pilot.press("L", "ctrl+u", *"50", "enter", "g")
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        assert [len(s.points) for s in screen.result.searches] == [0, 0]
+        assert [r[1] for r in cells(screen)] == ["0", "0"] and [r[5] for r in cells(screen)] == ["capacity 0"] * 2
+        said = text_of(screen, "cap-verdict")
+        assert said.replace("\n", " ") == (
+            "running: the model's own p99 at no load is 70 ms: no rate meets p99 ≤ 50 ms (capacity 0) · 2 replicas "
+            "pinned: the model's own p99 at no load is 70 ms: no rate meets p99 ≤ 50 ms (capacity 0)")
+        assert "warning" not in said  # the result's warnings say the same: not twice
+
+
 def test_a_typed_slo_reads_a_plain_limit_as_p99():
     assert screen_mod.read_slo(" 30 ") == Slo("p99", 30.0) and screen_mod.read_slo("2.5ms") == Slo("p99", 2.5)
     assert screen_mod.read_slo("p95=20ms") == Slo("p95", 20.0)
-    with pytest.raises(UsageError):
-        screen_mod.read_slo("soon")
+    for bad in ("soon", " "):
+        with pytest.raises(UsageError):
+            screen_mod.read_slo(bad)
 
 
 # ---- searching, stopping ------------------------------------------------------------------------------------------

@@ -108,13 +108,13 @@ def test_the_paced_rates_follow_the_closed_loop_of_the_same_settings():
     assert no_load(history, history[2].profile) is None  # spinning off never ran in a closed loop here
     ceiling = history[1].throughput_per_s
     presets = quick.rate_presets(ceiling)
-    assert presets == (200.0, 40.0)  # 184 and 37 runs/s, rounded
+    assert presets == (200.0, 35.0)  # 184 and 37 runs/s, rounded
     assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0}  # 120 Hz is no preset: a closed loop next
     near = profile_mod.merge(two, **{"workload.rate_hz": 180.0})  # set from a ceiling read a moment before
-    assert quick.rate(near, ceiling).changes == {quick.RATE: 40.0}
+    assert quick.rate(near, ceiling).changes == {quick.RATE: 35.0}
     at_half = profile_mod.merge(paced, **{"workload.rate_hz": 200.0})
-    assert quick.rate(at_half, ceiling).changes == {quick.RATE: 40.0}
-    assert quick.rate(profile_mod.merge(two, **{"workload.rate_hz": 40.0}), ceiling).changes == {quick.RATE: 0.0}
+    assert quick.rate(at_half, ceiling).changes == {quick.RATE: 35.0}
+    assert quick.rate(profile_mod.merge(two, **{"workload.rate_hz": 35.0}), ceiling).changes == {quick.RATE: 0.0}
 
 
 @pytest.mark.slow

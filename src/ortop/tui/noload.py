@@ -19,7 +19,7 @@ from ortop.config.profile import Profile
 MIN_RUNS = 50    # runs of a closed loop before its p99 and throughput are taken as the configuration's
 ARRIVAL_KNOBS = ("arrival", "max_queue", "trace", "trace_speed", "trace_loop")  # how requests come, not what runs
 NICE = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)  # readable values per decade: SLO limits
-NICE_RATES = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)  # finer for paced rates (within 10 %)
+NICE_RATES = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0)  # paced rates: within 10 %
 
 
 @dataclass(frozen=True)

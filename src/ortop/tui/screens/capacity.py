@@ -41,7 +41,7 @@ from textual.widgets import DataTable, Input, Static
 
 from ortop.config.profile import Profile
 from ortop.engine import CapacityResult
-from ortop.errors import OrtopError
+from ortop.errors import OrtopError, UsageError
 from ortop.measure.slo import Slo, parse_slo
 from ortop.tui import actions
 from ortop.tui._compat import relabel_binding
@@ -70,6 +70,8 @@ class Choices:
 def read_slo(text: str) -> Slo:
     """A typed SLO: a limit in ms for p99 (``30``, ``30ms``, ``0.5``), or ``METRIC=LIMIT`` (``p95=30ms``)."""
     t = text.strip().replace(" ", "")
+    if not t:
+        raise UsageError("type a limit in ms (30) or METRIC=LIMIT (p95=30ms)")
     plain = t.lower().removesuffix("ms")
     try:
         ms = float(plain)
@@ -376,7 +378,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
             return self.failure()
         t = panel.verdict(self.result, self.state == "done")
         if self.state == "done" and self.result is not None:
-            for w in self.result.warnings[:2]:
+            said = {f"{s.name}: {s.note}" for s in self.result.searches if s.note}  # the verdict says them already
+            for w in [w for w in self.result.warnings if w not in said][:2]:
                 t.append(f"\nwarning: {w}", style="yellow")
         return t
 
