@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from ortop.config.profile import Profile, merge
-from ortop.engine.capacity_search import CapacitySearch, idle_miss
+from ortop.engine.capacity import Point, Search
+from ortop.engine.capacity_search import CapacitySearch, idle_miss, nearly_idle_miss
 from ortop.measure.slo import Slo
 from tests.models import make_matmul_model
 
@@ -17,6 +19,29 @@ from tests.models import make_matmul_model
 def test_the_idle_miss_names_the_floor_and_the_slo():
     assert idle_miss(Slo("p99", 20.0), 42.0) == ("the model's own p99 at no load is 42 ms: no rate meets "
                                                   "p99 ≤ 20 ms (capacity 0)")
+
+
+def _point(rate: float, ms: float, slo: Slo) -> Point:
+    p = Point(rate)
+    for _ in range(4):
+        p.add(np.full(50, ms), 1.0, 50, 0, slo)
+    p.decide(slo)
+    return p
+
+
+def test_a_point_missed_with_the_server_nearly_idle_ends_the_search_before_it_steps_lower():
+    """Open load can be slower than back to back (runs after idle gaps: caches cold, pools asleep): a 40 ms model
+    read p99 60 ms in its closed loop, under a 100 ms SLO, and 150 ms at 2/s. No lower rate leaves its server idler."""
+    slo = Slo("p99", 100.0)
+    s = Search(0, "running", Profile(), ceiling_per_s=24.0, floor_ms=60.0, hi=24.0)
+    idle = _point(2.0, 150.0, slo)
+    assert idle.decision == "not met"
+    assert nearly_idle_miss(s, idle, slo) == ("the model's own p99 with its server nearly idle (2/s, 8 % of its "
+                                              "ceiling) is 150 ms: no rate meets p99 ≤ 100 ms (capacity 0)")
+    assert nearly_idle_miss(s, _point(12.0, 150.0, slo), slo) == ""  # half its ceiling: a lower rate may meet it
+    assert nearly_idle_miss(s, _point(2.0, 50.0, slo), slo) == ""    # met
+    s.lo = 1.0                                                       # a lower rate already met it
+    assert nearly_idle_miss(s, idle, slo) == ""
 
 
 @pytest.mark.integration
