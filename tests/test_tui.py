@@ -227,10 +227,11 @@ async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_pat
                        and measuring(monitor)(), what="three changes applied")
         prof = monitor.snapshot().profile
         assert prof.workload.rate_hz == 0.0 and prof.session.dynamic_block_base == 4
-        await pilot.press("R")  # closed loop → 100 Hz
-        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz == 100.0 and measuring(monitor)(),
-                       what="paced at 100 Hz")
-        await wait_for(pilot, lambda: "dbb 4 · 100 Hz" in panel_text(app, "model"), what="model panel")
+        await pilot.press("R")  # closed loop → half its measured throughput (100 Hz if too few runs were measured)
+        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz > 0 and measuring(monitor)(),
+                       what="paced")
+        hz = monitor.snapshot().profile.workload.rate_hz
+        await wait_for(pilot, lambda: f"dbb 4 · {hz:g} Hz" in panel_text(app, "model"), what="model panel")
         assert "threads 2 · " in panel_text(app, "model")
 
 

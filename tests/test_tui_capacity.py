@@ -13,6 +13,7 @@ import io
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid
-from ortop.errors import RuntimeFailure
+from ortop.engine.capacity_search import idle_miss
+from ortop.errors import RuntimeFailure, UsageError
 from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.panels import capacity as panel
 from ortop.tui.screens import HelpScreen, SaveScreen
@@ -58,7 +60,7 @@ class FakeSearch:
 
     def result(self) -> CapacityResult:
         return CapacityResult(self.model_path, self.slo, list(self.searches), 2.0 * self.measured, self.budget_s,
-                              self.stop.is_set())
+                              self.stop.is_set(), [f"{s.name}: {s.note}" for s in self.searches if s.note])
 
     def _allowed(self) -> bool:
         free = self.free()
@@ -74,6 +76,8 @@ class FakeSearch:
         for s in self.searches:
             s.ceiling_per_s, s.floor_ms = self.ceilings[s.index], self.floor_ms
             s.hi = grid(s.ceiling_per_s)
+            if self.floor_ms >= self.slo.ms:  # as the real search: an idle server that misses the SLO ends it
+                s.note = idle_miss(self.slo, self.floor_ms)
         while not self.stop.is_set() and self.measured < 40:
             todo = [s for s in self.searches if not s.done()]
             if not todo:
@@ -142,6 +146,14 @@ def drawn_table(screen: CapacityScreen) -> str:
     """The profiles' table as its lines are drawn on the screen."""
     table = screen.query_one(DataTable)
     return "\n".join("".join(seg.text for seg in table.render_line(y)) for y in range(table.size.height))
+
+
+async def opened(pilot: Any, app: OrtopApp) -> CapacityScreen:
+    """c pressed on the live view: the capacity screen it opens."""
+    await pilot.press("c")
+    screen = app.screen
+    assert isinstance(screen, CapacityScreen)
+    return screen
 
 
 def footer_label(screen: CapacityScreen, key: str) -> str:
@@ -215,6 +227,52 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"
 
 
+def _undecided(rates: dict[float, float], index: int, name: str) -> Search:
+    """A search whose points all ran out of time undecided, its bracket moved by their estimates (as the real
+    search moves it): ``rates[r]`` the estimate at ``r``, under the SLO (20 ms) or over it."""
+    s = Search(index, name, Profile(), ceiling_per_s=22.0, floor_ms=14.0, hi=22.0)
+    for rate, ms in rates.items():
+        p = s.points.setdefault(rate, Point(rate))
+        p.add(np.full(30, ms), 1.0, 30, 0, SLO20)
+        assert p.decision == "undecided"
+        if ms <= SLO20.ms:
+            s.lo = max(s.lo, rate)
+        else:
+            s.hi = min(s.hi, rate)
+    return s
+
+
+def test_a_capacity_no_point_decided_reads_unknown_and_no_ratio_is_built_on_it():
+    """Every point undecided: no "0.9/s", no knee, no "×1.43 (×0.08…×21.96)" built on coin tosses."""
+    profiles = [Profile(), Profile()]
+    res = CapacityResult("/models/rec.onnx", SLO20, [_undecided({0.9: 18.0, 1.2: 25.0}, 0, "running"),
+                                                     _undecided({0.6: 19.0, 4.0: 30.0}, 1, "spinning off")],
+                         100.0, 120.0)
+    assert [s.lo for s in res.searches] == [0.9, 0.6]  # the bracket did move: the old table read "0.9/s"
+    rows = panel.rows(["running", "spinning off"], profiles, res, done=True)
+    assert [r.cells[1] for r in rows] == ["—", "—"]
+    assert [r.cells[5] for r in rows] == ["out of time", "out of time"]
+    assert panel.best(res) is None and panel.knee_columns(res, 60) == {}
+    said = panel.verdict(res, True).plain
+    assert said.startswith("no rate was decided to meet p99 ≤ 20 ms: the capacity is unknown (—)")
+    assert "×" not in said and "0.9" not in said
+    assert "↑" not in panel.curve(res, 80, 18).plain
+    # one decided, one not: the decided one is named, and no ratio is made with the other
+    met = _result({0: {200.0: 8.0, 300.0: 30.0}}).searches[0]
+    mixed = CapacityResult("/models/rec.onnx", SLO20, [met, _undecided({0.6: 19.0}, 1, "spinning off")], 60.0, 60.0)
+    rows = panel.rows(["running", "spinning off"], profiles, mixed, done=True)
+    assert [r.cells[1] for r in rows] == ["282/s", "—"]
+    assert panel.verdict(mixed, True).plain.startswith("serves more  running: 282/s within p99 ≤ 20 ms · spinning "
+                                                       "off —: no rate decided")
+    assert "×" not in panel.verdict(mixed, True).plain
+    # a search stopped because the idle server already misses the SLO: its note is the verdict
+    idle = Search(0, "running", Profile(), ceiling_per_s=24.0, floor_ms=42.0,
+                  note="the model's own p99 at no load is 42 ms: no rate meets p99 ≤ 20 ms (capacity 0)")
+    noted = CapacityResult("/models/rec.onnx", SLO20, [idle], 3.0, 60.0)
+    assert panel.verdict(noted, True).plain == idle.note
+    assert panel.rows(["running"], profiles[:1], noted, done=True)[0].cells[1] == "0"
+
+
 def test_alternatives_change_the_running_profile_and_fit_the_host():
     offers = panel.alternatives(Profile(), logical=8, physical=4)
     assert [o.label for o in offers] == ["2 replicas pinned", "spinning off", "threads ×2 (8)", "threads ÷2 (2)"]
@@ -244,23 +302,24 @@ def test_a_copy_of_the_result_does_not_move_when_the_search_does():
 # ---- before the start ---------------------------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative(tmp_path: Path) -> None:
-    monitor = FakeMonitor(n_configs=1)  # ORT's defaults, closed loop
+    monitor = FakeMonitor(n_configs=1)  # ORT's defaults, closed loop: p99 7.38 ms at no load
     factory = Factory()
     app = capacity_app(tmp_path, factory, monitor)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("c")
         screen = app.screen
         assert isinstance(screen, CapacityScreen)
+        assert screen.presets == (15.0, 20.0, 30.0)  # 1.5, 2 and 4 × 7.38 ms, rounded up
         assert screen.slo_ms == 20.0 and screen.budget_s == 60.0
         title = text_of(screen, "cap-title")
         assert "p99 ≤ 20 ms · running vs 2 replicas pinned · budget 60 s" in title
         assert [r[0] for r in cells(screen)] == ["● running", "▲ 2 replicas pinned"]
         assert footer_label(screen, "a") == "vs 2 replicas pinned"
         slos = []
-        for _ in range(5):
+        for _ in range(3):
             await pilot.press("l")
             slos.append(screen.slo_ms)
-        assert slos == [50.0, 100.0, 5.0, 10.0, 20.0]
+        assert slos == [30.0, 15.0, 20.0]
         budgets = []
         for _ in range(3):
             await pilot.press("b")
@@ -275,7 +334,7 @@ async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative
                           ("threads ÷2 (2)", "vs threads ÷2 (2)", "▲ threads ÷2 (2)"),
                           ("2 replicas pinned", "vs 2 replicas pinned", "▲ 2 replicas pinned")]
         await pilot.press("l", "b", "a")
-        assert "p99 ≤ 50 ms · running vs spinning off · budget 120 s" in text_of(screen, "cap-title")
+        assert "p99 ≤ 30 ms · running vs spinning off · budget 120 s" in text_of(screen, "cap-title")
         await pilot.press("escape")
         assert not isinstance(app.screen, CapacityScreen)
         assert factory.calls == [] and monitor.state == "measuring"  # nothing ran, nothing paused
@@ -288,8 +347,116 @@ async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative
         console.print(app.screen.query_one("#help-text", Static).content)
         help_text = console.export_text()
         assert "the most traffic the running profile and one alternative serve within a latency SLO" in help_text
-        assert "cycle the SLO (p99 ≤ 5, 10, 20, 50, 100 ms)" in help_text
+        assert "cycle the SLO (p99 ≤ 1.5, 2, 4 × the p99 measured at no load, rounded" in help_text
         assert "capacity (c)" in [c.title for c in app.get_system_commands(app.screen)]
+
+
+@pytest.mark.parametrize(("p50_ms", "presets", "p99"), [
+    (40.0, (150.0, 200.0, 300.0), "70.1"),  # a slow model: 40 ms a run, p99 70 ms back to back
+    (1.0, (3.0, 4.0, 8.0), "1.75"),         # a fast one: 1 ms a run
+])
+async def test_the_slo_presets_fit_the_model_in_front_of_them(tmp_path: Path, p50_ms: float, presets: tuple,
+                                                              p99: str) -> None:
+    monitor = FakeMonitor(n_configs=1, p50_ms=p50_ms)
+    factory = Factory()
+    app = capacity_app(tmp_path, factory, monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        assert screen.presets == presets and screen.slo_ms == presets[1]  # the middle one first
+        assert f"p99 ≤ {presets[1]:g} ms · running vs" in text_of(screen, "cap-title")
+        shown = " · ".join(f"{x:g}" for x in presets)
+        assert (f"SLO presets p99 ≤ {shown} ms: 1.5×, 2×, 4× the p99 at no load, {p99} ms (closed loop, 6000 runs"
+                in text_of(screen, "cap-detail"))
+        seen = []
+        for _ in range(3):
+            await pilot.press("l")
+            seen.append(screen.slo_ms)
+        assert seen == [presets[2], presets[0], presets[1]]
+        await pilot.press("g")
+        await until(pilot, lambda: bool(factory.calls), "the search started")
+        assert factory.calls[0]["slo"] == Slo("p99", presets[1])
+
+
+async def test_without_a_measured_closed_loop_the_presets_say_so_and_fall_back(tmp_path: Path) -> None:
+    monitor = FakeMonitor(n_configs=1)
+    monitor.history[0] = replace(monitor.history[0], latency=replace(monitor.history[0].latency, runs=12))
+    app = capacity_app(tmp_path, Factory(), monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        assert screen.presets == screen_mod.SLO_MS and screen.slo_ms == 20.0
+        assert ("SLO presets p99 ≤ 5 · 10 · 20 · 50 · 100 ms: no closed loop of the running settings measured yet"
+                in text_of(screen, "cap-detail"))
+
+
+@pytest.mark.slow
+async def test_the_choices_are_kept_for_the_next_opening(tmp_path: Path) -> None:
+    factory = Factory()
+    app = capacity_app(tmp_path, factory, FakeMonitor(n_configs=1, p50_ms=40.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c", "l", "b", "a", "escape")  # 300 ms, 120 s, spinning off
+        screen = await opened(pilot, app)
+        assert (screen.slo_ms, screen.budget_s, screen.alternative.label) == (300.0, 120.0, "spinning off")
+        assert "p99 ≤ 300 ms · running vs spinning off · budget 120 s" in text_of(screen, "cap-title")
+        assert footer_label(screen, "a") == "vs spinning off"
+        await pilot.press("g")
+        await until(pilot, lambda: bool(factory.calls), "the search started")
+        call = factory.calls[0]
+        assert call["slo"] == Slo("p99", 300.0) and call["budget_s"] == 120.0
+        assert call["names"] == ["running", "spinning off"]
+
+
+@pytest.mark.slow
+async def test_capital_l_types_an_slo_and_one_under_the_no_load_p99_is_called_out(tmp_path: Path) -> None:
+    factory = Factory()
+    app = capacity_app(tmp_path, factory, FakeMonitor(n_configs=1, p50_ms=40.0))  # p99 70.1 ms at no load
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        await pilot.press("L")
+        prompt = app.screen
+        assert isinstance(prompt, screen_mod.SloPrompt)
+        assert "the p99 at no load is 70.1 ms" in str(prompt.query_one("#slo-hint").render())
+        await pilot.press("ctrl+u", *"fast", "enter")  # not an SLO: said in the prompt, which stays
+        assert app.screen is prompt and "fast" in str(prompt.query_one("#slo-message").render())
+        await pilot.press("ctrl+u", *"50", "enter")
+        await pilot.pause()
+        assert app.screen is screen and (screen.slo_metric, screen.slo_ms) == ("p99", 50.0)
+        assert "p99 ≤ 50 ms · running vs" in text_of(screen, "cap-title")
+        assert ("the model's own p99 at no load is 70.1 ms: no rate meets p99 ≤ 50 ms"
+                in text_of(screen, "cap-detail"))
+        await pilot.press("L", "ctrl+u", *"p95=250ms", "enter")
+        await pilot.pause()
+        assert screen.slo == Slo("p95", 250.0) and "p95 ≤ 250 ms" in text_of(screen, "cap-title")
+        await pilot.press("L", "escape")  # esc leaves it as it was
+        await pilot.pause()
+        assert app.screen is screen and screen.slo == Slo("p95", 250.0)
+        await pilot.press("g")
+        await until(pilot, lambda: bool(factory.calls), "the search started")
+        assert factory.calls[0]["slo"] == Slo("p95", 250.0)
+
+
+@pytest.mark.slow
+async def test_a_search_whose_idle_server_misses_the_slo_says_so_once_and_measures_no_point(tmp_path: Path) -> None:
+    factory = Factory(ceilings=(24.0, 30.0), floor_ms=70.0)  # a 40 ms model: p99 70 ms back to back
+    app = capacity_app(tmp_path, factory, FakeMonitor(n_configs=1, p50_ms=40.0))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        await pilot.press("L", "ctrl+u", *"50", "enter", "g")
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        assert [len(s.points) for s in screen.result.searches] == [0, 0]
+        assert [r[1] for r in cells(screen)] == ["0", "0"] and [r[5] for r in cells(screen)] == ["capacity 0"] * 2
+        said = text_of(screen, "cap-verdict")
+        assert said.replace("\n", " ") == (
+            "running: the model's own p99 at no load is 70 ms: no rate meets p99 ≤ 50 ms (capacity 0) · 2 replicas "
+            "pinned: the model's own p99 at no load is 70 ms: no rate meets p99 ≤ 50 ms (capacity 0)")
+        assert "warning" not in said  # the result's warnings say the same: not twice
+
+
+def test_a_typed_slo_reads_a_plain_limit_as_p99():
+    assert screen_mod.read_slo(" 30 ") == Slo("p99", 30.0) and screen_mod.read_slo("2.5ms") == Slo("p99", 2.5)
+    assert screen_mod.read_slo("p95=20ms") == Slo("p95", 20.0)
+    for bad in ("soon", " "):
+        with pytest.raises(UsageError):
+            screen_mod.read_slo(bad)
 
 
 # ---- searching, stopping ------------------------------------------------------------------------------------------
@@ -300,19 +467,19 @@ async def test_g_searches_points_redraw_the_curve_and_s_stops_with_what_is_known
     calls = spy_pause_resume(monitor)
     app = capacity_app(tmp_path, factory, monitor)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("c", "l", "g")  # p99 ≤ 50 ms
+        await pilot.press("c", "l", "g")  # p99 ≤ 30 ms
         screen = app.screen
         assert isinstance(screen, CapacityScreen)
         await until(pilot, lambda: screen.result is not None and
                     sum(len(s.points) for s in screen.result.searches) == 3, "three points")
         assert calls == ["pause"] and monitor.state == "paused"  # the search's workers have the cores
         call = factory.calls[0]
-        assert call["slo"] == Slo("p99", 50.0) and call["budget_s"] == 60.0 and call["model_path"] == monitor.model_path
+        assert call["slo"] == Slo("p99", 30.0) and call["budget_s"] == 60.0 and call["model_path"] == monitor.model_path
         assert call["names"] == ["running", "2 replicas pinned"]
         assert call["profiles"][0] == monitor.snapshot().profile and call["profiles"][1].workload.replicas == 2
         assert screen.state == "running" and "searching" in text_of(screen, "cap-title")
         curve = text_of(screen, "cap-curve")
-        assert "SLO 50" in curve and "●" in curve and "▲" in curve
+        assert "SLO 30" in curve and "●" in curve and "▲" in curve
         assert [r[4] for r in cells(screen)] == ["2", "1"]  # points per profile
         assert footer_label(screen, "s") == "stop"
 
@@ -480,6 +647,9 @@ async def test_w_writes_the_html_report_of_the_finished_search(tmp_path: Path) -
         await until(pilot, lambda: "report written" in text_of(screen, "cap-detail"), "the report", timeout=30)
         pages = list((tmp_path / "out").glob("ortop-capacity-*.html"))
         assert len(pages) == 1
+        full = str(pages[0].resolve())  # where it went, in full, on the screen and in a toast
+        assert f"report written: {full}" in text_of(screen, "cap-detail").replace("\n", "")
+        assert full in [n.message for n in app._notifications]
         html = pages[0].read_text()
         assert "<svg" in html and "2 replicas pinned" in html and "p99 ≤ 20 ms" in html
         assert "http://" not in html.replace("http://www.w3.org", "")  # nothing fetched from the network

@@ -6,6 +6,7 @@ The same keys on a real worker are in tests/test_tui.py (``test_quick_keys_stack
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.tui import quick
 from ortop.tui.app import OrtopApp, make_app
+from ortop.tui.noload import no_load
 from tests.fakes import FakeMonitor, StepClock
 
 SIZE = (120, 40)
@@ -59,6 +61,60 @@ async def test_capital_r_from_a_rate_outside_the_cycle_goes_to_a_closed_loop(tmp
         await pilot.press("R")
         await pilot.pause()
         assert [p.workload.rate_hz for p in monitor.applied] == [0.0]
+
+
+@pytest.mark.parametrize(("p50_ms", "ceiling", "paced"), [
+    (1.0, "970/s", [500.0, 100.0]),   # a 1 ms model: 970 runs/s back to back
+    (40.0, "24/s", [12.0, 2.5]),      # a 40 ms one: 24 runs/s; "100 Hz" would be four times what it can serve
+])
+async def test_capital_r_paces_at_shares_of_the_measured_ceiling_and_says_which(tmp_path: Path, p50_ms: float,
+                                                                                 ceiling: str, paced: list) -> None:
+    monitor = FakeMonitor(n_configs=1, p50_ms=p50_ms)  # ORT's defaults in a closed loop, 6000 runs measured
+    start = monitor.snapshot().profile
+    app = app_over(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        rates = await press_each(pilot, monitor, "R", 3, lambda p: p.workload.rate_hz)
+        assert rates == [*paced, 0.0]  # closed → 50 % → 10 % of the ceiling → closed
+        assert monitor.applied[0] == profile_mod.merge(start, **{"workload.rate_hz": paced[0]})
+        said = [e.text for e in monitor.events if e.text.startswith(quick.label(quick.RATE))]
+        assert said == [f"{quick.label(quick.RATE)}: paced at 50 % of the measured {ceiling}: {paced[0]:g} Hz",
+                        f"{quick.label(quick.RATE)}: paced at 10 % of the measured {ceiling}: {paced[1]:g} Hz",
+                        f"{quick.label(quick.RATE)}: closed loop: runs back to back"]
+        toasts = [n.message for n in app._notifications]
+        assert f"paced at 50 % of the measured {ceiling}: {paced[0]:g} Hz" in toasts
+
+
+async def test_capital_r_without_a_measured_closed_loop_keeps_the_fixed_rates_and_says_so(tmp_path: Path) -> None:
+    monitor = FakeMonitor(n_configs=1)
+    monitor.history[0] = replace(monitor.history[0], latency=replace(monitor.history[0].latency, runs=12))
+    app = app_over(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("R")
+        await pilot.pause()
+        assert [p.workload.rate_hz for p in monitor.applied] == [100.0]
+        assert monitor.events[-1].text.startswith(f"{quick.label(quick.RATE)}: paced at 100 Hz, a fixed rate: no "
+                                                  "closed loop of these settings measured yet")
+
+
+def test_the_paced_rates_follow_the_closed_loop_of_the_same_settings():
+    """R from a paced configuration finds the ceiling in the history row that ran its settings in a closed loop;
+    other settings' rows do not count."""
+    monitor = FakeMonitor(n_configs=3)  # #0 defaults, #1 2 threads (closed, 376/s), #2 2 threads spin off 100 Hz
+    history = monitor.snapshot().history
+    two = history[1].profile
+    assert no_load(history, two).ceiling_per_s == pytest.approx(history[1].throughput_per_s)
+    paced = profile_mod.merge(two, **{"workload.rate_hz": 120.0, "workload.arrival": "poisson"})
+    assert no_load(history, paced) == no_load(history, two)
+    assert no_load(history, history[2].profile) is None  # spinning off never ran in a closed loop here
+    ceiling = history[1].throughput_per_s
+    presets = quick.rate_presets(ceiling)
+    assert presets == (200.0, 35.0)  # 184 and 37 runs/s, rounded
+    assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0}  # 120 Hz is no preset: a closed loop next
+    near = profile_mod.merge(two, **{"workload.rate_hz": 180.0})  # set from a ceiling read a moment before
+    assert quick.rate(near, ceiling).changes == {quick.RATE: 35.0}
+    at_half = profile_mod.merge(paced, **{"workload.rate_hz": 200.0})
+    assert quick.rate(at_half, ceiling).changes == {quick.RATE: 35.0}
+    assert quick.rate(profile_mod.merge(two, **{"workload.rate_hz": 35.0}), ceiling).changes == {quick.RATE: 0.0}
 
 
 @pytest.mark.slow

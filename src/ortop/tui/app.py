@@ -39,8 +39,10 @@ from ortop.tui import actions, messages, quick
 from ortop.tui._compat import install_hangup_handlers, release_job_control_signals, stop_input_thread
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
+from ortop.tui.noload import no_load
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
 from ortop.tui.screens.capacity import CapacityScreen, SearchFactory
+from ortop.tui.screens.capacity import Choices as CapacityChoices
 from ortop.tui.screens.confirm import ConfirmScreen
 from ortop.tui.screens.doctor import DoctorScreen
 from ortop.tui.screens.export import ExportScreen
@@ -96,6 +98,7 @@ class OrtopApp(App[int]):
         self._held_paused = False  # the live session was running when the first of them took hold, and is paused
         self.tuner_factory: TunerFactory | None = None  # the tune screen's search (None: the real one)
         self.capacity_factory: SearchFactory | None = None  # the capacity screen's search (None: the real one)
+        self.capacity_choices = CapacityChoices()  # the capacity screen's SLO, budget, alternative, kept
         self._origins: dict[str, str] = {}  # profile_key -> where a profile applied from a screen came from
         self._keys_held: tuple[float, float | None] | None = None  # (since, ready) while a screen opens
         self.keys_dropped = 0
@@ -247,9 +250,14 @@ class OrtopApp(App[int]):
             if not yes:
                 self.notify("nothing changed", title=what)
                 return
-            if self.apply_changes(what, **q.changes) and q.message:
+            if not self.apply_changes(what, **q.changes):
+                return
+            if q.message:
                 self.monitor.add_event("warning", q.message)
                 self.notify(q.message, title=what, severity="warning")
+            if q.info:
+                self.monitor.add_event("info", f"{what}: {q.info}")
+                self.notify(q.info, title=what)
 
         if q.confirm:
             self.push_screen(ConfirmScreen(q.confirm), go)
@@ -266,7 +274,9 @@ class OrtopApp(App[int]):
         self._quick(quick.spinning(self.current_profile()))
 
     def action_cycle_rate(self) -> None:
-        self._quick(quick.rate(self.current_profile()))
+        profile = self.current_profile()
+        measured = no_load(self.monitor.snapshot().history, profile)
+        self._quick(quick.rate(profile, measured.ceiling_per_s if measured is not None else None))
 
     def action_toggle_block_base(self) -> None:
         self._quick(quick.block_base(self.current_profile()))
@@ -306,7 +316,10 @@ class OrtopApp(App[int]):
 
     def action_capacity(self) -> None:
         if not isinstance(self.screen, CapacityScreen):
-            self.push_screen(CapacityScreen(self.current_profile(), search_factory=self.capacity_factory))
+            profile = self.current_profile()
+            self.push_screen(CapacityScreen(profile, search_factory=self.capacity_factory,
+                                            no_load=no_load(self.monitor.snapshot().history, profile),
+                                            choices=self.capacity_choices))
 
     def action_settings(self) -> None:
         if isinstance(self.screen, SettingsScreen):

@@ -46,8 +46,8 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),
     Key("p", "toggle_spinning", quick.label(quick.SPIN),
         "toggle the intra-op pool's spinning (allow_spinning off / default)", rank=4),
-    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 100 Hz → 10 Hz → closed loop",
-        rank=5),
+    Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 50 % → 10 % of the "
+        "throughput measured in a closed loop (100 Hz → 10 Hz until one is) → closed loop", rank=5),
     Key("b", "toggle_block_base", quick.label(quick.BLOCK_BASE_KNOB),
         f"toggle {knobs.get(quick.BLOCK_BASE_KNOB).name} between unset and {quick.BLOCK_BASE}", rank=8),
     Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
@@ -81,13 +81,16 @@ TUNE_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 CAPACITY_KEYS: tuple[tuple[str, str], ...] = (
-    ("l / b", "cycle the SLO (p99 ≤ 5, 10, 20, 50, 100 ms) / the budget (30, 60, 120 s)"),
+    ("l / b", "cycle the SLO (p99 ≤ 1.5, 2, 4 × the p99 measured at no load, rounded; 5 … 100 ms until one is "
+     "measured) / the budget (30, 60, 120 s); kept for the next opening"),
+    ("L", "type the SLO: a limit in ms (p99), or METRIC=LIMIT (p95=30ms)"),
     ("a", "cycle the profile sized beside the running one: two pinned replicas, spinning off (or on), twice or "
      "half the intra-op threads"),
     ("g", "start the search (the live session pauses while it runs, and resumes after)"),
     ("s", "stop the search: what it has measured stays"),
     ("enter", "apply the highlighted profile to the live session (once the search has ended)"),
     ("ctrl+s", "save the highlighted profile"),
+    ("w", "write the HTML report of the finished search (its full path is shown)"),
     ("c / esc / q", "back to the live view (a search under way stops first)"),
 )
 

@@ -8,6 +8,7 @@ is pinned: the affinity lists one core group per pool thread, so it cannot stay)
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,8 @@ THREADS = "session.intra_op_num_threads"
 SPIN = "session.allow_spinning"
 RATE = "workload.rate_hz"
 BLOCK_BASE_KNOB = "session.dynamic_block_base"
-RATE_CYCLE = (0.0, 100.0, 10.0)  # closed loop → 100 Hz → 10 Hz → closed loop
+RATE_CYCLE = (0.0, 100.0, 10.0)  # closed loop → 100 Hz → 10 Hz → closed loop, while no ceiling is measured
+RATE_SHARES = (0.5, 0.1)         # closed loop → 50 % → 10 % of the measured ceiling → closed loop
 BLOCK_BASE = 4
 
 Changes = dict[str, Any]
@@ -36,6 +38,7 @@ class Quick:
     message: str = ""
     confirm: str = ""
     what: str = ""
+    info: str = ""   # what the change is, said once applied (an event and a toast): "paced at 50 % of …"
 
     @property
     def noop(self) -> bool:
@@ -92,11 +95,37 @@ def spinning(profile: Profile) -> Quick:
     return Quick({SPIN: None if profile.session.allow_spinning is False else False}, what=label(SPIN))
 
 
-def rate(profile: Profile) -> Quick:
-    """The next paced rate in RATE_CYCLE; a rate outside it goes to a closed loop."""
+def rate_presets(ceiling_per_s: float) -> tuple[float, ...]:
+    """The paced rates R offers for a measured ceiling (closed-loop runs per second): RATE_SHARES of it, each
+    rounded to a readable rate."""
+    from ortop.tui.noload import NICE_RATES, nice
+
+    return tuple(nice(share * ceiling_per_s, steps=NICE_RATES) for share in RATE_SHARES)
+
+
+def rate(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
+    """The next paced rate: closed loop → 50 % → 10 % of ``ceiling_per_s`` (the throughput the live session
+    measured for these settings in a closed loop), rounded, → closed loop; a rate outside the cycle goes to a
+    closed loop. Without a measured ceiling, RATE_CYCLE's fixed rates, said as such."""
+    from ortop.tui.panels._format import fmt_rate
+
     r = profile.workload.rate_hz
-    nxt = RATE_CYCLE[(RATE_CYCLE.index(r) + 1) % len(RATE_CYCLE)] if r in RATE_CYCLE else 0.0
-    return Quick({RATE: nxt}, what=label(RATE))
+    measured = ceiling_per_s is not None and math.isfinite(ceiling_per_s) and ceiling_per_s > 0
+    cycle = (0.0, *rate_presets(ceiling_per_s)) if measured and ceiling_per_s else RATE_CYCLE
+    # a preset set from a ceiling read a moment earlier (the closed loop's last figures come in after it stops) is
+    # still that preset: the shares are five times apart, so a quarter either way names one alone
+    tol = 0.25 if measured else 1e-6
+    at = next((i for i, x in enumerate(cycle) if math.isclose(x, r, rel_tol=tol, abs_tol=1e-9)), None)
+    nxt = cycle[(at + 1) % len(cycle)] if at is not None else 0.0
+    if nxt == 0.0:
+        info = "closed loop: runs back to back"
+    elif measured and ceiling_per_s:
+        share = RATE_SHARES[cycle.index(nxt) - 1]
+        info = f"paced at {share:.0%} of the measured {fmt_rate(ceiling_per_s)}: {nxt:g} Hz".replace("%", " %")
+    else:
+        info = (f"paced at {nxt:g} Hz, a fixed rate: no closed loop of these settings measured yet (from a closed "
+                "loop, R paces at 50 % and 10 % of its throughput)")
+    return Quick({RATE: nxt}, what=label(RATE), info=info)
 
 
 def block_base(profile: Profile) -> Quick:

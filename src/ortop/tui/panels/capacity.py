@@ -106,7 +106,7 @@ def knee_columns(result: CapacityResult, width: int) -> dict[int, int]:
     if not math.isfinite(top):
         return {}
     return {s.index: min(width - 1, int(round(s.capacity(result.slo) / top * (width - 1)))) for s in result.searches
-            if s.lo > 0 and not s.failed}
+            if decided(s)}
 
 
 def curve(result: CapacityResult | None, width: int, height: int) -> Text:
@@ -178,6 +178,19 @@ class Row:
     profile: Profile
 
 
+def decided(s: Any) -> bool:
+    """Whether a search's capacity rests on a point decided to meet the SLO. The bracket's lower end also moves by
+    an undecided point's estimate (a coin toss at the knee); a capacity, a knee or a ratio built on those alone
+    would read as found ("0.9/s", "×1.43") when no rate was shown to meet the SLO: it is unknown (—)."""
+    return s.lo > 0 and not s.failed and any(p.decision == "met" for p in s.points.values())
+
+
+def best(result: CapacityResult) -> int | None:
+    """The profile whose decided capacity is highest (:func:`decided`); None when no capacity is decided."""
+    ok = [s for s in result.searches if decided(s)]
+    return max(ok, key=lambda s: s.capacity(result.slo)).index if ok else None
+
+
 def measured(s: Any) -> list[tuple[float, Any]]:
     """A search's points that have blocks, by rate (the search adds a point as it starts measuring it)."""
     return [(r, p) for r, p in sorted(s.points.items()) if p.blocks]
@@ -193,7 +206,7 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
          done: bool = False) -> tuple[Row, ...]:
     """A row per profile (its mark on the curve, its name): its capacity (the highest rate found to meet the SLO),
     the bracket the true one lies in, the closed-loop ceiling, the points measured and where its search stands."""
-    best = result.best() if result is not None and done else None
+    top = best(result) if result is not None and done else None
     out = []
     for i, (name, profile) in enumerate(zip(names, profiles)):
         label = f"{MARKS[i % len(MARKS)]} {name}"
@@ -206,7 +219,7 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
             state, style = "failed", "red"
         elif s.note:
             state, style = "capacity 0", "yellow"
-        elif i == best and len(result.searches) > 1:
+        elif i == top and len(result.searches) > 1:
             state, style = ("serves more", "bold green") if result.separated(i) else ("ahead", "bold yellow")
         elif s.done():
             state, style = "done", ""
@@ -214,8 +227,8 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
             state, style = "stopped" if result.stopped else "out of time", "yellow"
         else:
             state, style = "searching", ""
-        # no rate found to meet it: unknown
-        cap = fmt_rate(s.capacity(result.slo)) if s.lo > 0 else ("0" if s.note else DASH)
+        # no rate decided to meet it: unknown
+        cap = fmt_rate(s.capacity(result.slo)) if decided(s) else ("0" if s.note else DASH)
         out.append(Row(i, name, (label, cap, _bracket(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))), state),
                        style, profile))
     return tuple(out)
@@ -228,13 +241,19 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
     if result is None:
         return t
     slo = result.slo.text()
-    best = result.best()
-    if best is None:
-        if done:
+    top = best(result)
+    if top is None:
+        live = [s for s in result.searches if not s.failed]
+        if live and all(s.note for s in live):  # every idle server already misses it: the search stopped there
+            t.append(" · ".join(s.note if len(live) == 1 else f"{s.name}: {s.note}" for s in live), style="yellow")
+        elif done and any(s.lo > 0 for s in live):
+            t.append(f"no rate was decided to meet {slo}: the capacity is unknown (—); a longer budget (b) gives "
+                     "points time to decide", style="yellow")
+        elif done:
             t.append(f"neither profile met {slo} at any rate measured", style="yellow")
         return t
-    b = result.searches[best]
-    sure = result.separated(best)
+    b = result.searches[top]
+    sure = result.separated(top)
     if not done:
         t.append("so far  ", style="bold")
     elif sure or len(result.searches) == 1:
@@ -243,11 +262,13 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
         t.append("ahead  ", style="bold yellow")
     t.append(f"{b.name}: {fmt_rate(b.capacity(result.slo))} within {slo}", style="bold green" if done and sure else "")
     for s in result.searches:
-        if s.index == best:
+        if s.index == top:
             continue
-        if s.lo > 0:
-            est, lo, hi = result.ratio(best, s.index)
+        if decided(s):  # a ratio only between two decided capacities
+            est, lo, hi = result.ratio(top, s.index)
             t.append(f" · ×{est:.2f} {s.name} (×{lo:.2f}…×{hi:.2f} by the brackets)")
+        elif s.lo > 0:
+            t.append(f" · {s.name} —: no rate decided")
         elif done:
             t.append(f" · {s.name} met it at no rate measured")
     if done and not sure:

@@ -1,8 +1,12 @@
 """The capacity screen: how much traffic the running profile and one alternative serve within a latency SLO,
 ``ortop capacity``'s search run from the live view, its latency–load curve drawn as each point is measured.
 
-Before the start, l cycles the SLO (p99 ≤ 5 … 100 ms), b the budget and a the alternative sized beside the running
-profile (two pinned replicas, spinning the other way, twice or half the threads); g starts. The search runs worker
+Before the start, l cycles the SLO, L types one, b the budget and a the alternative sized beside the running profile
+(two pinned replicas, spinning the other way, twice or half the threads); g starts. The SLO presets fit the model in
+front of them: 1.5, 2 and 4 times the p99 the live session measured for the running settings in a closed loop
+(:mod:`ortop.tui.noload`), rounded up to readable values, the middle one first; 5 … 100 ms, said as such, until one
+is measured. What was chosen (the SLO, the budget, the alternative) is kept for the next opening in the same run
+(:class:`Choices`, held by the app). The search runs worker
 processes of its own, so the screen asks the app to pause the live session first and to resume it once those
 workers are gone, whatever ended the search. Once it has ended, enter applies the highlighted profile to the live
 session and ctrl+s saves it, through the app (the job screen's messages); the screen holds no monitor.
@@ -21,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rich.cells import cell_len
@@ -28,25 +33,85 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
+from textual.containers import Vertical
 from textual.message import Message
+from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from ortop.config.profile import Profile
 from ortop.engine import CapacityResult
-from ortop.errors import OrtopError
+from ortop.errors import OrtopError, UsageError
 from ortop.measure.slo import Slo, parse_slo
 from ortop.tui import actions
 from ortop.tui._compat import relabel_binding
+from ortop.tui.noload import NoLoad, slo_presets
 from ortop.tui.panels import capacity as panel
 from ortop.tui.screens._base import post_from_thread
 from ortop.tui.screens.job import JobScreen, job_bindings
 
-SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through
+SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through while nothing is measured at no load
+SLO_FACTORS = (1.5, 2.0, 4.0)              # otherwise: these times the p99 at no load, rounded up
 BUDGETS_S = (30.0, 60.0, 120.0)
 DEFAULT_SLO_MS = 20.0
 DEFAULT_BUDGET_S = 60.0
 RUNNING_NAME = "running"
+
+
+@dataclass
+class Choices:
+    """What the user chose on the screen, kept by the app for the next opening: each None until chosen."""
+
+    slo: Slo | None = None
+    budget_s: float | None = None
+    alternative: str | None = None   # the alternative's label
+
+
+def read_slo(text: str) -> Slo:
+    """A typed SLO: a limit in ms for p99 (``30``, ``30ms``, ``0.5``), or ``METRIC=LIMIT`` (``p95=30ms``)."""
+    t = text.strip().replace(" ", "")
+    if not t:
+        raise UsageError("type a limit in ms (30) or METRIC=LIMIT (p95=30ms)")
+    plain = t.lower().removesuffix("ms")
+    try:
+        ms = float(plain)
+    except ValueError:
+        return parse_slo(t)
+    return parse_slo(f"p99={ms:g}ms")
+
+
+class SloPrompt(ModalScreen[Slo | None]):
+    """L: type an SLO; enter takes it, esc leaves the SLO as it was."""
+
+    BINDINGS = [Binding("escape", "close", "cancel")]
+
+    def __init__(self, current: Slo, hint: str) -> None:
+        super().__init__()
+        self.current = current
+        self.hint = hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text.assemble(("SLO", "bold"), ("  a limit in ms (p99), or METRIC=LIMIT: p95=30ms · enter "
+                                                          "takes it · esc cancels", "dim")))
+            yield Input(f"{self.current.ms:g}", id="slo-value", placeholder="ms")
+            yield Static(Text(self.hint, style="dim"), id="slo-hint")
+            yield Static("", id="slo-message")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        try:
+            slo = read_slo(event.value)
+        except OrtopError as exc:
+            self.query_one("#slo-message", Static).update(Text(str(exc), style="bold red"))
+            return
+        self.dismiss(slo)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class Search(Protocol):
@@ -107,7 +172,9 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     CapacityScreen #cap-detail-box { max-height: 30%; }
     """
 
-    BINDINGS = job_bindings("c,escape,q", [Binding("l", "slo", "SLO"), Binding("b", "budget", "budget"),
+    BINDINGS = job_bindings("c,escape,q", [Binding("l", "slo", "SLO"), Binding("L", "type_slo", "type SLO",
+                                                                               show=False),
+                                           Binding("b", "budget", "budget"),
                                            Binding("a", "alternative", "alternative")],
                             Binding("enter", "apply", "apply", show=False), "save",
                             extra=[Binding("w", "report", "report")])
@@ -116,9 +183,9 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     PREFIX = "cap"
     NOTE_AFTER = "\n"
     COLUMNS = panel.COLUMNS
-    SETTINGS = ("slo", "budget", "alternative", "start")
-    INTRO = ("l picks the SLO, b the budget, a the profile sized beside the running one, g starts: the live session "
-             "pauses while the search runs")
+    SETTINGS = ("slo", "type_slo", "budget", "alternative", "start")
+    INTRO = ("l picks the SLO (L types one), b the budget, a the profile sized beside the running one, g starts: the "
+             "live session pauses while the search runs")
     STOPPING = "stopping: the point under way ends, and what is known stays"
 
     class _Reported(Message):
@@ -130,14 +197,20 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
             self.error = error
 
     def __init__(self, profile: Profile, *, search_factory: SearchFactory | None = None,
-                 host: tuple[int, int] | None = None) -> None:
+                 host: tuple[int, int] | None = None, no_load: NoLoad | None = None,
+                 choices: Choices | None = None) -> None:
         super().__init__()
         self.running_profile = profile
-        self.slo_ms = DEFAULT_SLO_MS
+        self.no_load = no_load        # the running settings' closed loop, as the live session measured it
+        self.presets = slo_presets(no_load.p99_ms, SLO_FACTORS) if no_load is not None else SLO_MS
+        self.choices = choices if choices is not None else Choices()  # the app's: kept for the next opening
+        self.slo_metric = "p99"
+        self.slo_ms = self.presets[len(self.presets) // 2] if no_load is not None else DEFAULT_SLO_MS
         self.budget_s = DEFAULT_BUDGET_S
         self.host = host or _host()   # (logical, physical) cores: what the alternatives may ask for
         self.offers = panel.alternatives(profile, logical=self.host[0], physical=self.host[1])
         self.choice = 0
+        self._recall()
         self._factory: SearchFactory = search_factory or real_search
         self._search: Search | None = None
         self._t0 = 0.0
@@ -147,7 +220,38 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     # ---- what is sized -----------------------------------------------------------------------------------------
     @property
     def slo(self) -> Slo:
-        return parse_slo(f"p99={self.slo_ms:g}ms")
+        return parse_slo(f"{self.slo_metric}={self.slo_ms:g}ms")
+
+    def _recall(self) -> None:
+        """Take what was chosen at an earlier opening (an alternative this profile no longer offers: the first)."""
+        c = self.choices
+        if c.slo is not None:
+            self.slo_metric, self.slo_ms = c.slo.metric, c.slo.ms
+        if c.budget_s is not None:
+            self.budget_s = c.budget_s
+        labels = [o.label for o in self.offers]
+        if c.alternative in labels:
+            self.choice = labels.index(c.alternative)
+
+    def _remember(self) -> None:
+        self.choices.slo = self.slo
+        self.choices.budget_s = self.budget_s
+        self.choices.alternative = self.alternative.label if self.alternative is not None else None
+
+    def presets_text(self) -> Text:
+        """Where the SLO presets come from, and whether the chosen SLO can be met at all."""
+        shown = " · ".join(f"{x:g}" for x in self.presets)
+        m = self.no_load
+        if m is None:
+            return Text(f"SLO presets p99 ≤ {shown} ms: no closed loop of the running settings measured yet (run one "
+                        "for a few seconds, R to a closed loop, for presets that fit the model)", style="yellow")
+        factors = ", ".join(f"{f:g}×" for f in SLO_FACTORS)
+        t = Text(f"SLO presets p99 ≤ {shown} ms: {factors} the p99 at no load, {m.p99_ms:.3g} ms (closed loop, "
+                 f"{m.runs} runs, {m.ceiling_per_s:.3g}/s)", style="dim")
+        if self.slo_metric == "p99" and m.p99_ms >= self.slo_ms:
+            t.append(f"\nthe model's own p99 at no load is {m.p99_ms:.3g} ms: no rate meets {self.slo.text()}",
+                     style="yellow")
+        return t
 
     @property
     def alternative(self) -> panel.Alternative | None:
@@ -201,14 +305,15 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
 
     def _done(self, result: CapacityResult) -> None:
         self._search = None
-        best = result.best()
-        self.refresh_rows(select=best)
+        self.refresh_rows(select=panel.best(result))
         self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it, w writes "
                                "the HTML report", style="dim"))
 
     def report_path(self) -> str:
+        """The report's full path: the report folder (the working one unless set), the model and the time."""
         stem = os.path.splitext(os.path.basename(self.model_path))[0] or "model"
-        return os.path.join(self.report_dir, f"ortop-capacity-{stem}-{time.strftime('%Y%m%d-%H%M%S')}.html")
+        return os.path.abspath(os.path.join(self.report_dir,
+                                            f"ortop-capacity-{stem}-{time.strftime('%Y%m%d-%H%M%S')}.html"))
 
     @work(thread=True, exclusive=True, group="capacity-report")
     def _write_report(self, result: CapacityResult, path: str, profiles: list[tuple[str, str]]) -> None:
@@ -230,8 +335,10 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
     def _on_reported(self, message: _Reported) -> None:
         if message.error:
             self.show_message(Text(f"✗ the report was not written: {message.error}", style="bold red"))
+            self.notify(message.error, title="report not written", severity="error")
         else:
-            self.show_message(Text(f"report written: {os.path.abspath(message.path)}", style="green"))
+            self.show_message(Text(f"report written: {message.path}", style="green"))
+            self.notify(message.path, title="capacity report written")
 
     def _between(self) -> None:
         """Between two points: the clock, and the ceilings and brackets as the search sets them."""
@@ -255,7 +362,7 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         goal = f"{self.slo.text()} · {sized}"
         if self.state == "ready":
             t.append(f"{goal} · budget {self.budget_s:g} s", style="bold")
-            t.append("  ·  l SLO · b budget · a alternative · g start · c/esc back", style="dim")
+            t.append("  ·  l SLO · L type one · b budget · a alternative · g start · c/esc back", style="dim")
             return t
         phase = {"starting": "starting", "running": "searching", "stopping": "stopping: what is known stays",
                  "done": "stopped" if self.result is not None and self.result.stopped else "done",
@@ -271,7 +378,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
             return self.failure()
         t = panel.verdict(self.result, self.state == "done")
         if self.state == "done" and self.result is not None:
-            for w in self.result.warnings[:2]:
+            said = {f"{s.name}: {s.note}" for s in self.result.searches if s.note}  # the verdict says them already
+            for w in [w for w in self.result.warnings if w not in said][:2]:
                 t.append(f"\nwarning: {w}", style="yellow")
         return t
 
@@ -296,7 +404,11 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         self.show_message()
 
     def _detail(self, row: panel.Row | None) -> Text:
-        return panel.detail(row, self.result, self.running_profile)
+        t = panel.detail(row, self.result, self.running_profile)
+        if self.state == "ready":
+            t.append("\n")
+            t.append_text(self.presets_text())
+        return t
 
     def _label_alternative(self) -> None:
         alt = self.alternative
@@ -311,20 +423,37 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
 
     def action_slo(self) -> None:
         if not self.running:
-            later = [x for x in SLO_MS if x > self.slo_ms]
-            self.slo_ms = later[0] if later else SLO_MS[0]
+            later = [x for x in self.presets if x > self.slo_ms] if self.slo_metric == "p99" else []
+            self.slo_metric, self.slo_ms = "p99", later[0] if later else self.presets[0]
+            self._remember()
             self._new_search()
+
+    def action_type_slo(self) -> None:
+        if self.running:
+            return
+
+        def typed(slo: Slo | None) -> None:
+            if slo is not None and not self.running:
+                self.slo_metric, self.slo_ms = slo.metric, slo.ms
+                self._remember()
+                self._new_search()
+
+        hint = (f"the p99 at no load is {self.no_load.p99_ms:.3g} ms" if self.no_load is not None else
+                "no closed loop of the running settings measured yet")
+        self.app.push_screen(SloPrompt(self.slo, hint), typed)
 
     def action_budget(self) -> None:
         if not self.running:
             later = [b for b in BUDGETS_S if b > self.budget_s]
             self.budget_s = later[0] if later else BUDGETS_S[0]
+            self._remember()
             self._new_search()
 
     def action_alternative(self) -> None:
         if not self.running and self.offers:
             self.choice = (self.choice + 1) % len(self.offers)
             self._label_alternative()
+            self._remember()
             self._new_search()
 
     def action_apply(self) -> None:
