@@ -256,7 +256,7 @@ class CapacitySearch:
             p = points[s.index]
             served = p.served_per_s()
             if p.dropped or served < KEEP_RATIO * rate:
-                self.unpaced.append(f"{s.name} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
+                self.unpaced.append(f"{s.label()} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
                                     + (f", {p.dropped} shed" if p.dropped else "") + ": the rate was not kept; the "
                                     "point was measured on a backlog, not a paced answer")
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
