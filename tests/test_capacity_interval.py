@@ -179,3 +179,17 @@ def test_input_warnings_reach_capacitys_json_and_table(tmp_path, env):
     assert said in r.stdout
     row = next(line for line in r.stdout.splitlines() if line.startswith("  0  "))
     assert "threads 1" in row and "defaults" not in row
+
+
+@pytest.mark.integration
+def test_input_warnings_reach_compares_json(tmp_path, env):
+    """compare builds its sessions on the same path: the same warning, once, however many profiles."""
+    from tests.test_compare import profile_files
+
+    model = make_conv_model(tmp_path / "conv.onnx")
+    a, b = profile_files(tmp_path, one="[session]\nintra_op_num_threads = 1\n",
+                         two="[session]\nintra_op_num_threads = 2\n")
+    r = ortop("compare", model, a, b, "--budget", 2, "--json", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    said = [w for w in json.loads(r.stdout)["warnings"] if "too small for a spatial axis" in w]
+    assert len(said) == 2 and said[0].startswith("--dim height=VALUE")  # axes 2 and 3, each once
