@@ -193,3 +193,39 @@ def test_input_warnings_reach_compares_json(tmp_path, env):
     assert r.returncode == 0, r.stderr
     said = [w for w in json.loads(r.stdout)["warnings"] if "too small for a spatial axis" in w]
     assert len(said) == 2 and said[0].startswith("--dim height=VALUE")  # axes 2 and 3, each once
+
+
+def _data(**profile):
+    points = [{"rate_per_s": 100.0, "served_per_s": 100.0, "goodput_per_s": 99.5, "dropped": 0, "p50_ms": 2.0,
+               "p99_ms": 8.16, "slo_ms": 8.16, "model_ms": [12.0, 10.5, 14.0], "decision": "not met",
+               "decided_by": "long-run estimate", "order": 1},
+              {"rate_per_s": 80.0, "served_per_s": 80.0, "goodput_per_s": 80.0, "dropped": 0, "p50_ms": 2.0,
+               "p99_ms": 5.0, "slo_ms": 5.0, "model_ms": [7.0, 6.0, 8.0], "decision": "met",
+               "decided_by": "long-run estimate", "order": 0}]
+    p = {"profile": "defaults", "applied": "threads 1", "capacity_per_s": 90.0, "interval": [75.0, 105.0],
+         "interval_confidence": 0.9, "bracket": [80.0, 100.0], "met": True, "ceiling_per_s": 200.0,
+         "input_notes": [], "note": None, "points": points, **profile}
+    return {"model": "m.onnx", "slo": {"metric": "p99", "ms": 10.0}, "arrival": "poisson", "profiles": [p],
+            "best": 0, "best_separated": True, "elapsed_s": 10.0, "budget_s": 20.0, "warnings": [],
+            "host_noise": {"steal_pct": 1.5, "cpu_pressure_pct": 20.0, "slow_share": 0.008, "slow_k": 3.0,
+                           "verdict": "the host's stalls alone put 0.8 % of runs over 3× their shape's median: a "
+                                      "p99 SLO sits within the host's noise"}}
+
+
+def test_the_text_curve_draws_each_capacity_inside_its_interval():
+    from ortop.report.curve import text_curve
+
+    lines = text_curve(_data()).splitlines()
+    assert "● threads 1" in lines[0]  # the legend names what was applied, not "defaults"
+    span = lines[-1]
+    assert span.endswith("90 % interval") and span.index("├") < span.index("●") < span.index("┤")
+    assert "├" not in text_curve(_data(), intervals=False)
+
+
+def test_the_report_says_the_interval_what_decided_each_point_goodput_and_the_hosts_noise():
+    from ortop.report import capacity_page
+
+    html = capacity_page(_data())
+    assert "90 % interval 75.0–105/s" in html and "<td>75.0 … 105/s</td>" in html
+    assert "decided by" in html and "long-run estimate" in html and "within the SLO /s" in html and "99.5" in html
+    assert "steal 1.5 %" in html and "sits within the host" in html
