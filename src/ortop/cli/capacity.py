@@ -1,8 +1,9 @@
 """``ortop capacity MODEL [--profile PROFILE …] --slo p99=50ms``: the most traffic each profile serves within the SLO.
 
 Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
-batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the bracket each
-was found in, the curve in the terminal, the best profile and its ratio to the first; ``--json`` one object.
+batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the interval a rerun
+is expected to land in and the bracket each was found in, the host's noise over the search, the curve in the
+terminal, the best profile and its ratio to the first; ``--json`` one object.
 
 A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
@@ -150,8 +151,9 @@ def format_result(result: Any, *, plot: bool = True) -> str:
             lines.append(f"     {s.note}")
         for n in s.notes:
             lines.append(f"     input: {n}")
-    lines.append("     the interval: where a rerun here is expected to land (the tail's sampling, the host's drift "
-                 "and the bracket); the bracket: the search's resolution")
+    if any(s.met and not s.failed for s in result.searches):
+        lines.append("     the interval: where a rerun here is expected to land (the tail's sampling, the host's drift "
+                     "and the bracket); the bracket: the search's resolution")
     noise = getattr(result, "host_noise", None)
     if noise is not None:
         lines.append(f"host     {noise_text(noise)}")

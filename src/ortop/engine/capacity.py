@@ -42,6 +42,10 @@ The search per profile:
 
 The budget is wall time, builds included; a stop (ctrl-C) returns what is known.
 
+Each capacity carries an interval where a rerun of the same search on this host is expected to land: the tail's
+sampling, the host's drift over the search and the bracket's resolution, combined (:mod:`ortop.measure.rerun`;
+:meth:`Search.interval`). The bracket stays what it is: the search's resolution, not a confidence interval.
+
 The numbers are the measure room's: the SLO (:mod:`ortop.measure.slo`), the simulated queue, the knee's prediction
 and the queue model (:mod:`ortop.measure.queue`), the bracket's rules (:mod:`ortop.measure.bracket`). Here: the
 points, the searches and their result, each with its ``as_dict``; the driver is :mod:`ortop.engine.capacity_search`.
