@@ -203,10 +203,13 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     profiles = [Profile(), profile_mod.merge(Profile(), **{"workload.replicas": 2, "workload.pin_replicas": True})]
     rows = panel.rows(["running", "2 replicas pinned"], profiles, res, done=True)
     # the capacity is where 1/latency, linear in the rate, crosses the SLO between the bracket's points
-    assert [r.cells for r in rows] == [("● running", "282/s", "200…300", "1.0k/s", "2", "out of time"),
-                                       ("▲ 2 replicas pinned", "533/s", "400…600", "1.0k/s", "2", "serves more")]
+    # with its interval (here the bracket's term alone: the points carry no server times to model or to drift)
+    assert [r.cells for r in rows] == [("● running", "282/s (232–342)", "200…300", "1.0k/s", "2", "out of time"),
+                                       ("▲ 2 replicas pinned", "533/s (440–647)", "400…600", "1.0k/s", "2",
+                                        "serves more")]
     assert rows[1].style == "bold green" and rows[1].profile is profiles[1]
-    assert panel.verdict(res, True).plain == ("serves more  2 replicas pinned: 533/s within p99 ≤ 20 ms · ×1.89 "
+    assert panel.verdict(res, True).plain == ("serves more  2 replicas pinned: 533/s within p99 ≤ 20 ms (90 % interval "
+                                               "440–647/s: where a rerun is expected to land) · ×1.89 "
                                                "running (×1.33…×3.00 by the brackets)")
     assert panel.verdict(res, False).plain.startswith("so far  2 replicas pinned: 533/s")
     detail = panel.detail(rows[1], res, profiles[0]).plain
@@ -220,7 +223,8 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert not close.separated(1) and res.separated(1)
     assert panel.rows(["running", "2 replicas pinned"], profiles, close, done=True)[1].cells[5] == "ahead"
     assert panel.verdict(close, True).plain == (
-        "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms · ×1.38 running (×0.75…×3.00 by the brackets)\n"
+        "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms (90 % interval 360–695/s: where a rerun is expected to "
+        "land) · ×1.38 running (×0.75…×3.00 by the brackets)\n"
         "the brackets overlap or lie within 10 %, so neither is shown to serve more: a longer budget (b) gives points "
         "time to decide")
     none = _result({0: {300.0: 30.0}, 1: {600.0: 40.0}})
@@ -261,9 +265,11 @@ def test_a_capacity_no_point_decided_reads_unknown_and_no_ratio_is_built_on_it()
     met = _result({0: {200.0: 8.0, 300.0: 30.0}}).searches[0]
     mixed = CapacityResult("/models/rec.onnx", SLO20, [met, _undecided({0.6: 19.0}, 1, "spinning off")], 60.0, 60.0)
     rows = panel.rows(["running", "spinning off"], profiles, mixed, done=True)
-    assert [r.cells[1] for r in rows] == ["282/s", "—"]
-    assert panel.verdict(mixed, True).plain.startswith("serves more  running: 282/s within p99 ≤ 20 ms · spinning "
-                                                       "off —: no rate decided")
+    assert [r.cells[1].split(" (")[0] for r in rows] == ["282/s", "—"]  # the decided one with its interval
+    assert "(" in rows[0].cells[1] and "(" not in rows[1].cells[1]
+    said = panel.verdict(mixed, True).plain
+    assert said.startswith("serves more  running: 282/s within p99 ≤ 20 ms (90 % interval ")
+    assert said.endswith(" · spinning off —: no rate decided")
     assert "×" not in panel.verdict(mixed, True).plain
     # a search stopped because the idle server already misses the SLO: its note is the verdict
     idle = Search(0, "running", Profile(), ceiling_per_s=24.0, floor_ms=42.0,

@@ -1,8 +1,9 @@
 """``ortop capacity MODEL [--profile PROFILE …] --slo p99=50ms``: the most traffic each profile serves within the SLO.
 
 Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
-batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the bracket each
-was found in, the curve in the terminal, the best profile and its ratio to the first; ``--json`` one object.
+batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the interval a rerun
+is expected to land in and the bracket each was found in, the host's noise over the search, the curve in the
+terminal, the best profile and its ratio to the first; ``--json`` one object.
 
 A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
@@ -106,6 +107,27 @@ def _rate(x: float | None) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
 
 
+def capacity_text(search: Any, slo: Any) -> str:
+    """``32/s (90 % interval 27–35/s)``; ``0`` when nothing met the SLO."""
+    if not search.met:
+        return "0"
+    cap = f"{_rate(search.capacity(slo))}/s"
+    iv = search.interval(slo)
+    if iv is None or not math.isfinite(iv.lo):
+        return cap
+    return f"{cap} ({iv.confidence * 100:g} % interval {_rate(iv.lo)}–{_rate(iv.hi)}/s)"
+
+
+def noise_text(noise: Any) -> str:
+    """The host's noise over the search in one line."""
+    def pct(x: float | None, digits: int = 1) -> str:
+        return "?" if x is None else f"{x:.{digits}f} %"
+
+    share = "?" if noise.slow_share is None else f"{noise.slow_share * 100:.2g} %"
+    return (f"steal {pct(noise.steal_pct)}, CPU pressure {pct(noise.cpu_pressure_pct)}; runs slower than "
+            f"{noise.slow_k:g}× their shape's median: {share}")
+
+
 def format_result(result: Any, *, plot: bool = True) -> str:
     from ortop.measure.bracket import NOT_APART
     from ortop.report.curve import text_curve
@@ -114,20 +136,29 @@ def format_result(result: Any, *, plot: bool = True) -> str:
     lines = [f"model    {result.model}",
              f"slo      {slo.text()} of response time, Poisson arrivals; {result.elapsed_s:.0f} s of "
              f"{result.budget_s:g} s" + ("  (stopped early)" if result.stopped else ""), ""]
-    width = max(8, *(len(s.name) for s in result.searches))
-    lines.append(f"  #  {'profile':<{width}}  {'capacity':>9}  {'bracket':>15}  {'ceiling':>8}  "
+    width = max(8, *(len(s.label()) for s in result.searches))
+    lines.append(f"  #  {'profile':<{width}}  {'capacity (interval)':>30}  {'bracket':>15}  {'ceiling':>8}  "
                  f"{slo.metric} at no load")
     for s in result.searches:
         if s.failed:
-            lines.append(f"  {s.index}  {s.name:<{width}}  failed: {s.failed}")
+            lines.append(f"  {s.index}  {s.label():<{width}}  failed: {s.failed}")
             continue
         hi = _rate(s.hi)
         bracket = f"{_rate(s.lo)}…{hi}/s"
-        cap = f"{_rate(s.capacity(slo))}/s" if s.met else "0"
-        lines.append(f"  {s.index}  {s.name:<{width}}  {cap:>9}  {bracket:>15}  {_rate(s.ceiling_per_s):>6}/s  "
-                     f"{s.floor_ms:.3g} ms")
+        lines.append(f"  {s.index}  {s.label():<{width}}  {capacity_text(s, slo):>30}  {bracket:>15}  "
+                     f"{_rate(s.ceiling_per_s):>6}/s  {s.floor_ms:.3g} ms")
         if s.note:
             lines.append(f"     {s.note}")
+        for n in s.notes:
+            lines.append(f"     input: {n}")
+    if any(s.met and not s.failed for s in result.searches):
+        lines.append("     the interval: where a rerun here is expected to land (the tail's sampling, the host's drift "
+                     "and the bracket); the bracket: the search's resolution")
+    noise = getattr(result, "host_noise", None)
+    if noise is not None:
+        lines.append(f"host     {noise_text(noise)}")
+        if noise.verdict:
+            lines.append(f"         {noise.verdict}")
     best = result.best()
     if best is not None and len(result.searches) > 1:
         b = result.searches[best]
@@ -143,15 +174,18 @@ def format_result(result: Any, *, plot: bool = True) -> str:
     elif best is None:
         lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
     if any(s.points for s in result.searches):
-        lines += ["", "points (offered → served, SLO metric measured, in the long run by the queue model, decision):"]
+        lines += ["", "points (offered → served, within the SLO, SLO metric measured, in the long run by the queue "
+                      "model, decision by):"]
     for s in result.searches:
         for rate, p in sorted(s.points.items()):
             v = p.value(slo)
             est, lo, hi = p.model
             model = (f"  long run {est:.3g} ({lo:.3g}…{hi:.3g})" if math.isfinite(hi) else
                      "  long run: unbounded" if est == math.inf else "")
-            lines.append(f"  {s.name:<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  {slo.metric} "
-                         f"{v:>8.3g} ms{model}  {p.decision}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
+            by = f" by {p.decided_by}" if p.decided_by else ""
+            lines.append(f"  {s.label():<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  "
+                         f"{p.goodput_per_s():>8.1f}/s within  {slo.metric} {v:>8.3g} ms{model}  {p.decision}{by}"
+                         + (f"  ({p.dropped} shed)" if p.dropped else ""))
     if plot and any(s.points for s in result.searches):
         lines += ["", text_curve(result.as_dict())]
     for w in result.warnings:

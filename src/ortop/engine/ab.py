@@ -51,6 +51,7 @@ from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, c
 from ortop.measure.gate import Gate
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
+from ortop.model.feeds import note_level
 from ortop.runtime import protocol as P
 
 BUILD_TIMEOUT_S = 600.0
@@ -496,6 +497,9 @@ class Interleaving:
                 cost = max(0, after - before)
                 per = cost if per is None else max(per, cost)
             self._check_providers(i, info)
+            for note in info.get("notes", ()):  # what the inputs rest on: a warning among them (model.feeds), once
+                if note_level(str(note)) == "warning" and str(note) not in self.warnings:
+                    self.warnings.append(str(note))
         rss_all = sum(last_rss.values()) if last_rss else None
         return MemoryCost(rss_one, rss_all, per, available, len(self.channels))
 

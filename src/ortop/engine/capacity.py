@@ -42,6 +42,10 @@ The search per profile:
 
 The budget is wall time, builds included; a stop (ctrl-C) returns what is known.
 
+Each capacity carries an interval where a rerun of the same search on this host is expected to land: the tail's
+sampling, the host's drift over the search and the bracket's resolution, combined (:mod:`ortop.measure.rerun`;
+:meth:`Search.interval`). The bracket stays what it is: the search's resolution, not a confidence interval.
+
 The numbers are the measure room's: the SLO (:mod:`ortop.measure.slo`), the simulated queue, the knee's prediction
 and the queue model (:mod:`ortop.measure.queue`), the bracket's rules (:mod:`ortop.measure.bracket`). Here: the
 points, the searches and their result, each with its ``as_dict``; the driver is :mod:`ortop.engine.capacity_search`.
@@ -58,9 +62,17 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.measure.bracket import apart, grid, knee, narrow
-from ortop.measure.queue import cost_pools, past_ceiling, queue_model
+from ortop.measure.noise import HostNoise
+from ortop.measure.queue import MODEL_N, cost_pools, past_ceiling, queue_model
+from ortop.measure.rerun import CONFIDENCE, RerunInterval, bracket_sd, drift_sd, local_slope, rerun_interval, tail_sd
 from ortop.measure.slo import Slo
 from ortop.measure.stats import json_num, t95
+
+# What decided a point, in words: its blocks' share of requests over the SLO (or their mean, for a mean SLO), the
+# queue model's long-run estimate, or requests shed.
+BY_MEASURED = "measured"
+BY_MODEL = "long-run estimate"
+BY_SHED = "requests shed"
 
 STEP = 1.1              # from the prediction, steps of 10 % until the knee is bracketed
 MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
@@ -85,6 +97,7 @@ class Point:
     order: int = 0                                            # when its search measured it: 0 first, 1 next, …
     interval: tuple[float, float] = (math.nan, math.nan)      # of the decision statistic
     model: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # queue_model's estimate, low, high
+    decided_by: str = ""                                      # the figure that decided it (DECIDED_BY)
 
     def add(self, response_ms: np.ndarray, wall_s: float, arrived: int, dropped: int, slo: Slo,
             busy: np.ndarray | None = None) -> None:
@@ -109,6 +122,19 @@ class Point:
     def served_per_s(self) -> float:
         wall = self.recorded_s()
         return self.runs / wall if wall > 0 else math.nan
+
+    def goodput_per_s(self) -> float:
+        """Requests served within the SLO's bound per second (a shed request is not served; one over the bound is
+        served late): never above :meth:`served_per_s`."""
+        wall = self.recorded_s()
+        within = sum(b["runs"] - b["over"] for b in self.blocks)
+        return within / wall if wall > 0 else math.nan
+
+    def block_service_ms(self) -> list[float]:
+        """Each block's median service time (ms), from what its requests cost their server: the host's pace in
+        that block (a stall's few long runs move a short block's mean by a fifth; they are the tail's, not the
+        pace's)."""
+        return [float(np.median(b[:, 0])) for b in self.busy if len(b)]
 
     def value(self, slo: Slo) -> float:
         """The SLO metric over every recorded request of the point (ms)."""
@@ -139,6 +165,7 @@ class Point:
         n = len(self.blocks)
         if self.dropped > 0:
             self.decision = "not met"  # shed requests: the queue overflowed, whatever the percentile says
+            self.decided_by = BY_SHED
             return self.decision
         if n < 2:
             return self.decision
@@ -163,23 +190,26 @@ class Point:
         # The model's interval needs no minimum of blocks (its replicates are its sample); the blocks' t-interval
         # needs MIN_BLOCKS.
         below = (model_hi < slo.ms) if modelled else (n >= MIN_BLOCKS and mean + half < limit)
-        if (n >= MIN_BLOCKS and mean - half > limit) or (modelled and model_lo > slo.ms):
-            self.decision = "not met"
+        if n >= MIN_BLOCKS and mean - half > limit:
+            self.decision, self.decided_by = "not met", BY_MEASURED
+        elif modelled and model_lo > slo.ms:
+            self.decision, self.decided_by = "not met", BY_MODEL
         elif below and recorded >= MET_MIN_S:
-            self.decision = "met"
-        else:
-            self.decision = "undecided"
+            self.decision, self.decided_by = "met", BY_MODEL if modelled else BY_MEASURED
+        else:  # an undecided point moves the bracket by its estimate: the model's when there is one
+            self.decision, self.decided_by = "undecided", BY_MODEL if modelled else BY_MEASURED
         return self.decision
 
     def as_dict(self, slo: Slo) -> dict[str, Any]:
         a = self.all()
         p50, p99 = (float(x) for x in np.percentile(a, (50, 99))) if a.size else (math.nan, math.nan)
         return {"rate_per_s": json_num(self.rate_per_s), "served_per_s": json_num(self.served_per_s()),
+                "goodput_per_s": json_num(self.goodput_per_s()),
                 "dropped": self.dropped, "runs": self.runs, "blocks": len(self.blocks),
                 "recorded_s": round(self.recorded_s(), 2), "p50_ms": json_num(p50),
                 "p99_ms": json_num(p99), "slo_ms": json_num(self.value(slo)),
                 "model_ms": [json_num(x) for x in self.model] if not math.isnan(self.model[0]) else None,
-                "decision": self.decision, "order": self.order}
+                "decision": self.decision, "decided_by": self.decided_by or None, "order": self.order}
 
 @dataclass
 class Search:
@@ -196,6 +226,8 @@ class Search:
     points: dict[float, Point] = field(default_factory=dict)
     note: str = ""
     failed: str = ""
+    applied: str = ""          # what was applied to ORT's defaults, in short terms ("threads 1"); "" for none
+    notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
 
     def pooled(self, besides: float | None = None) -> list[Point]:
         """The points whose server times model the search's other points: every one (but the one at ``besides``)
@@ -254,8 +286,39 @@ class Search:
             return self.lo
         return knee(self.lo, self.hi, a.estimate(slo), b.estimate(slo), slo.ms)
 
+    def interval(self, slo: Slo, confidence: float = CONFIDENCE) -> RerunInterval | None:
+        """Where a rerun of this search on this host is expected to land (:mod:`ortop.measure.rerun`); None when
+        nothing met the SLO."""
+        cap = self.capacity(slo)
+        if not (self.lo > 0 and cap > 0):
+            return None
+        ends = [p for p in (self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None)
+                if p is not None]
+        a, b = (ends[0], ends[1]) if len(ends) == 2 else (None, None)
+        slope = (local_slope(cap, self.lo, self.hi, a.estimate(slo), b.estimate(slo), slo.ms)
+                 if a is not None and b is not None else math.nan)
+        bounds = [(p.model[1], p.model[2]) for p in ends if not math.isnan(p.model[1])]
+        pooled = self.pooled()
+        servers = max((p.servers for p in pooled), default=1)
+        simulated = int((MODEL_N if servers <= 1 else 6000) * 0.9)  # queue_model's requests after its warm-up
+        tail = tail_sd(bounds, slope, sum(p.runs for p in pooled), simulated)
+        drift = drift_sd([p.block_service_ms() for p in self.points.values()])
+        return rerun_interval(cap, tail=tail, drift=drift, bracket=bracket_sd(self.lo, self.hi),
+                              confidence=confidence)
+
+    def label(self) -> str:
+        """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""
+        if self.name == "defaults" and self.applied:
+            return self.applied
+        return self.name
+
     def as_dict(self, slo: Slo) -> dict[str, Any]:
+        iv = self.interval(slo)
         return {"profile": self.name, "capacity_per_s": json_num(self.capacity(slo)),
+                "interval": [json_num(iv.lo), json_num(iv.hi)] if iv is not None else None,
+                "interval_confidence": iv.confidence if iv is not None else CONFIDENCE,
+                "interval_terms": iv.as_dict() if iv is not None else None,
+                "applied": self.applied or None, "input_notes": list(self.notes),
                 "bracket": [json_num(self.lo), json_num(self.hi)],
                 "met": self.met, "ceiling_per_s": json_num(self.ceiling_per_s), "floor_ms": json_num(self.floor_ms),
                 "predicted_per_s": json_num(self.predicted_per_s),
@@ -275,6 +338,7 @@ class CapacityResult:
     blocks: list[dict[str, Any]] = field(default_factory=list)  # every block in the order it ran
     restarts: list[str] = field(default_factory=list)          # workers that died and were restarted
     fault: str | None = None                                   # a worker lost for good: the search ended there
+    host_noise: HostNoise | None = None                         # the host's own noise over the whole search
 
     def best(self) -> int | None:
         ok = [s for s in self.searches if not s.failed and s.lo > 0]
@@ -316,4 +380,5 @@ class CapacityResult:
                 "best_separated": (self.separated(b) if (b := self.best()) is not None else None),
                 "elapsed_s": round(self.elapsed_s, 2), "budget_s": self.budget_s, "stopped": self.stopped,
                 "warnings": list(self.warnings), "blocks": list(self.blocks), "restarts": list(self.restarts),
-                "fault": self.fault}
+                "fault": self.fault,
+                "host_noise": self.host_noise.as_dict() if self.host_noise is not None else None}

@@ -10,6 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -24,8 +25,17 @@ from ortop.engine.traffic import KEEP_RATIO
 from ortop.errors import RuntimeFailure
 from ortop.measure import rows as R
 from ortop.measure.bracket import grid
+from ortop.measure.noise import HostNoise, slow_share
 from ortop.measure.queue import predict_knee, server_times, work_ms
 from ortop.measure.slo import Slo
+from ortop.model.feeds import note_level
+
+
+def applied(profile: Profile) -> str:
+    """What a profile changes from ORT's defaults, in short terms (``threads 1``); "" for nothing."""
+    from ortop.config.diff import change_terms, diff
+
+    return ", ".join(change_terms(diff(Profile(), profile, settings_only=True)))
 
 
 def idle_miss(slo: Slo, floor_ms: float) -> str:
@@ -59,8 +69,11 @@ class CapacitySearch:
     def __init__(self, model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
                  names: Sequence[str] | None = None, stop: threading.Event | None = None,
                  on_point: Callable[[Search, Point], None] | None = None, point_max_s: float | None = None,
-                 strict_providers: bool = False):
+                 strict_providers: bool = False, noise_root: str = "/proc"):
         self.model_path = model_path
+        self.noise_root = noise_root      # where the host's steal and CPU pressure are read (a fake one in tests)
+        self._service: list[np.ndarray] = []  # every open-load block's service times and shape ids (profile-wise):
+        self._shapes: list[np.ndarray] = []   # the runs' slow share against their own shape's median
         self.strict_providers = strict_providers  # a requested provider not active fails the search, not a warning
         self._fallbacks: list[str] = []           # without it: what fell back, said in the result's warnings
         self.profiles = list(profiles)
@@ -72,7 +85,7 @@ class CapacitySearch:
         # A point still undecided after this long straddles the SLO: it is at the knee, within what more time
         # would tell, and the bracket moves by its estimate (a twelfth of the budget, 4 … 20 s).
         self.point_max_s = point_max_s if point_max_s is not None else max(4.0, min(20.0, budget_s / 12))
-        self.searches = [Search(i, self.names[i], p) for i, p in enumerate(self.profiles)]
+        self.searches = [Search(i, self.names[i], p, applied=applied(p)) for i, p in enumerate(self.profiles)]
         self._said: list[str] = []   # about the workers' environments (an allocator left out)
         self._pool = Pool(model_path, self.profiles, name="ortop-capacity-worker", warn=self._said.append)
         self.faults = Faults()
@@ -91,8 +104,12 @@ class CapacitySearch:
                               restarts=list(self.faults.said), fault=self.faults.lost)
 
     def run(self) -> CapacityResult:
+        from ortop.collectors.noise import NoiseSampler
+
         self._budget.start()
         warnings: list[str] = []
+        sampler = NoiseSampler(self.noise_root)
+        sampler.start()
         try:
             self._build()
             warnings.extend(self._fallbacks)
@@ -120,13 +137,29 @@ class CapacitySearch:
             self._pool.close()
         # a profile whose idle server already misses the SLO ended there (its note): said among the warnings too
         warnings.extend(f"{s.name}: {s.note}" for s in self.searches if s.note)
+        noise = self._judged(sampler.stop())
+        for s in self.searches:  # what each profile's inputs rest on: the warnings among its notes (model.feeds)
+            warnings.extend(f"{s.label()}: {n}" for n in s.notes if note_level(n) == "warning")
+        if noise.verdict:
+            warnings.append(noise.verdict)
         logged = [x for w in self._pool.workers for x in w.log if "warn" in x.lower()]
         warnings.extend(x for x in [*self._said, *logged] if x not in warnings)
         warnings.extend(self.faults.said + ([self.faults.lost] if self.faults.lost else []))
         warnings.extend(x for x in self.unpaced if x not in warnings)
         return CapacityResult(self.model_path, self.slo, self.searches, self._budget.elapsed(),
                               self.budget_s, self.stop.is_set() or self.faults.lost is not None, warnings[:20],
-                              blocks=list(self.order), restarts=list(self.faults.said), fault=self.faults.lost)
+                              blocks=list(self.order), restarts=list(self.faults.said), fault=self.faults.lost,
+                              host_noise=noise)
+
+    def _judged(self, noise: HostNoise) -> HostNoise:
+        """The sampler's reading with the runs' slow share over every open-load block and, for a percentile SLO,
+        the verdict."""
+        if not self._service:
+            return noise
+        svc, ids = np.concatenate(self._service), np.concatenate(self._shapes)
+        if self.slo.quantile is not None and 0 < self.slo.quantile < 1:
+            return noise.judged(svc, ids, self.slo.quantile)
+        return replace(noise, slow_share=slow_share(svc, ids))
 
     # ---- sessions -------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -148,6 +181,7 @@ class CapacitySearch:
                     raise RuntimeFailure(f"{self.names[i]}: {w.dead or 'the session did not build within the budget'}")
             else:
                 self._check_providers(i, w.built[cid])
+                self.searches[i].notes = [str(n) for n in w.built[cid].get("notes", ())]
 
     def _check_providers(self, i: int, info: dict) -> None:
         """A requested provider that is not active (ORT fell back silently): a warning, or with
@@ -229,6 +263,10 @@ class CapacitySearch:
                     # served over the time its requests took: a queue that drained past the window counts
                     points[s.index].add(R.response_ms(b.rows), b.served_s, arrived, dropped, self.slo,
                                         server_times(b.rows))
+                    if len(b.rows):
+                        self._service.append(R.service_ms(b.rows))
+                        shape = b.rows[:, R.Col.SHAPE] if b.rows.shape[1] > R.Col.SHAPE else 0
+                        self._shapes.append(s.index * 1_000_000 + np.zeros(len(b.rows), np.int64) + shape)
             final = rule.final()
             for s in list(pending):
                 d = points[s.index].decide(self.slo, others=s.server_times(besides=rate))
@@ -243,7 +281,7 @@ class CapacitySearch:
             p = points[s.index]
             served = p.served_per_s()
             if p.dropped or served < KEEP_RATIO * rate:
-                self.unpaced.append(f"{s.name} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
+                self.unpaced.append(f"{s.label()} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
                                     + (f", {p.dropped} shed" if p.dropped else "") + ": the rate was not kept; the "
                                     "point was measured on a backlog, not a paced answer")
             # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
@@ -264,7 +302,7 @@ class CapacitySearch:
 def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budget_s: float,
              names: Sequence[str] | None = None, stop: threading.Event | None = None,
              on_point: Callable[[Search, Point], None] | None = None,
-             strict_providers: bool = False) -> CapacityResult:
+             strict_providers: bool = False, noise_root: str = "/proc") -> CapacityResult:
     """Check the profiles (ProfileError / ModelError for bad input), then search (see :class:`CapacitySearch`)."""
     from ortop.engine.models import check_profile
     from ortop.model import load_model
@@ -273,4 +311,4 @@ def find_capacity(model_path: str, profiles: Sequence[Profile], slo: Slo, *, bud
     for p in profiles:
         check_profile(info, p)
     return CapacitySearch(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop,
-                          on_point=on_point, strict_providers=strict_providers).run()
+                          on_point=on_point, strict_providers=strict_providers, noise_root=noise_root).run()

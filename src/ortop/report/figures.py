@@ -134,8 +134,9 @@ MARKER = {"met": dict(marker="o"), "not met": dict(marker="X"), "undecided": dic
 
 def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
     """Response time (the SLO's metric, p50 dashed) against offered rate for each profile, every point marked by its
-    decision, the SLO as a horizontal line and each capacity as a dotted vertical line; beside it, served against
-    offered rate with the line y = x (points under it were not served: the queue grew or requests were shed)."""
+    decision, the SLO as a horizontal line, each capacity as a dotted vertical line in its interval's shaded band;
+    beside it, served (and, dotted, served within the SLO: goodput) against offered rate with the line y = x (points
+    under it were not served: the queue grew or requests were shed)."""
     import matplotlib
     from matplotlib.lines import Line2D
 
@@ -168,6 +169,16 @@ def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
             cap = p.get("capacity_per_s")
             if p.get("met") and _finite(cap) and cap > 0:
                 ax.axvline(cap, color=colour, ls=":", lw=1.6, label=f"{p.get('profile', i)} knee: {cap:.3g}/s")
+                span = p.get("interval") or [None, None]
+                if _finite(span[0]) and _finite(span[1]):  # where a rerun is expected to land
+                    conf = p.get("interval_confidence") or 0.9
+                    ax.axvspan(span[0], span[1], color=colour, alpha=0.12, lw=0,
+                               label=f"{p.get('profile', i)}: {conf * 100:g} % interval {span[0]:.3g}–{span[1]:.3g}/s")
+                    top_rate = max(top_rate, span[1])
+            good = [(q["rate_per_s"], q["goodput_per_s"]) for q in pts if _finite(q.get("goodput_per_s"))]
+            if good:
+                ax2.plot(*zip(*good), color=colour, lw=1.0, ls=":", marker="v", ms=4,
+                         label=f"{p.get('profile', i)} within the SLO")
             served = [(q["rate_per_s"], q["served_per_s"]) for q in pts if _finite(q.get("served_per_s"))]
             if served:
                 ax2.plot(*zip(*served), color=colour, lw=1.2, marker="o", ms=4, label=str(p.get("profile", i)))

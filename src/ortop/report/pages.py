@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ortop.measure.bracket import NOT_APART
+from ortop.report.curve import label as curve_label
 from ortop.report.figures import capacity_curves, forest
 from ortop.report.html import esc, figure, host_section, notes_section, num, page, pct, profiles_section, table
 
@@ -237,6 +238,18 @@ def tune_page(data: Mapping[str, Any]) -> str:
 
 
 # ---- capacity -----------------------------------------------------------------------------------------------------
+def host_noise_text(noise: Mapping[str, Any]) -> str:
+    """The host's noise over a capacity search (``host_noise`` in its JSON), in a sentence or two."""
+    def share(x: Any) -> str:
+        return f"{x:.2g} %" if isinstance(x, (int, float)) else "?"
+
+    slow = noise.get("slow_share")
+    text = (f"The host over the search: steal {share(noise.get('steal_pct'))}, CPU pressure "
+            f"{share(noise.get('cpu_pressure_pct'))}; runs slower than {noise.get('slow_k', 3):g}\u00d7 their "
+            f"shape's median: {share(slow * 100) if isinstance(slow, (int, float)) else '?'}.")
+    return text + (f" {noise['verdict'][0].upper()}{noise['verdict'][1:]}." if noise.get("verdict") else "")
+
+
 def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = None,
                   profiles: Sequence[tuple[str, str]] = ()) -> str:
     """The page for ``ortop capacity --json``'s dict: each profile's capacity within the SLO with its bracket, the
@@ -256,30 +269,45 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
     for i, p in enumerate(results):
         lo, hi = (list(p.get("bracket") or []) + [None, None])[:2]
         cap = f"{num(p.get('capacity_per_s'), 1)}/s" if p.get("met") else "0 (met at no rate)"
-        rows.append((i, p.get("profile", i), cap, f"{num(lo, 1)} … {num(hi, 1)}/s",
-                     f"{num(p.get('ceiling_per_s'), 1)}/s", p.get("note") or ""))
+        span = p.get("interval")
+        conf = p.get("interval_confidence") or 0.9
+        interval = f"{num(span[0], 1)} … {num(span[1], 1)}/s" if span and None not in span else "—"
+        rows.append((i, curve_label(p), cap, interval, f"{num(lo, 1)} … {num(hi, 1)}/s",
+                     f"{num(p.get('ceiling_per_s'), 1)}/s",
+                     "; ".join(x for x in (p.get("note") or "", *(p.get("input_notes") or ())) if x)))
         classes.append("best" if i == best and len(results) > 1 else "")
     if best is None:
         verdict = f"No profile meets {slo_text} at any rate measured here."
     else:
         b = results[best]
-        verdict = f"Best within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} requests/s."
+        span = b.get("interval")
+        within = (f" ({(b.get('interval_confidence') or 0.9) * 100:g} % interval {num(span[0], 1)}–{num(span[1], 1)}/s)"
+                  if span and None not in span else "")
+        verdict = (f"Best within {slo_text}: {curve_label(b)}, {num(b.get('capacity_per_s'), 1)} requests/s{within}.")
         if len(results) > 1 and data.get("best_separated") is False:
-            verdict = (f"Ahead within {slo_text}: {b.get('profile')}, {num(b.get('capacity_per_s'), 1)} "
+            verdict = (f"Ahead within {slo_text}: {curve_label(b)}, {num(b.get('capacity_per_s'), 1)} "
                        f"requests/s, but {NOT_APART}: not shown to serve more.")
     points = []
     for p in results:
         for q in p.get("points") or []:
             own = () if metric in ("p50", "p99") else (num(q.get("slo_ms")),)
-            points.append((p.get("profile", ""), num(q.get("rate_per_s"), 1), num(q.get("served_per_s"), 1),
-                           q.get("dropped", 0), num(q.get("p50_ms")), num(q.get("p99_ms")), *own,
-                           q.get("decision", "")))
-    heads = ("profile", "offered /s", "served /s", "shed", "p50 ms", "p99 ms",
-             *(() if metric in ("p50", "p99") else (f"{metric} ms",)), "decision")
+            model_ms = q.get("model_ms") or [None]
+            points.append((curve_label(p), num(q.get("rate_per_s"), 1), num(q.get("served_per_s"), 1),
+                           num(q.get("goodput_per_s"), 1), q.get("dropped", 0), num(q.get("p50_ms")),
+                           num(q.get("p99_ms")), *own, num(model_ms[0]), q.get("decision", ""),
+                           q.get("decided_by") or ""))
+    heads = ("profile", "offered /s", "served /s", "within the SLO /s", "shed", "p50 ms", "p99 ms",
+             *(() if metric in ("p50", "p99") else (f"{metric} ms",)), f"long-run {metric} ms", "decision",
+             "decided by")
+    noise = data.get("host_noise") or {}
     body = [
         f'<p class="verdict">{esc(verdict)}</p>',
-        table(("#", "profile", "capacity", "bracket", "closed-loop ceiling", "note"), rows, numeric=(0,),
-              classes=classes),
+        table(("#", "profile", "capacity", f"{conf * 100:g} % interval" if results else "interval", "bracket",
+               "closed-loop ceiling", "note"), rows, numeric=(0,), classes=classes),
+        "<p>The interval: where a rerun of the same search on this host is expected to land (the tail's sampling, "
+        "the host's drift during the search and the bracket, combined). The bracket: the search's resolution, the "
+        "highest rate measured to meet the SLO and the lowest measured not to.</p>",
+        *([f"<p>{esc(host_noise_text(noise))}</p>"] if noise else []),
         "<h2>Response time against load</h2>",
         figure(capacity_curves(data, prefix="cap"),
                f"Left: each profile's {metric} (solid, markers: each point's decision) and p50 (dashed) against the "
@@ -287,7 +315,10 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
                "knee). Right: served against offered rate; points under the dashed line y = x were not kept up "
                "with.") if any(p.get("points") for p in results) else "<p>no point measured</p>",
         "<h2>Points</h2>",
-        table(heads, points, numeric=range(1, len(heads) - 1)) if points else "<p>none</p>",
+        "<p>A point is decided by its measured share of requests over the SLO, or by the queue model's long-run "
+        "estimate (the column \u201cdecided by\u201d): a point whose measured p99 is under the SLO may still miss it "
+        "in the long run.</p>",
+        table(heads, points, numeric=range(1, len(heads) - 2)) if points else "<p>none</p>",
         host_section(host),
         profiles_section(profiles),
         notes_section(data.get("warnings") or ()),

@@ -82,7 +82,7 @@ def copy_result(result: CapacityResult) -> CapacityResult:
         points = {}
         for rate, p in dict(s.points).items():
             q = copy.copy(p)
-            q.blocks, q.response = list(p.blocks), list(p.response)
+            q.blocks, q.response, q.busy = list(p.blocks), list(p.response), list(p.busy)
             points[rate] = q
         c.points = points
         searches.append(c)
@@ -114,7 +114,7 @@ def curve(result: CapacityResult | None, width: int, height: int) -> Text:
     line in yellow, and each knee marked (a dotted column under the SLO line, an arrow and the rate below the
     axis). A short note until the first point is measured."""
     plot_w, plot_h = max(8, width - PREFIX - RIGHT), max(4, height - 4)
-    plain = text_curve(result.as_dict(), plot_w, plot_h) if result is not None else ""
+    plain = text_curve(result.as_dict(), plot_w, plot_h, intervals=False) if result is not None else ""
     if result is None or not plain:
         return Text("the curve is drawn here as each point is measured", style="dim")
     lines = plain.split("\n")
@@ -229,6 +229,8 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
             state, style = "searching", ""
         # no rate decided to meet it: unknown
         cap = fmt_rate(s.capacity(result.slo)) if decided(s) else ("0" if s.note else DASH)
+        if decided(s) and done and (iv := s.interval(result.slo)) is not None and math.isfinite(iv.lo):
+            cap += f" ({fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi).removesuffix('/s')})"
         out.append(Row(i, name, (label, cap, _bracket(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))), state),
                        style, profile))
     return tuple(out)
@@ -261,6 +263,10 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
     else:
         t.append("ahead  ", style="bold yellow")
     t.append(f"{b.name}: {fmt_rate(b.capacity(result.slo))} within {slo}", style="bold green" if done and sure else "")
+    iv = b.interval(result.slo) if done else None
+    if iv is not None and math.isfinite(iv.lo):
+        t.append(f" ({iv.confidence * 100:g} % interval {fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi)}: "
+                 "where a rerun is expected to land)", style="dim")
     for s in result.searches:
         if s.index == top:
             continue
@@ -295,11 +301,19 @@ def detail(row: Row | None, result: CapacityResult | None, running: Profile) -> 
                  f"{fmt_ms(s.floor_ms)} ms at no load", style="dim")
     if s.failed or s.note:
         t.append(f"\n{s.failed or s.note}", style="red" if s.failed else "yellow")
+    for n in s.notes:
+        t.append(f"\ninput: {n}", style="yellow" if n.startswith("--") else "dim")
+    noise = result.host_noise
+    if noise is not None and noise.verdict:
+        t.append(f"\n{noise.verdict}", style="yellow")
     for rate, p in measured(s):
         shed = f"  ({p.dropped} shed)" if p.dropped else ""
-        t.append(f"\n  {fmt_rate(rate):>8} → {fmt_rate(p.served_per_s()):>8}  {result.slo.metric} "
+        t.append(f"\n  {fmt_rate(rate):>8} → {fmt_rate(p.served_per_s()):>8} ({fmt_rate(p.goodput_per_s())} within)  "
+                 f"{result.slo.metric} "
                  f"{fmt_ms(p.value(result.slo)):>6} ms  ")
         if math.isfinite(p.model[0]):  # what the point's busy times give in the long run (the judged figure)
             t.append(f"long run {fmt_ms(p.model[0])}  ", style="dim")
         t.append(p.decision + shed, style={"met": "green", "not met": "red"}.get(p.decision, "yellow"))
+        if p.decided_by:
+            t.append(f" by {p.decided_by}", style="dim")
     return t

@@ -1,0 +1,152 @@
+"""Where a rerun of the same capacity search on the same host is expected to land: the capacity's interval.
+
+What the interval is for
+    A capacity is read once and acted on later: a second search minutes after the first is what anyone holding
+    the figure would get. On this kind of host two exhaustive curves a minute apart agree within ±10 % in only 6 of
+    12 models (the sd of their log ratio about 18 %), and two searches minutes apart differ with an sd of about
+    14.5 % (``docs/benchmarks/history-capacity.md``). An interval that held only the counts' noise would claim a
+    precision no second reading shows. So the interval is of a *rerun*: at ``CONFIDENCE`` (90 %), a search run
+    again here lands inside it.
+
+Three sources, each a standard deviation of the capacity's log (capacity is a rate: its errors are relative)
+    (a) The tail's sampling (:func:`tail_sd`). The capacity is where the queue model's long-run estimate of the
+        SLO metric crosses the SLO; that estimate comes from the requests the search recorded, resampled in runs
+        (:func:`ortop.measure.queue.queue_model`). Its replicates' 95 % spread (``model_ms``' low and high) is the
+        spread of one replicate of ``simulated`` requests (36 000 after the warm-up); the metric's error from a
+        record of ``recorded`` requests is that spread scaled by √(simulated / recorded) — a tail percentile's error
+        falls like one over the root of the requests behind it, and the runs of 32 the model resamples keep the
+        stalls' clumps in both. The search's own estimate and a rerun's each carry it: √2. It is mapped from the
+        metric into rate through the curve's local slope at the capacity, d ln metric / d ln rate, taken from the
+        same 1 / metric line the knee is read on (:func:`ortop.measure.bracket.knee`), floored at 1 (a queue's
+        response time grows at least as fast as its rate near its knee; a flatter reading is a host's stalls, not
+        a queue, and the floor keeps the interval finite). A longer ``--budget`` records more requests: this term
+        narrows.
+    (b) The host's drift (:func:`drift_sd`). Capacity scales about as 1 / service time, so the host's pace moves
+        it one for one in log terms. Within the search, every block's median service time (its pace: a stall's few
+        long runs, which move a short block's mean by a fifth, are the tail's and term (a)'s) is read against the
+        mean of the other blocks at its own rate (rates change service a little: idle gaps, cold caches); their pooled
+        sd of log is the host's spread from one block to the next, seconds apart. A rerun lands minutes later,
+        beyond the reach of the correlation within a search: the host's state then is a fresh draw, and the
+        search's own capacity rests on one such state (a search takes seconds to a minute, within one state of
+        this host's slow drift). So both carry the block-to-block spread: √2 × that sd. The extrapolation assumes
+        the host's pace is stationary over minutes; a host that moves further over hours than over minutes is
+        beyond what one search can see, and the interval does not claim it.
+    (c) The search's resolution (:func:`bracket_sd`). The capacity is interpolated inside a bracket the search
+        narrows to 10 %; a rerun's bisection puts its own bracket elsewhere on the grid. The capacity's position
+        inside the bracket is taken as uniform over it in log: sd = ln(hi / lo) / √12.
+
+Combined in log space, as independent errors (a sum of variances), the interval is
+``capacity × exp(± z · √(a² + b² + c²))`` with z the normal quantile of the confidence (1.645 for 90 %). It always
+contains the estimate. A term that cannot be had (a bracket not closed, a point without a queue model, a single
+block) counts zero and :class:`RerunInterval` names it in ``missing``: the interval is then narrower than it
+should be, and says why.
+
+Alternatives not taken
+    Rerunning the search is the honest answer and costs its whole budget again; the bench (``bench/capacity.py
+    --reruns``) does exactly that to check this interval. A bootstrap over blocks of the whole search would need
+    the search replayed per replicate, and would still see only the seconds the search ran, not the minutes to a
+    rerun.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from ortop.measure.stats import json_num
+
+CONFIDENCE = 0.90       # a rerun lands inside the interval this often
+SLOPE_FLOOR = 1.0       # d ln metric / d ln rate at the knee: a queue's response grows at least as fast as its rate
+Z95 = 1.959963984540054  # the queue model's bounds are its replicates' 2.5 and 97.5 percentiles
+
+
+@dataclass(frozen=True)
+class RerunInterval:
+    """A capacity with the interval a rerun is expected to land in, and the three terms behind it (sd of log)."""
+
+    estimate: float
+    lo: float
+    hi: float
+    confidence: float = CONFIDENCE
+    tail_sd: float = 0.0
+    drift_sd: float = 0.0
+    bracket_sd: float = 0.0
+    missing: tuple[str, ...] = field(default=())
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.tail_sd ** 2 + self.drift_sd ** 2 + self.bracket_sd ** 2)
+
+    def contains(self, x: float) -> bool:
+        return self.lo <= x <= self.hi
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tail_sd": json_num(self.tail_sd, 4), "drift_sd": json_num(self.drift_sd, 4),
+                "bracket_sd": json_num(self.bracket_sd, 4), "missing": list(self.missing)}
+
+
+def local_slope(capacity: float, lo: float, hi: float, at_lo: float, at_hi: float, limit: float) -> float:
+    """d ln metric / d ln rate at ``capacity`` on the line in 1 / metric through the bracket's ends (``at_lo`` at
+    rate ``lo``, ``at_hi`` at ``hi``; inf for a queue with no long run) that crosses ``limit`` there; nan when the
+    ends give no falling line."""
+    if not (0 < lo < hi and math.isfinite(hi) and at_lo > 0 and capacity > 0):
+        return math.nan
+    inv_hi = 1 / at_hi if math.isfinite(at_hi) and at_hi > 0 else 0.0
+    falls = (1 / at_lo - inv_hi) / (hi - lo)  # 1/metric falls this much per request/s
+    # ln m = −ln(1/m): d ln m / d r = falls · m, at the capacity m = limit
+    return falls * limit * capacity if falls > 0 else math.nan
+
+
+def tail_sd(model_bounds: Sequence[tuple[float, float]], slope: float, recorded: int, simulated: int) -> float:
+    """Term (a): the sd of a capacity's log from the tail's sampling (see the module docstring). ``model_bounds``:
+    the queue model's (low, high) 95 % bounds of the SLO metric at the points near the knee; ``slope``: d ln metric
+    / d ln rate there (floored at SLOPE_FLOOR; nan reads as the floor); ``recorded``: requests the model resampled;
+    ``simulated``: requests per replicate it judged. nan when there is nothing to read it from."""
+    sds = [math.log(h / lo_) / (2 * Z95) for lo_, h in model_bounds
+           if 0 < lo_ <= h and math.isfinite(h)]
+    if not sds or recorded <= 0 or simulated <= 0:
+        return math.nan
+    metric_sd = math.sqrt(float(np.mean(np.square(sds)))) * math.sqrt(simulated / recorded)
+    s = max(SLOPE_FLOOR, slope) if math.isfinite(slope) else SLOPE_FLOOR
+    return math.sqrt(2) * metric_sd / s
+
+
+def drift_sd(block_means_by_rate: Sequence[Sequence[float]]) -> float:
+    """Term (b): √2 × the pooled sd of log service time from block to block, each block against the other blocks
+    at its own rate (``block_means_by_rate``: per rate, each block's typical service ms, its median). nan with no
+    rate of two blocks."""
+    ss, dof = 0.0, 0
+    for means in block_means_by_rate:
+        x = np.log(np.asarray([m for m in means if m > 0 and math.isfinite(m)], dtype=float))
+        if x.size >= 2:
+            ss += float(np.sum((x - x.mean()) ** 2))
+            dof += x.size - 1
+    return math.sqrt(2 * ss / dof) if dof else math.nan
+
+
+def bracket_sd(lo: float, hi: float) -> float:
+    """Term (c): the sd of log of a point uniform in log over the bracket ``lo``…``hi``; nan when it is not closed."""
+    if not (0 < lo <= hi and math.isfinite(hi)):
+        return math.nan
+    return math.log(hi / lo) / math.sqrt(12)
+
+
+def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float,
+                   confidence: float = CONFIDENCE) -> RerunInterval:
+    """The interval from the three terms (nan: not had, counted zero and named in ``missing``)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a fraction in (0, 1); got {confidence!r}")
+    terms = {"tail": tail, "drift": drift, "bracket": bracket}
+    missing = tuple(k for k, v in terms.items() if not math.isfinite(v))
+    a, b, c = (v if math.isfinite(v) else 0.0 for v in terms.values())
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    sd = math.sqrt(a * a + b * b + c * c)
+    if not (estimate > 0 and math.isfinite(estimate)):
+        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing)
+    return RerunInterval(estimate, estimate * math.exp(-z * sd), estimate * math.exp(z * sd), confidence,
+                         a, b, c, missing)

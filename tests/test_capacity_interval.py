@@ -1,0 +1,231 @@
+"""A capacity's interval (where a rerun lands), the host's noise over a search, goodput beside throughput, and what
+the answer rests on (input notes, what was applied)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ortop.cli.capacity import format_result
+from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.config.profile import Profile
+from ortop.engine.capacity_search import CapacitySearch
+from ortop.measure.rerun import CONFIDENCE, bracket_sd, drift_sd, local_slope, rerun_interval, tail_sd
+from ortop.measure.slo import Slo
+from tests.models import make_conv_model, make_matmul_model
+from tests.test_cli import ortop
+
+SIMULATED = 36_000
+
+
+# ---- the method, on synthetic inputs ------------------------------------------------------------------------------
+def test_more_requests_recorded_narrow_the_tail_term_and_the_interval():
+    bounds = [(8.0, 12.0), (15.0, 30.0)]
+    few = tail_sd(bounds, slope=5.0, recorded=4_000, simulated=SIMULATED)
+    many = tail_sd(bounds, slope=5.0, recorded=16_000, simulated=SIMULATED)
+    assert many == pytest.approx(few / 2)  # four times the record: half the error
+    drift, br = drift_sd([[1.0, 1.05, 0.97, 1.02]]), bracket_sd(95.0, 105.0)
+    short = rerun_interval(100.0, tail=few, drift=drift, bracket=br)
+    long = rerun_interval(100.0, tail=many, drift=drift, bracket=br)
+    assert long.hi - long.lo < short.hi - short.lo
+
+
+def test_a_host_that_drifts_more_widens_the_interval():
+    rng = np.random.default_rng(1)
+    calm = [list(np.exp(rng.normal(0, 0.02, 6))) for _ in range(4)]
+    rough = [list(np.exp(rng.normal(0, 0.15, 6))) for _ in range(4)]
+    assert drift_sd(rough) > 3 * drift_sd(calm)
+    a = rerun_interval(100.0, tail=0.03, drift=drift_sd(calm), bracket=0.03)
+    b = rerun_interval(100.0, tail=0.03, drift=drift_sd(rough), bracket=0.03)
+    assert b.lo < a.lo < 100.0 < a.hi < b.hi
+
+
+def test_each_rate_is_its_own_centre_for_the_drift():
+    """Service that changes with the rate (idle gaps, cold caches) is not the host's drift."""
+    assert drift_sd([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]) == 0.0
+    assert math.isnan(drift_sd([[1.0], [2.0]]))  # no rate with two blocks: nothing to read it from
+
+
+def test_the_interval_contains_its_estimate_at_its_confidence_and_names_what_it_lacks():
+    iv = rerun_interval(250.0, tail=0.05, drift=0.1, bracket=math.nan)
+    assert iv.contains(250.0) and iv.confidence == CONFIDENCE and iv.missing == ("bracket",)
+    assert math.log(iv.hi / 250.0) == pytest.approx(1.6449 * math.hypot(0.05, 0.1), rel=1e-3)
+    assert math.log(250.0 / iv.lo) == pytest.approx(math.log(iv.hi / 250.0))
+    wider = rerun_interval(250.0, tail=0.05, drift=0.1, bracket=math.nan, confidence=0.99)
+    assert wider.lo < iv.lo and wider.hi > iv.hi
+    with pytest.raises(ValueError):
+        rerun_interval(250.0, tail=0.1, drift=0.1, bracket=0.1, confidence=90)
+
+
+def test_the_local_slope_is_the_knees_own_line():
+    """An M/M/1 queue's mean response 1 / (μ − λ): d ln T / d ln λ = λ / (μ − λ) = λ·T·1000 (T in ms)."""
+    mu = 1000.0
+
+    def t_ms(lam: float) -> float:
+        return 1e3 / (mu - lam)
+
+    lo, hi, limit = 800.0, 900.0, 1e3 / (mu - 850.0)
+    s = local_slope(850.0, lo, hi, t_ms(lo), t_ms(hi), limit)
+    assert s == pytest.approx(850.0 / (mu - 850.0), rel=1e-9)  # 1 / T is exactly linear in λ here
+    assert math.isnan(local_slope(850.0, lo, math.inf, t_ms(lo), math.nan, limit))
+    assert tail_sd([(1.0, 2.0)], slope=0.1, recorded=1000, simulated=1000) == pytest.approx(
+        tail_sd([(1.0, 2.0)], slope=1.0, recorded=1000, simulated=1000))  # a flat reading is floored at 1
+
+
+def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confidence():
+    """The model the interval assumes, simulated: each search rests on the host's state then (a fresh draw of
+    log pace, sd σ, minutes apart), its blocks spread about it by σ too; the tail's sampling adds its own error
+    and the bracket a uniform position. A search's interval should hold another search's capacity about 90 % of
+    the time: reruns are generated, not assumed."""
+    rng = np.random.default_rng(7)
+    sigma, tail_metric_sd, slope, recorded = 0.08, 0.06, 4.0, 9_000
+    bounds = [(math.exp(-2 * 1.96 * tail_metric_sd / 2), math.exp(2 * 1.96 * tail_metric_sd / 2))]
+    per_search_tail = tail_metric_sd * math.sqrt(SIMULATED / recorded) / slope  # each search's own error
+    true = 500.0
+    caps, ivs = [], []
+    for _ in range(400):
+        state = rng.normal(0, sigma)
+        blocks = [list(np.exp(state + rng.normal(0, sigma, 4))) for _ in range(5)]  # 5 rates × 4 blocks
+        width = math.log(1.1)
+        offset = rng.uniform(0, width)  # where the grid put the bracket
+        cap = true * math.exp(-state + rng.normal(0, per_search_tail))
+        lo, hi = cap * math.exp(-offset), cap * math.exp(width - offset)
+        iv = rerun_interval(cap, tail=tail_sd(bounds, slope, recorded, SIMULATED), drift=drift_sd(blocks),
+                            bracket=bracket_sd(lo, hi))
+        caps.append(cap * math.exp(rng.uniform(-width / 2, width / 2)))  # the rerun's own place in its bracket
+        ivs.append(iv)
+    held = [ivs[i].contains(caps[j]) for i in range(len(ivs)) for j in (i + 1, i - 1) if 0 <= j < len(ivs)]
+    share = float(np.mean(held))
+    assert 0.84 <= share <= 0.96, share
+
+
+# ---- on a real model ------------------------------------------------------------------------------------------------
+STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\n"
+PSI = "some avg10={avg10:.2f} avg60=0.00 avg300=0.00 total={total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+
+
+def applied_profile(model: str, *flags: str) -> Profile:
+    p = argparse.ArgumentParser()
+    p.add_argument("model")
+    add_workload_args(p, session=True)
+    args = p.parse_args([model, *flags])
+    return apply_flags(Profile(), args, model)
+
+
+@pytest.mark.integration
+def test_a_search_carries_its_interval_the_hosts_noise_and_goodput(tmp_path: Path):
+    """One real search: the interval holds the capacity, the host's noise is read over the whole search (a fake
+    /proc rewritten after the first point: the values are the window's), each point's goodput is at most what it
+    served, and the table names what was applied (``--threads 1``), not "defaults"."""
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256)
+    proc = tmp_path / "proc"
+    (proc / "pressure").mkdir(parents=True)
+    (proc / "stat").write_text(STAT.format(user=1000, system=200, idle=5000, steal=100))
+    (proc / "pressure" / "cpu").write_text(PSI.format(avg10=1.0, total=1_000_000))
+
+    def later(search, point):  # 300 jiffies on, 30 of them stolen; the pressure total grew
+        (proc / "stat").write_text(STAT.format(user=1150, system=230, idle=5090, steal=130))
+        (proc / "pressure" / "cpu").write_text(PSI.format(avg10=1.0, total=1_200_000))
+
+    slo = Slo("p99", 20.0)
+    profile = applied_profile(model, "--dim", "batch=256", "--threads", "1")
+    result = CapacitySearch(model, [profile], slo, budget_s=25, names=["defaults"], on_point=later,
+                            noise_root=str(proc)).run()
+    d = json.loads(json.dumps(result.as_dict()))
+    [p] = d["profiles"]
+    assert p["met"], ({k: v for k, v in p.items() if k != "points"}, p["points"], d["warnings"])
+    lo, hi = p["interval"]
+    assert lo <= p["capacity_per_s"] <= hi and p["interval_confidence"] == 0.9
+    assert set(p["interval_terms"]) == {"tail_sd", "drift_sd", "bracket_sd", "missing"}
+    noise = d["host_noise"]
+    assert noise["steal_pct"] == pytest.approx(10.0)
+    assert 0 < noise["cpu_pressure_pct"] <= 100
+    assert isinstance(noise["slow_share"], float) and 0 <= noise["slow_share"] < 1 and noise["slow_k"] == 3.0
+    for q in p["points"]:
+        assert q["goodput_per_s"] <= q["served_per_s"] and q["decided_by"] in ("measured", "long-run estimate",
+                                                                                 "requests shed")
+    assert p["applied"] == "threads 1, batch=256"
+    text = format_result(result, plot=True)
+    assert "90 % interval" in text and "steal 10.0 %" in text
+    row = next(line for line in text.splitlines() if line.startswith("  0  "))
+    assert "threads 1" in row and "defaults" not in row
+
+
+@pytest.fixture
+def env(tmp_path):
+    from tests.test_cli import env as cli_env
+
+    return cli_env.__wrapped__(tmp_path)
+
+
+@pytest.mark.integration
+def test_input_warnings_reach_capacitys_json_and_table(tmp_path, env):
+    """An image model's free spatial axes left at 1: the headless run warns of it; capacity said warnings: []."""
+    model = make_conv_model(tmp_path / "conv.onnx")
+    r = ortop("capacity", model, "--threads", "1", "--slo", "p99=0.0001ms", "--budget", "6", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    said = "input 'x' axis 2 is left at 1, too small for a spatial axis"
+    assert any(said in w for w in d["warnings"]), d["warnings"]
+    assert any(said in n for n in d["profiles"][0]["input_notes"])
+    assert d["host_noise"] is not None and set(d["host_noise"]) >= {"steal_pct", "cpu_pressure_pct", "slow_share"}
+    r = ortop("capacity", model, "--threads", "1", "--slo", "p99=0.0001ms", "--budget", "6", "--no-plot", env=env)
+    assert r.returncode == 0, r.stderr
+    assert said in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.startswith("  0  "))
+    assert "threads 1" in row and "defaults" not in row
+
+
+@pytest.mark.integration
+def test_input_warnings_reach_compares_json(tmp_path, env):
+    """compare builds its sessions on the same path: the same warning, once, however many profiles."""
+    from tests.test_compare import profile_files
+
+    model = make_conv_model(tmp_path / "conv.onnx")
+    a, b = profile_files(tmp_path, one="[session]\nintra_op_num_threads = 1\n",
+                         two="[session]\nintra_op_num_threads = 2\n")
+    r = ortop("compare", model, a, b, "--budget", 2, "--json", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    said = [w for w in json.loads(r.stdout)["warnings"] if "too small for a spatial axis" in w]
+    assert len(said) == 2 and said[0].startswith("--dim height=VALUE")  # axes 2 and 3, each once
+
+
+def _data(**profile):
+    points = [{"rate_per_s": 100.0, "served_per_s": 100.0, "goodput_per_s": 99.5, "dropped": 0, "p50_ms": 2.0,
+               "p99_ms": 8.16, "slo_ms": 8.16, "model_ms": [12.0, 10.5, 14.0], "decision": "not met",
+               "decided_by": "long-run estimate", "order": 1},
+              {"rate_per_s": 80.0, "served_per_s": 80.0, "goodput_per_s": 80.0, "dropped": 0, "p50_ms": 2.0,
+               "p99_ms": 5.0, "slo_ms": 5.0, "model_ms": [7.0, 6.0, 8.0], "decision": "met",
+               "decided_by": "long-run estimate", "order": 0}]
+    p = {"profile": "defaults", "applied": "threads 1", "capacity_per_s": 90.0, "interval": [75.0, 105.0],
+         "interval_confidence": 0.9, "bracket": [80.0, 100.0], "met": True, "ceiling_per_s": 200.0,
+         "input_notes": [], "note": None, "points": points, **profile}
+    return {"model": "m.onnx", "slo": {"metric": "p99", "ms": 10.0}, "arrival": "poisson", "profiles": [p],
+            "best": 0, "best_separated": True, "elapsed_s": 10.0, "budget_s": 20.0, "warnings": [],
+            "host_noise": {"steal_pct": 1.5, "cpu_pressure_pct": 20.0, "slow_share": 0.008, "slow_k": 3.0,
+                           "verdict": "the host's stalls alone put 0.8 % of runs over 3× their shape's median: a "
+                                      "p99 SLO sits within the host's noise"}}
+
+
+def test_the_text_curve_draws_each_capacity_inside_its_interval():
+    from ortop.report.curve import text_curve
+
+    lines = text_curve(_data()).splitlines()
+    assert "● threads 1" in lines[0]  # the legend names what was applied, not "defaults"
+    span = lines[-1]
+    assert span.endswith("90 % interval") and span.index("├") < span.index("●") < span.index("┤")
+    assert "├" not in text_curve(_data(), intervals=False)
+
+
+def test_the_report_says_the_interval_what_decided_each_point_goodput_and_the_hosts_noise():
+    from ortop.report import capacity_page
+
+    html = capacity_page(_data())
+    assert "90 % interval 75.0–105/s" in html and "<td>75.0 … 105/s</td>" in html
+    assert "decided by" in html and "long-run estimate" in html and "within the SLO /s" in html and "99.5" in html
+    assert "steal 1.5 %" in html and "sits within the host" in html
