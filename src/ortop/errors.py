@@ -12,6 +12,8 @@ EXIT_RUNTIME = 1     # the model or the run failed (a build error, Run() raising
 EXIT_USAGE = 2       # bad input: a flag, a profile, a model file, a path
 EXIT_FINDINGS = 3    # ortop doctor found something above info (a result, not a failure)
 EXIT_WORKER_LOST = 4  # a worker died and could not be restarted: what was measured is printed, as on ctrl-C
+EXIT_VIOLATED = 5    # capacity --certify: the rate was shown to break the SLO (a gate's "fail" is 5 too)
+EXIT_UNDECIDED = 6   # capacity --certify: the run could not tell (a gate's "undecided" is 6 too): never a pass
 EXIT_INTERRUPTED = 130  # ctrl-C (SIGINT), as a shell reports a process ended by it
 
 EXIT_CODES: dict[int, str] = {
@@ -22,6 +24,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_FINDINGS: "ortop doctor only: findings above info (warnings or errors) were reported",
     EXIT_WORKER_LOST: "compare, variants, capacity: a worker died again after its restart; everything measured "
                       "before was printed (JSON included), with the fault named",
+    EXIT_VIOLATED: "capacity --certify: the rate was shown to break the SLO (violated)",
+    EXIT_UNDECIDED: "capacity --certify: the run ended before the rule could decide (undecided): never a pass",
     EXIT_INTERRUPTED: "stopped by ctrl-C",
 }
 """What each exit code means for every command; :data:`COMMAND_EXIT_CODES` says it more precisely per command."""
@@ -44,10 +48,15 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
              EXIT_USAGE: "bad input",
              EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "
                                "ctrl-C aborts without one"},
-    "capacity": {EXIT_OK: "a result, the SLO met or not", EXIT_RUNTIME: "a session failed to build or run, or a "
-                 "requested provider was not active with --strict-providers", EXIT_USAGE: "bad input",
+    "capacity": {EXIT_OK: "a result, the SLO met or not; with --certify: the rate was certified", EXIT_RUNTIME: "a "
+                 "session failed to build or run, or a requested provider was not active with --strict-providers",
+                 EXIT_USAGE: "bad input",
                  EXIT_WORKER_LOST: LOST,
-                 EXIT_INTERRUPTED: "stopped by ctrl-C: what was known was printed"},
+                 EXIT_VIOLATED: "--certify: violated, the share of requests over the SLO's bound was shown above "
+                                "what its percentile allows",
+                 EXIT_UNDECIDED: "--certify: undecided, the budget ran out before the rule could decide (or the "
+                                 "minimum duration was not reached); the requests still needed were printed",
+                 EXIT_INTERRUPTED: "stopped by ctrl-C: what was known was printed (a certification as undecided)"},
     "doctor": {EXIT_OK: "nothing above info", EXIT_RUNTIME: "the profiling process died or the model could not run",
                EXIT_USAGE: "bad input",
                EXIT_FINDINGS: "findings above info (warnings or errors); formerly exit 1, which now means only a "
