@@ -3,8 +3,11 @@ certified, violated and undecided with their exit codes, bad input in one line, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -121,3 +124,92 @@ def test_a_worker_that_dies_twice_ends_the_certification_with_what_was_measured(
     c = d["certification"]
     assert d["exit_code"] == 4 and "signal 9" in d["fault"] and len(d["restarts"]) == 1
     assert c["verdict"] == "undecided" and c["requests"] > 0  # what was measured before the deaths is kept
+
+
+# ---- the capacity screen's C ---------------------------------------------------------------------------------------
+class FakeCertify:
+    """A certification over a model of the worker: ``over_every`` requests in each block of 150 are over the bound
+    (0: none), the engine's own rule on the counts; it hands over one block, then waits until the test allows more
+    or the run is stopped, so the screen can be watched while it certifies."""
+
+    def __init__(self, over_every: int = 0) -> None:
+        self.over_every = over_every
+        self.calls: list[dict] = []
+        self.go = threading.Event()
+
+    def __call__(self, model_path, profile, slo, rate_per_s, *, min_duration_s, budget_s, name, stop, on_block):
+        from ortop.engine.certify import CertifyResult
+        from ortop.measure.certify import Certification
+
+        self.calls.append({"model_path": model_path, "profile": profile, "slo": slo, "rate": rate_per_s,
+                           "min_duration_s": min_duration_s, "budget_s": budget_s, "name": name})
+        flags: list[np.ndarray] = []
+
+        def result(ended: str) -> CertifyResult:
+            x = np.concatenate(flags)
+            v = early_stopping(x.size, int(x.sum()), slo.quantile, clump=blocks_clump_factor(flags))
+            seconds = 1.5 * len(flags)
+            if v.status == "certified" and seconds < min_duration_s:
+                v = dataclasses.replace(v, status="undecided")
+            return CertifyResult(model_path, slo, name, Certification(rate_per_s, seconds, v), min_duration_s,
+                                 budget_s, seconds, ended)
+
+        block = np.zeros(150, dtype=bool)
+        if self.over_every:
+            block[::self.over_every] = True
+        flags.append(block)
+        on_block(result("running"))
+        while not (self.go.is_set() or stop.is_set()):
+            time.sleep(0.01)
+        while not stop.is_set() and len(flags) < 40:
+            flags.append(block)
+            got = result("the rule certified and the minimum duration was reached")
+            if got.verdict != "undecided":
+                return got
+        return result("stopped (ctrl-C)")
+
+
+@pytest.mark.slow
+async def test_C_after_a_search_certifies_the_chosen_rate_with_progress_and_its_verdict(tmp_path, monkeypatch):
+    from ortop.tui.screens import capacity as screen_mod
+    from ortop.tui.screens.capacity import CapacityScreen
+    from tests.fakes import FakeMonitor
+    from tests.test_tui_capacity import Factory, capacity_app, footer_label, text_of
+    from tests.test_tui_tune import spy_pause_resume, until
+
+    monkeypatch.setattr(screen_mod, "_host", lambda: (8, 4))
+    fake = FakeCertify()
+    monkeypatch.setattr(screen_mod, "real_certify", fake)
+    monitor = FakeMonitor(n_configs=1)
+    calls = spy_pause_resume(monitor)
+    app = capacity_app(tmp_path, Factory(), monitor)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("c")
+        screen = app.screen
+        assert isinstance(screen, CapacityScreen)
+        await pilot.press("C")  # before a search: nothing to certify yet, said so
+        assert not fake.calls and "C certifies its rate once it has ended" in text_of(screen, "cap-detail")
+        await pilot.press("l", "g")  # p99 ≤ 50 ms
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        assert footer_label(screen, "C") == "certify"
+        res = screen.result
+        row = screen.selected()
+        chosen = res.searches[row.index]
+        await pilot.press("C")
+        await until(pilot, lambda: screen.certification is not None, "the first block's progress")
+        (call,) = fake.calls
+        assert call["rate"] == pytest.approx(0.9 * chosen.capacity(res.slo)) and call["name"] == chosen.name
+        assert call["slo"] == res.slo and call["profile"] == chosen.profile
+        assert call["model_path"] == monitor.model_path and call["min_duration_s"] == 60
+        assert screen.running and "certifying" in text_of(screen, "cap-title")
+        verdict = text_of(screen, "cap-verdict")
+        assert "certifying" in verdict and "150 requests, 0 over, 459 needed" in verdict
+        assert monitor.state == "paused" and calls == ["pause", "resume", "pause"]
+        assert screen.result is res  # the search stays shown while its rate is certified
+        fake.go.set()
+        await until(pilot, lambda: screen.state == "done", "the certification's verdict")
+        await until(pilot, lambda: calls == ["pause", "resume", "pause", "resume"], "the live session resumed")
+        assert screen.certification.verdict == "certified" and screen.result is res
+        line = text_of(screen, "cap-verdict").splitlines()[-1]
+        assert line.startswith(f"certified: p99 ≤ 50 ms at {0.9 * chosen.capacity(res.slo):.0f}/s — "), line
+        assert screen.budget_s == 60.0 and "certifying" not in text_of(screen, "cap-title")

@@ -289,24 +289,6 @@ def _count(n: int) -> str:
     return f"{n:,}"
 
 
-def certification_line(result: Any) -> str:
-    """``certified: p99 ≤ 20 ms at 150/s — 9,012 requests, 31 over (clump factor 1.4), 61 s``, or violated: …, or
-    undecided: needs N more requests."""
-    c = result.certification
-    v = c.verdict
-    clump = f"{v.clump:.2g}" if v.clump < 10 else f"{v.clump:.0f}"
-    what = (f"{result.slo.text()} at {_rate(c.rate_per_s)}/s — {_count(v.requests)} requests, {_count(v.over)} over "
-            f"(clump factor {clump}), {c.duration_s:.0f} s")
-    if v.status != "undecided":
-        return f"{v.status}: {what}"
-    needs = []
-    if v.more:
-        needs.append(f"needs {_count(v.more)} more requests, none of them over")
-    if result.short_s > 0:
-        needs.append(f"{result.short_s:.0f} s more to reach the minimum duration of {result.min_duration_s:g} s")
-    return f"undecided: {' and '.join(needs) or 'the rule has not decided'} — {what}"
-
-
 def format_certification(result: Any, searched: Any = None) -> str:
     c = result.certification.as_dict()
     lines = [f"model    {result.model}", f"profile  {result.profile}"]
@@ -327,7 +309,7 @@ def format_certification(result: Any, searched: Any = None) -> str:
     lines.append(f"host     {', '.join(bits)}")
     if n.verdict:
         lines.append(f"         {n.verdict}")
-    lines += ["", certification_line(result)]
+    lines += ["", result.line()]
     for w in result.warnings:
         lines.append(f"warning  {w}")
     return "\n".join(lines)

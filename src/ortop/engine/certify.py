@@ -51,6 +51,10 @@ BUDGET_S = 300.0        # the default budget of a certification (wall clock, the
 SEARCHED_SHARE = 0.9    # --certify without a rate certifies this share of the capacity found
 
 
+def _rate(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
 def percentile_of(slo: Slo) -> float:
     """The SLO's percentile as a fraction (0.99 for p99); UsageError for a mean, which no count of overs can
     certify."""
@@ -87,6 +91,30 @@ class CertifyResult:
     def short_s(self) -> float:
         """Measured time still missing from the minimum duration (0 once reached)."""
         return max(0.0, self.min_duration_s - self.certification.duration_s)
+
+    def line(self) -> str:
+        """``certified: p99 ≤ 20 ms at 150/s — 9,012 requests, 31 over (clump factor 1.4), 61 s``; ``violated: …``;
+        ``undecided: needs N more requests, none of them over — …``."""
+        c = self.certification
+        v = c.verdict
+        clump = f"{v.clump:.2g}" if v.clump < 10 else f"{v.clump:.0f}"
+        what = (f"{self.slo.text()} at {_rate(c.rate_per_s)}/s — {v.requests:,} requests, {v.over:,} over "
+                f"(clump factor {clump}), {c.duration_s:.0f} s")
+        if v.status != "undecided":
+            return f"{v.status}: {what}"
+        needs = []
+        if v.more:
+            needs.append(f"needs {v.more:,} more requests, none of them over")
+        if self.short_s > 0:
+            needs.append(f"{self.short_s:.0f} s more to reach the minimum duration of {self.min_duration_s:g} s")
+        return f"undecided: {' and '.join(needs) or 'the rule has not decided'} — {what}"
+
+    def progress(self) -> str:
+        """While it runs: ``certifying 150/s — 4,012 requests, 3 over, 1,130 needed, 27 s of 60 s minimum``."""
+        c = self.certification
+        v = c.verdict
+        return (f"certifying {_rate(c.rate_per_s)}/s — {v.requests:,} requests, {v.over:,} over, {v.needed:,} "
+                f"needed, {c.duration_s:.0f} s of {self.min_duration_s:g} s minimum")
 
     def as_dict(self) -> dict[str, Any]:
         v = self.certification.verdict
