@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import signal
 import threading
 import time
 
@@ -213,3 +214,43 @@ async def test_C_after_a_search_certifies_the_chosen_rate_with_progress_and_its_
         line = text_of(screen, "cap-verdict").splitlines()[-1]
         assert line.startswith(f"certified: p99 ≤ 50 ms at {0.9 * chosen.capacity(res.slo):.0f}/s — "), line
         assert screen.budget_s == 60.0 and "certifying" not in text_of(screen, "cap-title")
+
+
+@pytest.mark.integration
+def test_certify_without_a_rate_searches_first_and_certifies_nine_tenths_of_the_capacity(small_model, env):  # noqa: F811
+    r = certify(small_model, "--slo", "p99=20ms", "--certify", "--min-duration", 3, "--budget", 40, "--json",
+                env=env, timeout=150)
+    d = json.loads(r.stdout)
+    (prof,) = d["capacity"]["profiles"]
+    assert d["capacity"]["budget_s"] == 20  # half the budget
+    c = d["certification"]
+    if not prof["met"]:  # a host too busy for the search to meet a point in time: nothing to certify, never a pass
+        assert r.returncode == d["exit_code"] == 6 and c is None, r.stderr
+        return
+    assert c["rate_per_s"] == pytest.approx(0.9 * prof["capacity_per_s"], rel=1e-3)
+    # whatever the verdict at that rate, the exit code is its own
+    assert r.returncode == d["exit_code"] == {"certified": 0, "violated": 5, "undecided": 6}[c["verdict"]], r.stderr
+    assert c["requests"] > 0 and d["capacity"]["elapsed_s"] + d["elapsed_s"] <= 40 + 5
+
+
+@pytest.mark.integration
+def test_ctrl_c_prints_the_certification_so_far_as_undecided(env, tmp_path):  # noqa: F811
+    from tests.test_bench import worker_of
+
+    model = make_matmul_model(tmp_path / "mm.onnx", n=256)
+    proc = start_ortop("capacity", model, "--dim", "batch=256", "--threads", 1, "--slo", "p99=1s", "--certify", 200,
+                       "--min-duration", 60, "--budget", 90, "--json", env=env)
+    try:
+        w = worker_of(proc)
+        while sum(w.cpu_times()[:2]) < 3.0:  # past onnxruntime's import and the build: blocks are being measured
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    d = json.loads(out)
+    c = d["certification"]
+    assert d["exit_code"] == 130 and d["stopped"] is True and c["verdict"] == "undecided"
+    assert c["requests"] > 0 and c["needed_more"] >= 0 and "stopped" in c["ended"]

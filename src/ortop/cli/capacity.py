@@ -16,6 +16,7 @@ import json
 import math
 import signal
 import threading
+import time
 from typing import Any
 
 from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_workload_args, apply_flags
@@ -42,8 +43,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo", required=True, metavar="METRIC=LIMIT",
                    help="the latency objective on response time: p50, p90, p95, p99, p999 or mean, e.g. p99=50ms")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help=f"{BUDGET_WALL} (default {SEARCH_BUDGET_S:g}; with --certify the certification's, default "
-                        f"{CERTIFY_BUDGET_S:g}, a search before it keeping {SEARCH_BUDGET_S:g})")
+                   help=f"{BUDGET_WALL} (default {SEARCH_BUDGET_S:g}; {CERTIFY_BUDGET_S:g} with --certify, of which "
+                        f"a search before the certification takes up to half, at most {SEARCH_BUDGET_S:g})")
     add_certify_args(p)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-plot", action="store_true", help="leave the terminal curve out")
@@ -234,16 +235,18 @@ def run_certify(args: argparse.Namespace, slo: Any) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     searched = None
     result = None
+    t0 = time.monotonic()
     try:
-        if rate is None:
-            searched = find_capacity(args.model, profiles[:1], slo, budget_s=SEARCH_BUDGET_S, names=names[:1],
-                                     stop=stop, strict_providers=args.strict_providers)
+        if rate is None:  # the search takes up to half the budget, and the certification what is left
+            searched = find_capacity(args.model, profiles[:1], slo, budget_s=min(SEARCH_BUDGET_S, budget / 2),
+                                     names=names[:1], stop=stop, strict_providers=args.strict_providers)
             s = searched.searches[0]
             cap = s.capacity(slo) if s.met else math.nan
             if math.isfinite(cap) and cap > 0 and not searched.fault and not stop.is_set():
                 rate = SEARCHED_SHARE * cap
         if rate is not None:
-            result = certify_rate(args.model, profiles[0], slo, rate, min_duration_s=min_s, budget_s=budget,
+            result = certify_rate(args.model, profiles[0], slo, rate, min_duration_s=min_s,
+                                  budget_s=max(1.0, budget - (time.monotonic() - t0)),
                                   name=names[0], stop=stop, strict_providers=args.strict_providers)
     finally:
         for s_, h in old.items():
@@ -298,7 +301,7 @@ def format_certification(result: Any, searched: Any = None) -> str:
                      f"0.9 x of it")
     lines += [f"rule     {c['rule']}, confidence {c['confidence']:g}, minimum {result.min_duration_s:g} s "
               f"(MLPerf asks 600 s)",
-              f"run      {result.elapsed_s:.0f} s of {result.budget_s:g} s; {result.ended}"]
+              f"run      {result.elapsed_s:.0f} s of {result.budget_s:.0f} s; {result.ended}"]
     if c["verdict"] != "violated":  # a violation needs no more requests: no count of them certifies it
         lines.append(f"needed   {_count(c['needed'])} requests for {_count(c['over_slo'])} over")
     lines.append("")
