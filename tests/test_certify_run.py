@@ -254,3 +254,26 @@ def test_ctrl_c_prints_the_certification_so_far_as_undecided(env, tmp_path):  # 
     c = d["certification"]
     assert d["exit_code"] == 130 and d["stopped"] is True and c["verdict"] == "undecided"
     assert c["requests"] > 0 and c["needed_more"] >= 0 and "stopped" in c["ended"]
+
+
+def test_the_report_names_the_verdict_the_counts_the_rule_and_the_searched_capacity():
+    from ortop.engine.certify import CertifyResult
+    from ortop.measure.certify import Certification
+    from ortop.measure.noise import HostNoise
+    from ortop.measure.slo import Slo
+    from ortop.report import certify_page
+
+    v = early_stopping(3000, 25, 0.99)
+    assert v.status == "undecided"
+    res = CertifyResult("m.onnx", Slo("p99", 20.0), "defaults", Certification(150.0, 21.0, v), 60.0, 300.0, 23.0,
+                        "the budget of 300 s ran out", HostNoise(steal_pct=1.5, cpu_pressure_pct=12.0,
+                                                                  slow_share=0.004))
+    data = {**res.as_dict(), "capacity": {"elapsed_s": 40.0, "profiles": [{"met": True, "capacity_per_s": 166.7}]}}
+    page = certify_page(data)
+    assert "Undecided at 150 requests/s" in page and f"{v.more} more requests needed" in page
+    assert f">{v.needed}<" in page and ">25<" in page and ">3000<" in page and "early stopping" in page
+    assert "0.9 × the capacity the search before it found: 167 requests/s" in page
+    assert "1.5 %" in page and "12.0 %" in page and "0.4 %" in page
+    assert res.line() == (f"undecided: needs {v.more:,} more requests, none of them over and 39 s more to reach the "
+                          "minimum duration of 60 s — p99 ≤ 20 ms at 150/s — 3,000 requests, 25 over (clump factor "
+                          "1), 21 s")

@@ -262,6 +262,8 @@ def run_certify(args: argparse.Namespace, slo: Any) -> int:
                 print(format_result(searched, plot=not args.no_plot))
             print("undecided: the search found no rate within the SLO to certify", flush=True)
         return code
+    if len(profiles) > 1:
+        result.warnings.insert(0, f"--certify certifies the first profile, {names[0]}; the others were not run")
     code = certify_exit(result, interrupted=bool(interrupted))
     data = {**result.as_dict(), "exit_code": code}
     if searched is not None:

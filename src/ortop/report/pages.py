@@ -345,6 +345,10 @@ def certify_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
     subtitle = (f"{model}: certifying {slo_text} of response time at a Poisson rate, MLPerf Inference's Server "
                 f"early-stopping rule; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
                 + ("; stopped early" if data.get("stopped") else ""))
-    body = [certification_section(cert, slo_text), host_section(host), profiles_section(profiles),
+    searched = data.get("capacity") or {}
+    found = [p for p in searched.get("profiles") or () if p.get("met")]
+    lead = (f"<p>The rate is 0.9 × the capacity the search before it found: {num(found[0].get('capacity_per_s'), 1)} "
+            f"requests/s in {num(searched.get('elapsed_s'), 1)} s.</p>" if found else "")
+    body = [lead, certification_section(cert, slo_text), host_section(host), profiles_section(profiles),
             notes_section([*(data.get("warnings") or ()), *([data["fault"]] if data.get("fault") else [])])]
     return page(f"ortop capacity --certify — {os.path.basename(model) or 'model'}", subtitle, body)
