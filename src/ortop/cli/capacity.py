@@ -7,6 +7,9 @@ was found in, the curve in the terminal, the best profile and its ratio to the f
 A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
 and the command exits 4 (``exit_code`` in the JSON; ctrl-C 130, a search that ran its course 0).
+
+``--certify RATE`` certifies one rate instead (:mod:`ortop.engine.certify`, MLPerf Server's early-stopping rule):
+exit 0 certified, 5 violated, 6 undecided; without RATE the search runs first and 0.9 × its capacity is certified.
 """
 
 from __future__ import annotations
