@@ -12,8 +12,10 @@ EXIT_RUNTIME = 1     # the model or the run failed (a build error, Run() raising
 EXIT_USAGE = 2       # bad input: a flag, a profile, a model file, a path
 EXIT_FINDINGS = 3    # ortop doctor found something above info (a result, not a failure)
 EXIT_WORKER_LOST = 4  # a worker died and could not be restarted: what was measured is printed, as on ctrl-C
-EXIT_GATE_FAILED = 5     # compare --fail-if: a gate failed (ortop.measure.gate.EXIT_FAIL)
-EXIT_GATE_UNDECIDED = 6  # compare --fail-if: a gate undecided, never a pass (ortop.measure.gate.EXIT_UNDECIDED)
+EXIT_GATE_FAILED = 5     # a check said no: compare --fail-if (a gate failed), capacity --certify (violated)
+EXIT_GATE_UNDECIDED = 6  # a check could not tell within its budget (--fail-if, --certify): never a pass
+EXIT_VIOLATED = EXIT_GATE_FAILED         # capacity --certify's name for 5 (ortop.measure.gate.EXIT_FAIL)
+EXIT_UNDECIDED = EXIT_GATE_UNDECIDED     # capacity --certify's name for 6 (ortop.measure.gate.EXIT_UNDECIDED)
 EXIT_INTERRUPTED = 130  # ctrl-C (SIGINT), as a shell reports a process ended by it
 
 EXIT_CODES: dict[int, str] = {
@@ -24,8 +26,10 @@ EXIT_CODES: dict[int, str] = {
     EXIT_FINDINGS: "ortop doctor only: findings above info (warnings or errors) were reported",
     EXIT_WORKER_LOST: "compare, variants, capacity: a worker died again after its restart; everything measured "
                       "before was printed (JSON included), with the fault named",
-    EXIT_GATE_FAILED: "compare --fail-if: a gate failed (a regression shown beyond its threshold)",
-    EXIT_GATE_UNDECIDED: "compare --fail-if: a gate undecided when the budget ended: never a pass",
+    EXIT_GATE_FAILED: "a check said no: compare --fail-if (a gate failed: a regression beyond its threshold) or "
+                      "capacity --certify (the rate was shown to break the SLO)",
+    EXIT_GATE_UNDECIDED: "a check could not tell before its budget ended (compare --fail-if, capacity --certify): "
+                         "never a pass",
     EXIT_INTERRUPTED: "stopped by ctrl-C",
 }
 """What each exit code means for every command; :data:`COMMAND_EXIT_CODES` says it more precisely per command."""
@@ -54,10 +58,15 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
              EXIT_USAGE: "bad input",
              EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "
                                "ctrl-C aborts without one"},
-    "capacity": {EXIT_OK: "a result, the SLO met or not", EXIT_RUNTIME: "a session failed to build or run, or a "
-                 "requested provider was not active with --strict-providers", EXIT_USAGE: "bad input",
+    "capacity": {EXIT_OK: "a result, the SLO met or not; with --certify: the rate was certified", EXIT_RUNTIME: "a "
+                 "session failed to build or run, or a requested provider was not active with --strict-providers",
+                 EXIT_USAGE: "bad input",
                  EXIT_WORKER_LOST: LOST,
-                 EXIT_INTERRUPTED: "stopped by ctrl-C: what was known was printed"},
+                 EXIT_VIOLATED: "--certify: violated, the share of requests over the SLO's bound was shown above "
+                                "what its percentile allows",
+                 EXIT_UNDECIDED: "--certify: undecided, the budget ran out before the rule could decide (or the "
+                                 "minimum duration was not reached); the requests still needed were printed",
+                 EXIT_INTERRUPTED: "stopped by ctrl-C: what was known was printed (a certification as undecided)"},
     "doctor": {EXIT_OK: "nothing above info", EXIT_RUNTIME: "the profiling process died or the model could not run",
                EXIT_USAGE: "bad input",
                EXIT_FINDINGS: "findings above info (warnings or errors); formerly exit 1, which now means only a "

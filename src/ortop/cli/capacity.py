@@ -8,6 +8,9 @@ terminal, the best profile and its ratio to the first; ``--json`` one object.
 A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
 and the command exits 4 (``exit_code`` in the JSON; ctrl-C 130, a search that ran its course 0).
+
+``--certify RATE`` certifies one rate instead (:mod:`ortop.engine.certify`, MLPerf Server's early-stopping rule):
+exit 0 certified, 5 violated, 6 undecided; without RATE the search runs first and 0.9 × its capacity is certified.
 """
 
 from __future__ import annotations
@@ -17,16 +20,23 @@ import json
 import math
 import signal
 import threading
+import time
 from typing import Any
 
-from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_budget_arg, add_workload_args, apply_flags
-from ortop.errors import EXIT_WORKER_LOST, UsageError
+from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_workload_args, apply_flags
+from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
+
+SEARCH_BUDGET_S = 120.0
+CERTIFY_BUDGET_S = 300.0   # ortop.engine.certify.BUDGET_S (not imported here: the parser stays light)
+CERTIFY_SEARCHED = "search"  # --certify with no RATE: search first, certify 0.9 × the capacity found
 
 EXAMPLES = """examples:
   ortop capacity model.onnx --slo p99=50ms
   ortop capacity model.onnx --profile one-thread.toml --profile two-replicas.toml --slo p95=20ms --budget 120
   ortop capacity model.onnx --slo mean=10ms --dim seq=16..256 --json
   ortop capacity model.onnx --provider cuda --strict-providers --slo p99=8ms
+  ortop capacity model.onnx --slo p99=20ms --certify 150 --min-duration 600 --budget 900
+  ortop capacity model.onnx --slo p99=20ms --certify --json
 """
 
 
@@ -36,7 +46,10 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="a profile to size (repeat for several, compared side by side); default: ORT's defaults")
     p.add_argument("--slo", required=True, metavar="METRIC=LIMIT",
                    help="the latency objective on response time: p50, p90, p95, p99, p999 or mean, e.g. p99=50ms")
-    add_budget_arg(p, 120.0, BUDGET_WALL)
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help=f"{BUDGET_WALL} (default {SEARCH_BUDGET_S:g}; {CERTIFY_BUDGET_S:g} with --certify, of which "
+                        f"a search before the certification takes up to half, at most {SEARCH_BUDGET_S:g})")
+    add_certify_args(p)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-plot", action="store_true", help="leave the terminal curve out")
     p.add_argument("--report", metavar="FILE",
@@ -57,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     from ortop.model import load_model
 
     slo = parse_slo(args.slo)
+    if args.certify is not None:
+        return run_certify(args, slo)
+    if args.budget is None:
+        args.budget = SEARCH_BUDGET_S
     if not (args.budget > 0 and math.isfinite(args.budget)):
         raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     load_model(args.model)
@@ -188,6 +205,153 @@ def format_result(result: Any, *, plot: bool = True) -> str:
                          + (f"  ({p.dropped} shed)" if p.dropped else ""))
     if plot and any(s.points for s in result.searches):
         lines += ["", text_curve(result.as_dict())]
+    for w in result.warnings:
+        lines.append(f"warning  {w}")
+    return "\n".join(lines)
+
+
+# ---- --certify RATE: MLPerf Server's early-stopping rule at one rate (ortop.engine.certify) ---------------------
+def add_certify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--certify", nargs="?", const=CERTIFY_SEARCHED, default=None, metavar="RATE",
+                   help="certify that RATE requests/s (Poisson) meets the SLO's percentile, by MLPerf Inference's "
+                        "Server early-stopping rule (99 %% confidence, clumped overs counted once per clump); "
+                        "without RATE, search first and certify 0.9 x the capacity found. Exit 0 certified, "
+                        "5 violated, 6 undecided")
+    p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS",
+                   help="with --certify: the measured time a certification needs besides the rule's request count "
+                        "(default 60; MLPerf asks 600)")
+
+
+def _certify_rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise UsageError(f"--certify {text!r}: expected a rate in requests/s, e.g. --certify 150") from None
+    if not (rate > 0 and math.isfinite(rate)):
+        raise UsageError(f"--certify must be a rate > 0 requests/s, got {text}")
+    return rate
+
+
+def run_certify(args: argparse.Namespace, slo: Any) -> int:
+    """``--certify [RATE]``: certify the rate on the first profile (a search first when no RATE is given); exit 0
+    certified, 5 violated, 6 undecided, 4 worker lost, 130 ctrl-C (the certification so far printed, undecided)."""
+    from ortop.cli.profiles import resolve_profile
+    from ortop.config import profile as P
+    from ortop.engine import CERTIFY_MIN_DURATION_S, SEARCHED_SHARE, certify_rate, find_capacity, percentile_of
+    from ortop.model import load_model
+
+    percentile_of(slo)
+    rate = None if args.certify == CERTIFY_SEARCHED else _certify_rate(args.certify)
+    min_s = CERTIFY_MIN_DURATION_S if args.min_duration is None else args.min_duration
+    if not (min_s > 0 and math.isfinite(min_s)):
+        raise UsageError(f"--min-duration must be > 0 seconds, got {min_s:g}")
+    budget = CERTIFY_BUDGET_S if args.budget is None else args.budget
+    if not (budget > 0 and math.isfinite(budget)):
+        raise UsageError(f"--budget must be > 0 seconds, got {budget:g}")
+    if budget < min_s:
+        raise UsageError(f"--budget {budget:g} s is shorter than --min-duration {min_s:g} s: the run could never "
+                         "certify")
+    load_model(args.model)
+    names = list(args.profile) or ["defaults"]
+    paths = [resolve_profile(n) for n in args.profile]
+    if args.report:
+        from ortop.report import check_report
+
+        check_report(args.report, protect=(args.model, *paths))
+    bases = [P.load(p) for p in paths] or [P.Profile()]
+    profiles = [apply_flags(b, args, args.model) for b in bases]
+    stop = threading.Event()
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:  # ctrl-C: print the certification so far; a second one aborts
+        if stop.is_set():
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    searched = None
+    result = None
+    t0 = time.monotonic()
+    try:
+        if rate is None:  # the search takes up to half the budget, and the certification what is left
+            searched = find_capacity(args.model, profiles[:1], slo, budget_s=min(SEARCH_BUDGET_S, budget / 2),
+                                     names=names[:1], stop=stop, strict_providers=args.strict_providers)
+            s = searched.searches[0]
+            cap = s.capacity(slo) if s.met else math.nan
+            if math.isfinite(cap) and cap > 0 and not searched.fault and not stop.is_set():
+                rate = SEARCHED_SHARE * cap
+        if rate is not None:
+            result = certify_rate(args.model, profiles[0], slo, rate, min_duration_s=min_s,
+                                  budget_s=max(1.0, budget - (time.monotonic() - t0)),
+                                  name=names[0], stop=stop, strict_providers=args.strict_providers)
+    finally:
+        for s_, h in old.items():
+            signal.signal(s_, h)
+    if result is None:  # the search first, and it found nothing to certify
+        code = EXIT_WORKER_LOST if searched is not None and searched.fault else 130 if interrupted else EXIT_UNDECIDED
+        data: dict[str, Any] = {"capacity": searched.as_dict() if searched else None, "certification": None,
+                                "exit_code": code}
+        if args.json:
+            print(json.dumps(data), flush=True)
+        else:
+            if searched is not None:
+                print(format_result(searched, plot=not args.no_plot))
+            print("undecided: the search found no rate within the SLO to certify", flush=True)
+        return code
+    if len(profiles) > 1:
+        result.warnings.insert(0, f"--certify certifies the first profile, {names[0]}; the others were not run")
+    code = certify_exit(result, interrupted=bool(interrupted))
+    data = {**result.as_dict(), "exit_code": code}
+    if searched is not None:
+        data["capacity"] = searched.as_dict()
+    if args.json:
+        print(json.dumps(data), flush=True)
+    else:
+        print(format_certification(result, searched), flush=True)
+    if args.report:
+        from ortop.collectors.host import read_host
+        from ortop.report import certify_page, write_report
+
+        page = certify_page(data, host=read_host().as_dict(), profiles=[(names[0], profiles[0].to_toml())])
+        write_report(args.report, page, protect=(args.model, *paths))
+    return code
+
+
+def certify_exit(result: Any, *, interrupted: bool = False) -> int:
+    """0 certified, 5 violated, 6 undecided; a worker lost 4, ctrl-C 130, whatever the rule says so far."""
+    if result.fault:
+        return EXIT_WORKER_LOST
+    if interrupted:
+        return 130
+    return {"certified": EXIT_OK, "violated": EXIT_VIOLATED}.get(result.verdict, EXIT_UNDECIDED)
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+def format_certification(result: Any, searched: Any = None) -> str:
+    c = result.certification.as_dict()
+    lines = [f"model    {result.model}", f"profile  {result.profile}"]
+    if searched is not None:
+        s = searched.searches[0]
+        lines.append(f"capacity {_rate(s.capacity(result.slo))}/s found in {searched.elapsed_s:.0f} s: certifying "
+                     f"0.9 x of it")
+    lines += [f"rule     {c['rule']}, confidence {c['confidence']:g}, minimum {result.min_duration_s:g} s "
+              f"(MLPerf asks 600 s)",
+              f"run      {result.elapsed_s:.0f} s of {result.budget_s:.0f} s; {result.ended}"]
+    if c["verdict"] != "violated":  # a violation needs no more requests: no count of them certifies it
+        lines.append(f"needed   {_count(c['needed'])} requests for {_count(c['over_slo'])} over")
+    lines.append("")
+    n = result.host_noise
+    bits = [f"steal {n.steal_pct:.2g} %" if n.steal_pct is not None else "steal n/a",
+            f"cpu pressure {n.cpu_pressure_pct:.2g} %" if n.cpu_pressure_pct is not None else "cpu pressure n/a",
+            f"stalled runs {100 * n.slow_share:.2g} %" if n.slow_share is not None else "stalled runs n/a"]
+    lines.append(f"host     {', '.join(bits)}")
+    if n.verdict:
+        lines.append(f"         {n.verdict}")
+    lines += ["", result.line()]
     for w in result.warnings:
         lines.append(f"warning  {w}")
     return "\n".join(lines)

@@ -6,6 +6,7 @@
   :func:`check_profile`, :func:`workload_difference`, :func:`profile_ops` (per-operator time); models in a
   comparison: :func:`check_inputs` (refuses models whose inputs differ: :class:`InputsDiffer`);
 - capacity: :func:`find_capacity` under an SLO (:func:`ortop.measure.slo.parse_slo`), its :class:`CapacityResult`;
+  a rate certified under it: :func:`certify_rate` / :class:`CertifyRun`, its :class:`CertifyResult`;
 - the tuner: :class:`Tuner`, :func:`build_tuner`, its objectives, dimensions, trials and leaderboard;
 - a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`;
 - another onnxruntime: :func:`check_python` (an interpreter a worker may run under, named by ``PYTHON_VAR``).
@@ -27,6 +28,14 @@ from ortop.lazy import face_getattr
 if TYPE_CHECKING:
     from ortop.engine.capacity import CapacityResult
     from ortop.engine.capacity_search import CapacitySearch, find_capacity
+    from ortop.engine.certify import (
+        CERTIFY_MIN_DURATION_S,
+        SEARCHED_SHARE,
+        CertifyResult,
+        CertifyRun,
+        certify_rate,
+        percentile_of,
+    )
     from ortop.engine.headless import compare, measure
     from ortop.engine.models import InputsDiffer, check_inputs, check_profile
     from ortop.engine.monitor import Monitor
@@ -49,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapacityResult", "CapacitySearch", "find_capacity",
+    "CERTIFY_MIN_DURATION_S", "SEARCHED_SHARE", "CertifyResult", "CertifyRun", "certify_rate", "percentile_of",
     "InputsDiffer", "check_inputs",
     "BETTER", "DIMENSIONS", "LEADERBOARD_COLUMNS", "NOT_DEFAULT", "OBJECTIVES", "OBJECTIVE_TEXT", "Figures", "Monitor",
     "MonitorView", "Snapshot", "Trial", "TuneResult", "Tuner", "build_tuner", "check_profile", "compare", "describe",
@@ -61,6 +71,8 @@ __all__ = [
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
     "CapacityResult": "capacity",
     "CapacitySearch": "capacity_search", "find_capacity": "capacity_search",
+    "CERTIFY_MIN_DURATION_S": "certify", "SEARCHED_SHARE": "certify", "CertifyResult": "certify",
+    "CertifyRun": "certify", "certify_rate": "certify", "percentile_of": "certify",
     "compare": "headless", "measure": "headless",
     "InputsDiffer": "models", "check_inputs": "models", "check_profile": "models",
     "Monitor": "monitor",

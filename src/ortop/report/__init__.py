@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from ortop.report.pages import capacity_page, compare_page, tune_page
+from ortop.report.pages import capacity_page, certify_page, compare_page, tune_page
 
-__all__ = ["capacity_page", "check_report", "compare_page", "tune_page", "write_report"]
+__all__ = ["capacity_page", "certify_page", "check_report", "compare_page", "tune_page", "write_report"]
 
 
 def check_report(path: str | os.PathLike, *, protect: tuple[str | os.PathLike, ...] = ()) -> str:

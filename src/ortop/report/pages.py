@@ -324,3 +324,62 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
         notes_section(data.get("warnings") or ()),
     ]
     return page(f"ortop capacity — {os.path.basename(model) or 'model'}", subtitle, body)
+
+
+# ---- a certification (``ortop capacity --certify``) ---------------------------------------------------------------
+def certification_section(cert: Mapping[str, Any] | None, slo_text: str) -> str:
+    """The certification of ``ortop capacity --certify --json``'s ``certification``: the verdict, the requests, those
+    over the bound, those needed, the rule, and the host's noise over the run."""
+    if not cert:
+        return "<h2>Certification</h2><p>no rate was certified</p>"
+    verdict = str(cert.get("verdict", "?"))
+    rate = num(cert.get("rate_per_s"), 1)
+    line = {"certified": f"Certified: {slo_text} at {rate} requests/s.",
+            "violated": f"Violated: {slo_text} does not hold at {rate} requests/s.",
+            }.get(verdict, f"Undecided at {rate} requests/s: {cert.get('needed_more', '?')} more requests needed "
+                           "(none of them over), or more time.")
+    rows = [("verdict", verdict), ("requests", cert.get("requests")), ("over the bound", cert.get("over_slo")),
+            ("needed", cert.get("needed")), ("still needed", cert.get("needed_more")),
+            ("clump factor", num(cert.get("clump_factor"))), ("confidence", cert.get("confidence")),
+            ("percentile", cert.get("percentile")), ("measured", f"{num(cert.get('duration_s'), 1)} s"),
+            ("minimum duration", f"{num(cert.get('min_duration_s'), 1)} s (MLPerf asks 600 s)"),
+            ("ended", cert.get("ended", "")), ("rule", cert.get("rule", ""))]
+    noise = cert.get("host_noise") or {}
+    share = noise.get("slow_share")
+
+    def share_pct(x: Any) -> str:
+        got = pct(x, signed=False)
+        return got if got == "—" else f"{got} %"
+
+    noise_rows = [("steal", share_pct(noise.get("steal_pct"))),
+                  ("CPU pressure", share_pct(noise.get("cpu_pressure_pct"))),
+                  (f"runs over {num(noise.get('slow_k'))}× their shape's median",
+                   share_pct(100 * share) if isinstance(share, (int, float)) else "—")]
+    return "".join([
+        "<h2>Certification</h2>",
+        f'<p class="verdict">{esc(line)}</p>',
+        table(("", ""), [(k, "—" if v is None else v) for k, v in rows]),
+        "<h3>The host's noise over the run</h3>",
+        table(("", ""), noise_rows),
+        f"<p>{esc(noise['verdict'])}</p>" if noise.get("verdict") else "",
+    ])
+
+
+def certify_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = None,
+                 profiles: Sequence[tuple[str, str]] = ()) -> str:
+    """The page for ``ortop capacity --certify --json``'s dict: the certification, the host and the profile."""
+    slo = data.get("slo") or {}
+    metric, limit = str(slo.get("metric", "?")), slo.get("ms")
+    slo_text = f"{metric} ≤ {limit:g} ms" if isinstance(limit, (int, float)) else metric
+    model = str(data.get("model", ""))
+    cert = data.get("certification")
+    subtitle = (f"{model}: certifying {slo_text} of response time at a Poisson rate, MLPerf Inference's Server "
+                f"early-stopping rule; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
+                + ("; stopped early" if data.get("stopped") else ""))
+    searched = data.get("capacity") or {}
+    found = [p for p in searched.get("profiles") or () if p.get("met")]
+    lead = (f"<p>The rate is 0.9 × the capacity the search before it found: {num(found[0].get('capacity_per_s'), 1)} "
+            f"requests/s in {num(searched.get('elapsed_s'), 1)} s.</p>" if found else "")
+    body = [lead, certification_section(cert, slo_text), host_section(host), profiles_section(profiles),
+            notes_section([*(data.get("warnings") or ()), *([data["fault"]] if data.get("fault") else [])])]
+    return page(f"ortop capacity --certify — {os.path.basename(model) or 'model'}", subtitle, body)

@@ -40,7 +40,7 @@ MAIN_KEYS: tuple[Key, ...] = (
         "leaderboard (stop, apply or save any row)", rank=13),
     Key("c", "capacity", "capacity", "capacity: the most traffic the running profile and one alternative serve "
         "within a latency SLO, the latency–load curve drawn as points are measured (apply or save either, w writes "
-        "the HTML report)", short="cap", rank=12),
+        "the HTML report, C certifies 0.9 × the capacity found by MLPerf Server's rule)", short="cap", rank=12),
     Key("plus,equals_sign", "threads_up", quick.label(quick.THREADS), "intra-op threads up by one (from ORT's "
         "default: one more than the count ORT runs, counted in the worker)", "+", short="thr", bar="+/-", rank=3),
     Key("minus,underscore", "threads_down", "threads-", "intra-op threads down by one", "-", footer=False),

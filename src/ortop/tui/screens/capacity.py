@@ -11,6 +11,10 @@ processes of its own, so the screen asks the app to pause the live session first
 workers are gone, whatever ended the search. Once it has ended, enter applies the highlighted profile to the live
 session and ctrl+s saves it, through the app (the job screen's messages); the screen holds no monitor.
 
+After a search, C certifies 0.9 × the highlighted profile's capacity as ``ortop capacity --certify`` does (MLPerf
+Server's early-stopping rule, :mod:`ortop.engine.certify`): a job of its own on the same thread and hold on the live
+session, its requests, overs and the requests needed shown as it runs, its verdict line under the search's.
+
 The search calls back on its own thread after each point. The screen copies what the search knows there (the
 search is between two points, so the copy is whole) and posts it, never waiting for the UI; a timer between points
 moves the clock and shows the ceilings once measured. Drawing is in :mod:`ortop.tui.panels.capacity`.
@@ -21,6 +25,7 @@ screen.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -40,7 +45,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from ortop.config.profile import Profile
-from ortop.engine import CapacityResult
+from ortop.engine import CapacityResult, CertifyResult
 from ortop.errors import OrtopError, UsageError
 from ortop.measure.slo import Slo, parse_slo
 from ortop.tui import actions
@@ -52,6 +57,8 @@ from ortop.tui.screens.job import JobScreen, job_bindings
 
 SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through while nothing is measured at no load
 SLO_FACTORS = (1.5, 2.0, 4.0)              # otherwise: these times the p99 at no load, rounded up
+CERTIFY_MIN_DURATION_S = 60.0   # C's certification: ortop capacity --certify's default minimum …
+CERTIFY_BUDGET_S = 180.0        # … and its budget (the session's build included)
 BUDGETS_S = (30.0, 60.0, 120.0)
 DEFAULT_SLO_MS = 20.0
 DEFAULT_BUDGET_S = 60.0
@@ -142,6 +149,24 @@ def real_search(model_path: str, profiles: Sequence[Profile], slo: Slo, *, budge
     return CapacitySearch(model_path, profiles, slo, budget_s=budget_s, names=names, stop=stop, on_point=on_point)
 
 
+class CertifyFactory(Protocol):
+    """Runs a certification (the real one: :func:`real_certify`; the tests give a fake one)."""
+
+    def __call__(self, model_path: str, profile: Profile, slo: Slo, rate_per_s: float, *, min_duration_s: float,
+                 budget_s: float, name: str, stop: threading.Event,
+                 on_block: Callable[[CertifyResult], None]) -> CertifyResult: ...
+
+
+def real_certify(model_path: str, profile: Profile, slo: Slo, rate_per_s: float, *, min_duration_s: float,
+                 budget_s: float, name: str, stop: threading.Event,
+                 on_block: Callable[[CertifyResult], None]) -> CertifyResult:
+    """``ortop capacity --certify``'s run, after the checks it makes."""
+    from ortop.engine import certify_rate
+
+    return certify_rate(model_path, profile, slo, rate_per_s, min_duration_s=min_duration_s, budget_s=budget_s,
+                        name=name, stop=stop, on_block=on_block)
+
+
 def _host() -> tuple[int, int]:
     from ortop.collectors.cpu import physical_cores
 
@@ -177,7 +202,7 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
                                            Binding("b", "budget", "budget"),
                                            Binding("a", "alternative", "alternative")],
                             Binding("enter", "apply", "apply", show=False), "save",
-                            extra=[Binding("w", "report", "report")])
+                            extra=[Binding("w", "report", "report"), Binding("C", "certify", "certify")])
     JOB = "capacity"
     ORIGIN = actions.SIZED
     PREFIX = "cap"
@@ -198,7 +223,7 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
 
     def __init__(self, profile: Profile, *, search_factory: SearchFactory | None = None,
                  host: tuple[int, int] | None = None, no_load: NoLoad | None = None,
-                 choices: Choices | None = None) -> None:
+                 choices: Choices | None = None, certify_factory: CertifyFactory | None = None) -> None:
         super().__init__()
         self.running_profile = profile
         self.no_load = no_load        # the running settings' closed loop, as the live session measured it
@@ -212,10 +237,14 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         self.choice = 0
         self._recall()
         self._factory: SearchFactory = search_factory or real_search
+        self._certify_factory: CertifyFactory = certify_factory or real_certify
         self._search: Search | None = None
         self._t0 = 0.0
         self.model_path = ""          # set when a search starts: the report names it
         self.report_dir = "."         # where w writes the report
+        self.certifying: tuple[float, int] | None = None  # (rate, profile index) while C's certification runs
+        self.certification: CertifyResult | None = None   # its result so far, then its verdict
+        self._search_budget_s = self.budget_s
 
     # ---- what is sized -----------------------------------------------------------------------------------------
     @property
@@ -274,6 +303,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
 
     # ---- the search --------------------------------------------------------------------------------------------
     def _prepare(self, model_path: str, profile: Profile) -> Callable[[], CapacityResult]:
+        if self.certifying is not None:
+            return self._certify_job(model_path)
         if profile != self.running_profile:
             label = self.alternative.label if self.alternative is not None else ""
             self.running_profile = profile
@@ -297,14 +328,24 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         if found is not None:
             self._moved_on(panel.copy_result(found.result()))
 
-    def _show_progress(self, shown: CapacityResult) -> None:
-        self.result = shown
+    def _show_progress(self, shown: CapacityResult | CertifyResult) -> None:
+        if isinstance(shown, CertifyResult):
+            self.certification = shown
+        else:
+            self.result = shown
 
     def _failed(self) -> None:
         self._search = None
+        self._certified()
 
     def _done(self, result: CapacityResult) -> None:
         self._search = None
+        if self.certifying is not None:
+            self._certified()
+            self.refresh_rows()
+            self.show_message(Text("C certifies again, g starts a new search, w writes the search's report",
+                                   style="dim"))
+            return
         self.refresh_rows(select=panel.best(result))
         self.show_message(Text("enter applies the highlighted profile to the live session, ctrl+s saves it, w writes "
                                "the HTML report", style="dim"))
@@ -356,6 +397,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
 
     # ---- drawing -----------------------------------------------------------------------------------------------
     def _title(self) -> Text:
+        if self.certifying is not None and self.running:
+            return self._certify_title()
         t = Text.assemble(("Capacity", "bold"), "  ")
         alt = self.alternative
         sized = f"{RUNNING_NAME} vs {alt.label}" if alt is not None else RUNNING_NAME
@@ -377,6 +420,8 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         if self.state == "failed":
             return self.failure()
         t = panel.verdict(self.result, self.state == "done")
+        if self.certification is not None:
+            t.append_text(self._certify_verdict())
         if self.state == "done" and self.result is not None:
             said = {f"{s.name}: {s.note}" for s in self.result.searches if s.note}  # the verdict says them already
             for w in [w for w in self.result.warnings if w not in said][:2]:
@@ -483,3 +528,78 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         path = self.report_path()
         self.show_message(Text(f"writing {path} …", style="dim"))
         self._write_report(self.result, path, profiles)
+
+    # ---- C: certify the chosen rate (ortop capacity --certify) --------------------------------------------------
+    def action_start(self) -> None:
+        if self.may_set():
+            self.certification = None  # a new search: the certification was of the old one's rate
+        super().action_start()
+
+    def action_certify(self) -> None:
+        if self.running:
+            self.show_message(Text("a job is running: stop it (s) or wait for its result before certifying",
+                                   style="yellow"))
+            return
+        result = self.result
+        if result is None or self.state != "done":
+            self.show_message(Text("no finished search yet: g starts one, and C certifies its rate once it has "
+                                   "ended", style="yellow"))
+            return
+        from ortop.engine import SEARCHED_SHARE
+
+        row = self.selected()
+        s = result.searches[row.index if row is not None else 0]
+        cap = s.capacity(result.slo) if s.met else math.nan
+        if not (math.isfinite(cap) and cap > 0):
+            self.show_message(Text(f"✗ {s.name} met {result.slo.text()} at no rate measured: no rate to certify",
+                                   style="bold red"))
+            return
+        self.certifying = (SEARCHED_SHARE * cap, s.index)
+        self.certification = None
+        self._search_budget_s, self.budget_s = self.budget_s, CERTIFY_BUDGET_S
+        self.state, self.error = "starting", ""
+        self._stop = threading.Event()
+        self._redraw()
+        self.post_message(self.Start(self))
+
+    def _certify_job(self, model_path: str) -> Callable[[], CapacityResult]:
+        """The certification of ``self.certifying`` on the searched profile; the search's result stays shown."""
+        assert self.certifying is not None and self.result is not None
+        rate, index = self.certifying
+        kept = self.result
+        searched = kept.searches[index]
+        slo, stop, factory = kept.slo, self._stop, self._certify_factory
+        self._t0 = time.monotonic()
+
+        def job() -> CapacityResult:
+            got = factory(model_path, searched.profile, slo, rate, min_duration_s=CERTIFY_MIN_DURATION_S,
+                          budget_s=CERTIFY_BUDGET_S, name=searched.name, stop=stop, on_block=self._moved_on)
+            self._moved_on(got)  # the verdict, handed over before the job's end
+            return kept
+
+        return job
+
+    def _certified(self) -> None:
+        """The certification ended: the search's budget is the screen's again."""
+        if self.certifying is not None:
+            self.certifying = None
+            self.budget_s = self._search_budget_s
+
+    def _certify_title(self) -> Text:
+        assert self.certifying is not None
+        rate, index = self.certifying
+        name = self.result.searches[index].name if self.result is not None else ""
+        t = Text.assemble(("Capacity", "bold"), "  ")
+        phase = "stopping: what is known stays" if self.state == "stopping" else "certifying"
+        t.append(f"{phase} {rate:.0f}/s for {name} — {min(self._elapsed(), self.budget_s):.0f}/{self.budget_s:g} s",
+                 style="bold")
+        t.append(f"  ·  MLPerf Server's rule, at least {CERTIFY_MIN_DURATION_S:g} s  ·  s stops", style="dim")
+        return t
+
+    def _certify_verdict(self) -> Text:
+        got = self.certification
+        assert got is not None
+        if self.certifying is not None and self.running:
+            return Text(f"\n{got.progress()}", style="bold")
+        style = {"certified": "bold green", "violated": "bold red"}.get(got.verdict, "yellow")
+        return Text(f"\n{got.line()}", style=style)
