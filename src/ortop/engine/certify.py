@@ -144,10 +144,10 @@ class CertifyRun:
                  min_duration_s: float = CERTIFY_MIN_DURATION_S, budget_s: float = BUDGET_S, name: str = "defaults",
                  stop: threading.Event | None = None, on_block: Callable[[CertifyResult], None] | None = None,
                  strict_providers: bool = False, confidence: float = CONFIDENCE):
-        if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
-            raise UsageError(f"--certify must be a rate > 0 requests/s, got {rate_per_s:g}")
-        if not (min_duration_s > 0 and math.isfinite(min_duration_s)):
-            raise UsageError(f"--min-duration must be > 0 seconds, got {min_duration_s:g}")
+        for value, must in ((rate_per_s, "--certify must be a rate > 0 requests/s"),
+                            (min_duration_s, "--min-duration must be > 0 seconds")):
+            if not (value > 0 and math.isfinite(value)):
+                raise UsageError(f"{must}, got {value:g}")
         self.model_path = model_path
         self.profile = profile
         self.slo = slo

@@ -10,6 +10,9 @@ What is process-wide is set up once, before the first session: the global thread
 ``make_sessions()``, N sessions served at once; pinned, it gets the split of the cores worked out where the module
 runs (``replica_cores()``, ortop's rule: whole NUMA nodes, else whole physical cores), each replica's pool sized and
 pinned to its share (``replica_options``) and ``pin_caller`` for the threads that run it.
+
+Over ~550 lines: most of it is the generated module's own text (the session, the global pools, the IO binding
+and CUDA graph runner, the example feeds), kept as one template so what is pasted into serving code reads whole.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ moves the clock and shows the ceilings once measured. Drawing is in :mod:`ortop.
 
 The states and the search's thread are the job screen's (:mod:`ortop.tui.screens.job`), shared with the tune
 screen.
+
+Over ~600 lines: the search and the certification share this screen's table, curve and progress; the parts
+shared with the tune screen are in :mod:`ortop.tui.screens.job`, the drawing in :mod:`ortop.tui.panels.capacity`.
 """
 
 from __future__ import annotations
