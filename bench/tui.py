@@ -5,6 +5,10 @@ time with the same session options; ortop writes its summary at quit (``--summar
 throughput and the UI process's own CPU time (``monitor.cpu_s`` / ``monitor.wall_s``).
 
     python bench/tui.py [MODEL] [--threads N] [--duration S] [--rounds R] [--refresh HZ] [--metrics-port PORT]
+                        [--window S]
+
+With ``--window`` the UI's CPU is also read over the first and the last S seconds after settling, in one run (e.g.
+``--duration 300 --window 60``: minute 0–1 against minute 4–5): a cost that grows with the run shows there.
 
 With ``--metrics-port`` the TUI also serves its Prometheus endpoint, scraped here every second.
 
@@ -37,7 +41,7 @@ SETTLE_S = 8.0  # start-up, the first build and the first full paint are over by
 
 
 def run_tui(model: str, threads: int, duration: float, refresh: float, size: tuple[int, int],
-            metrics_port: int | None = None) -> dict:
+            metrics_port: int | None = None, window: float | None = None) -> dict:
     ortop = shutil.which("ortop") or str(Path(sys.executable).with_name("ortop"))
     with tempfile.TemporaryDirectory() as tmp:
         summary = Path(tmp) / "summary.json"
@@ -53,9 +57,14 @@ def run_tui(model: str, threads: int, duration: float, refresh: float, size: tup
                 scraper.__enter__()
             time.sleep(SETTLE_S)
             ui = ui_process(session)
-            cpu0, t0 = sum(ui.cpu_times()[:2]), time.monotonic()
-            time.sleep(max(0.0, duration - SETTLE_S))
-            steady = 100 * (sum(ui.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+            marks = [(sum(ui.cpu_times()[:2]), time.monotonic())]  # (UI CPU s, time) at settle, window ends, end
+            for wait in window_waits(duration, window):
+                time.sleep(wait)
+                marks.append((sum(ui.cpu_times()[:2]), time.monotonic()))
+            (cpu0, t0), (cpu_end, t_end) = marks[0], marks[-1]
+            steady = 100 * (cpu_end - cpu0) / (t_end - t0)
+            share = [100 * (c1 - c0) / (t1 - t0) for (c0, t0), (c1, t1) in zip(marks, marks[1:])]
+            first, last = (share[0], share[-1]) if len(share) == 3 else (steady, steady)
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             deadline = time.monotonic() + 20
             while not summary.exists() and time.monotonic() < deadline:
@@ -72,7 +81,17 @@ def run_tui(model: str, threads: int, duration: float, refresh: float, size: tup
     m = d["monitor"]
     return {"throughput": d["throughput_per_s"], "p50": d["latency_ms"]["p50"],
             "ui_percent": 100 * m["cpu_s"] / m["wall_s"], "live_percent": 100 * m["live_cpu_s"] / m["live_wall_s"],
-            "steady_percent": steady}
+            "steady_percent": steady, "first_percent": first, "last_percent": last}
+
+
+def window_waits(duration: float, window: float | None) -> list[float]:
+    """The sleeps after SETTLE_S: one to the end, or (with ``window``, when the run holds two windows) to the end
+    of the first window, to the start of the last one, and to the end: the UI's CPU early and late in one run, so
+    a cost that grows as the run goes on shows (a figure recomputed over a filling buffer, say)."""
+    rest = max(0.0, duration - SETTLE_S)
+    if not window or rest < 2 * window:
+        return [rest]
+    return [window, rest - 2 * window, window]
 
 
 def ui_process(session: str) -> psutil.Process:
@@ -96,6 +115,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--refresh", type=float, default=4.0)
     ap.add_argument("--size", default="120x40")
+    ap.add_argument("--window", type=float, help="also the UI's CPU over the first and the last WINDOW seconds "
+                    "after settling (e.g. --duration 300 --window 60: minute 0–1 against minute 4–5)")
     ap.add_argument("--metrics-port", type=int, help="serve and scrape ortop's Prometheus endpoint on this port")
     ap.add_argument("--ab-metrics", action="store_true",
                     help="instead of the bare loop: the TUI with the endpoint (scraped every second) against the TUI "
@@ -120,13 +141,15 @@ def main() -> int:
     thr, ui, live, steady = [], [], [], []
     for i in range(a.rounds):
         b = run_bare(prof_json, a.duration)
-        t = run_tui(model, a.threads, a.duration, a.refresh, size, a.metrics_port)
+        t = run_tui(model, a.threads, a.duration, a.refresh, size, a.metrics_port, a.window)
         thr.append(t["throughput"] / b["throughput"])
         ui.append(t["ui_percent"])
         live.append(t["live_percent"])
         steady.append(t["steady_percent"])
         print(f"{i + 1:>5} {b['throughput']:>12.1f} {t['throughput']:>11.1f} {thr[-1]:>7.3f} {steady[-1]:>12.1f} "
-              f"{live[-1]:>10.1f} {ui[-1]:>9.1f}")
+              f"{live[-1]:>10.1f} {ui[-1]:>9.1f}" + (f"   UI % first {a.window:.0f} s {t['first_percent']:.1f}, "
+                                                     f"last {a.window:.0f} s {t['last_percent']:.1f}"
+                                                     if a.window else ""))
     print(f"median throughput ratio (tui/bare) {statistics.median(thr):.3f}; median UI CPU "
           f"{statistics.median(steady):.1f}% of one core steady, {statistics.median(live):.1f}% from the first frame, "
           f"{statistics.median(ui):.1f}% with start-up")
