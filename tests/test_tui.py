@@ -653,6 +653,54 @@ async def test_settings_errors_follow_the_typing_and_blank_is_the_default(tmp_pa
 
 
 @pytest.mark.slow
+async def test_enter_in_the_rate_field_applies_the_typed_rate(tmp_path: Path) -> None:
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.query_one("#f-workload--rate_hz").focus()
+        await pilot.pause()
+        await pilot.press("end", *["backspace"] * 8, "3", "5")
+        await pilot.pause()
+        assert screen.values()["workload.rate_hz"] == "35"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        assert app.monitor.applied[-1].workload.rate_hz == 35.0
+
+
+@pytest.mark.slow
+async def test_enter_on_a_choice_applies_the_form_and_enter_on_close_does_not(tmp_path: Path) -> None:
+    """A choice (arrival here) took enter and did nothing: it has no list to open, so enter applies, as in a text
+    field."""
+    app = fake_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.query_one("#f-workload--arrival").focus()
+        await pilot.pause()
+        await pilot.press("right", "right", "right")  # default → closed → fixed → poisson
+        await pilot.pause()
+        assert screen.values()["workload.arrival"] == "poisson"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        assert app.monitor.applied[-1].workload.arrival == "poisson"
+        applied = len(app.monitor.applied)
+        await pilot.press("s")
+        assert app.screen is screen
+        screen.set_value("workload.rate_hz", "40")
+        screen.query_one("#cancel").focus()  # enter on Close still closes without applying
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, SettingsScreen)
+        assert len(app.monitor.applied) == applied
+
+
+@pytest.mark.slow
 async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -98,7 +98,8 @@ SETTINGS_KEYS: tuple[tuple[str, str], ...] = (
     ("tab / shift+tab", "move between fields"),
     ("ctrl+↓ / ctrl+↑", "next / previous section (also page down / page up)"),
     ("←/→ or space", "change a choice"),
-    ("enter / ctrl+s", "apply (the worker rebuilds; errors show beside their field as you type)"),
+    ("enter / ctrl+s", "apply, from any field, text or choice (the worker rebuilds; errors show beside their "
+                       "field as you type)"),
     ("esc", "close without applying"),
 )
 

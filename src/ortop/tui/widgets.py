@@ -156,21 +156,35 @@ class Panel(Widget):
 
 
 class Choice(Widget, can_focus=True):
-    """One of a few values on one line (``◂ off ▸``); ←/→ or space cycle, a click steps forward.
+    """One of a few values on one line (``◂ off ▸``); ←/→ or space cycle, a click steps forward, enter submits.
 
     A Select is six widgets and an overlay; a form with fifteen of them restyles all of that on every focus change.
-    This is one widget with one line of text.
+    This is one widget with one line of text. It has no list to open, so enter does what it does in an Input: it
+    posts :class:`Submitted` (the settings form applies on it).
     """
 
     BINDINGS = [
         Binding("left", "step(-1)", "previous", show=False),
         Binding("right,space", "step(1)", "next", show=False),
+        Binding("enter", "submit", "submit", show=False),
     ]
 
     value: reactive[str] = reactive("", layout=False)
 
     class Changed(Message):
         """The value changed (by a key, a click or code)."""
+
+        def __init__(self, choice: Choice, value: str) -> None:
+            super().__init__()
+            self.choice = choice
+            self.value = value
+
+        @property
+        def control(self) -> Choice:
+            return self.choice
+
+    class Submitted(Message):
+        """Enter was pressed on the choice, as Input.Submitted is on an input."""
 
         def __init__(self, choice: Choice, value: str) -> None:
             super().__init__()
@@ -203,6 +217,9 @@ class Choice(Widget, can_focus=True):
         values = [v for _, v in self.choices]
         i = values.index(self.value) if self.value in values else 0
         self.value = values[(i + delta) % len(values)]
+
+    def action_submit(self) -> None:
+        self.post_message(self.Submitted(self, self.value))
 
     def on_click(self, event: Click) -> None:
         self.action_step(1)

@@ -280,7 +280,10 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         self.dismiss(None)
 
     @on(Input.Submitted)
+    @on(Choice.Submitted)
     def _submitted(self) -> None:
+        """Enter in any field applies the whole form, a text field or a choice alike. Not a screen binding: the
+        Apply and Close buttons keep enter for themselves (enter on Close closes)."""
         self.action_apply()
 
     @on(Button.Pressed, "#apply")
