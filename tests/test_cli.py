@@ -373,7 +373,10 @@ def test_runs_before_a_worker_crash_are_kept_and_the_restart_is_said(matmul_mode
             worker = kids[0] if kids else None
             time.sleep(0.1)
         assert worker is not None, "no worker process appeared"
-        time.sleep(3.5)  # warm-up done, a few seconds measured
+        # the evidence that warm-up is over and runs are being measured: the worker's own CPU time, not the clock
+        # (a busy host stretches start-up; a kill before the first measured run, or after the end, proves nothing)
+        while sum(worker.cpu_times()[:2]) < 1.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
         worker.kill()
         out, err = p.communicate(timeout=60)
     finally:
