@@ -171,29 +171,23 @@ class Choice(Widget, can_focus=True):
 
     value: reactive[str] = reactive("", layout=False)
 
-    class Changed(Message):
+    class _Said(Message):
+        """What a Choice says: itself (the message's control) and its value."""
+
+        def __init__(self, choice: Choice, value: str) -> None:
+            super().__init__()
+            self.choice = choice
+            self.value = value
+
+        @property
+        def control(self) -> Choice:
+            return self.choice
+
+    class Changed(_Said):
         """The value changed (by a key, a click or code)."""
 
-        def __init__(self, choice: Choice, value: str) -> None:
-            super().__init__()
-            self.choice = choice
-            self.value = value
-
-        @property
-        def control(self) -> Choice:
-            return self.choice
-
-    class Submitted(Message):
+    class Submitted(_Said):
         """Enter was pressed on the choice, as Input.Submitted is on an input."""
-
-        def __init__(self, choice: Choice, value: str) -> None:
-            super().__init__()
-            self.choice = choice
-            self.value = value
-
-        @property
-        def control(self) -> Choice:
-            return self.choice
 
     def __init__(self, choices: Sequence[tuple[str, str]], value: str, *, id: str | None = None,
                  classes: str | None = None) -> None:
