@@ -276,8 +276,8 @@ class Interleaving:
         self._built: dict[int, dict] = {}
         self._failed: dict[int, str] = {}
         self._error: str | None = None
-        self._pending_rows: dict[int, tuple[int, np.ndarray, int]] = {}
-        self._pending_shapes: dict[int, np.ndarray] = {}
+        # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids)
+        self._pending_rows: dict[int, tuple[int, np.ndarray, int, np.ndarray]] = {}
         self._blocks: list[Block] = []
         self._window: list[float] = []     # each block's window (s), beside _blocks: what its arrivals were offered
         self._shape_ids: list[np.ndarray] = []  # each block's input shape id of each of its runs, beside _blocks
@@ -325,9 +325,9 @@ class Interleaving:
                 # response time: service plus the wait in the queue (open arrivals; 0 in a closed loop)
                 rows = msg.rows
                 last_end = int(R.end_ns(rows).max()) if len(rows) else -1
-                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end)
-                self._pending_shapes[msg.config_id] = rows[:, R.Col.SHAPE].astype(np.int32) \
-                    if rows.shape[1] > R.Col.SHAPE else np.zeros(len(rows), dtype=np.int32)
+                shapes = rows[:, R.Col.SHAPE].astype(np.int32) if rows.shape[1] > R.Col.SHAPE else \
+                    np.zeros(len(rows), dtype=np.int32)
+                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end, shapes)
                 if rows.shape[1] > R.Col.IDLE:  # service times of runs after a long idle gap: a pool's wake-up
                     self._long_gap[self._index[msg.config_id]].append(
                         R.service_ms(rows[rows[:, R.Col.IDLE] >= LONG_GAP_NS]))
@@ -342,7 +342,8 @@ class Interleaving:
                         self._queued[self._index[msg.config_id]] += 1
             elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
-                seq, lat, last_end = self._pending_rows.pop(msg.config_id, (msg.seq, np.zeros(0), -1))
+                seq, lat, last_end, shapes = self._pending_rows.pop(
+                    msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32)))
                 gseq = self._renumber.get(channel, self._offset.get(channel, 0) + msg.seq)
                 self._ch_blocks[channel] += 1
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
@@ -353,7 +354,7 @@ class Interleaving:
                                                     t_end=t_end / 1e9, cpu_ms=msg.cpu_ns / 1e6,
                                                     cpu_between_ms=between))
                 self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
-                self._shape_ids.append(self._pending_shapes.pop(msg.config_id, np.zeros(lat.size, dtype=np.int32)))
+                self._shape_ids.append(shapes)
             elif isinstance(msg, P.AlternationDone):
                 self._alt_done[channel] += 1
             elif isinstance(msg, P.RunError) and msg.config_id in self._index:
