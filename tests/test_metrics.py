@@ -62,21 +62,27 @@ class SyntheticRuns:
         self.snapshots = 0
         self.rng = np.random.default_rng(seed)
         self.all: list[np.ndarray] = []
+        self.counts: dict[int, int] = {}
+        self.tally = True  # False: a source that keeps no count (config_runs alone)
 
     def rebuild(self) -> int:
         self.live += 1
         self.rings[self.live] = Ring(self.capacity, 1)
+        self.counts[self.live] = 0
         self.generation += 1
         return self.live
 
     def add(self, n: int, config_id: int | None = None) -> np.ndarray:
         lat = self.rng.integers(200_000, 5_000_000, n) / 1e6  # whole nanoseconds, in ms, as the monitor keeps them
-        self.rings[self.live if config_id is None else config_id].extend(lat[:, None])
+        cid = self.live if config_id is None else config_id
+        self.rings[cid].extend(lat[:, None])
+        self.counts[cid] += n
         self.all.append(lat)
         return lat
 
     def reset(self) -> None:
         self.rings[self.live].clear()
+        self.counts[self.live] = 0
         self.generation += 1
 
     def snapshot(self) -> Any:
@@ -86,6 +92,11 @@ class SyntheticRuns:
     def config_runs(self, config_id: int) -> np.ndarray:
         r = self.rings.get(config_id)
         return r.view()[:, 0] if r is not None else np.zeros(0)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "config_tally" and self.__dict__.get("tally"):
+            return lambda cid: (self.config_runs(cid), self.counts.get(cid, 0))
+        raise AttributeError(name)
 
 
 class FedMonitor(FakeMonitor):
@@ -100,6 +111,11 @@ class FedMonitor(FakeMonitor):
 
     def config_runs(self, config_id: int) -> np.ndarray:
         return self.runs.config_runs(config_id)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "config_tally" and "runs" in self.__dict__:
+            return getattr(self.runs, name)
+        raise AttributeError(name)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return True
@@ -430,6 +446,33 @@ def test_writer_lines_cover_every_run_once():
     assert [x["runs"] for x in lines] == [300, 200]
     assert lines[-1]["runs_total"] == 500
     assert lines[1]["p99_ms"] == pytest.approx(float(np.percentile(np.concatenate(fm.runs.all[1:]), 99)), rel=1e-3)
+
+
+@pytest.mark.parametrize("tally", [True, False])
+def test_runs_a_starved_reader_missed_are_counted_not_lost(tally):
+    """A poller starved on a busy host: more runs than the ring holds came between two polls. Where the source
+    counts its runs, the line still counts every one (its percentiles over those read) and an event says so."""
+    fm = FedMonitor()
+    fm.runs.tally = tally
+    out = io.StringIO()
+    w = JsonlWriter(out, interval_s=60, owned=False, rss=lambda pid: RSS)
+    w._monitor, w._feed = fm, RunFeed(fm)
+    fm.runs.add(300)
+    w.write_interval(1.0)
+    fm.runs.add(2500)  # the ring holds 1000: 1500 go by unread
+    w.write_interval(1.0)
+    fm.runs.reset()
+    fm.runs.add(40)
+    w.write_interval(1.0)
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    warned = [e.text for e in fm.events if e.text.startswith("jsonl: ")]
+    if tally:
+        assert [x["runs"] for x in lines] == [300, 2500, 40] and lines[-1]["runs_total"] == 2840
+        assert lines[1]["throughput_per_s"] == 2500.0
+        assert len(warned) == 1 and "1500 runs went by" in warned[0]
+    else:
+        assert [x["runs"] for x in lines] == [300, 1000, 40] and not warned
+    assert lines[1]["p99_ms"] == pytest.approx(float(np.percentile(fm.runs.all[1][-1000:], 99)), rel=1e-3)
 
 
 def test_writer_thread_writes_lines_and_a_last_one_at_close():

@@ -193,6 +193,13 @@ class Monitor(Verification, Readout):
             c = self._stores.get(config_id)
             return c.latency_ms() if c is not None else np.zeros(0)
 
+    def config_tally(self, config_id: int) -> tuple[np.ndarray, int]:
+        """One configuration's kept latencies (ms) and how many runs it has recorded since its last reset, read
+        together: a reader that polls the ring learns how many went by unseen."""
+        with self._lock:
+            c = self._stores.get(config_id)
+            return (c.latency_ms(), c.runs) if c is not None else (np.zeros(0), 0)
+
     # ---- internals: worker lifecycle -----------------------------------------------------------------------
     def _check(self, profile: Profile) -> None:
         from ortop.engine.models import check_profile

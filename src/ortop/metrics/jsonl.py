@@ -7,10 +7,12 @@ Each line covers the runs recorded since the line before (read like the histogra
      "p50_ms": 1.204, "p99_ms": 1.871, "throughput_per_s": 812.0, "cpu_ms_per_run": 1.19, "rss_bytes": 91750400}
 
 ``t`` is Unix time at the interval's end; ``p50_ms``/``p99_ms``/``throughput_per_s`` are over the interval (null
-when it had no runs); ``cpu_ms_per_run`` is the live configuration's since it was built; ``rss_bytes`` is the
-worker's resident memory. Lines start once the first session is measuring and a last, shorter one is written when
-the run ends. The file is line-buffered, so a FIFO, a pipe or ``-`` (stdout) sees each line as it is written; a
-FIFO is opened on the writer's thread, so the run does not wait for its reader.
+when it had no runs; on a host so busy that the stream's reader falls behind a model of a few microseconds, runs
+that went by unread count in ``runs`` but not in the percentiles, and an event says so); ``cpu_ms_per_run`` is the
+live configuration's since it was built; ``rss_bytes`` is the worker's resident memory. Lines start once the first
+session is measuring and a last, shorter one is written when the run ends. The file is line-buffered, so a FIFO, a
+pipe or ``-`` (stdout) sees each line as it is written; a FIFO is opened on the writer's thread, so the run does not
+wait for its reader.
 """
 
 from __future__ import annotations
@@ -34,20 +36,22 @@ from ortop.metrics.runs import Pacer, RunFeed, WorkerRss
 __all__ = ["JsonlWriter", "open_jsonl", "interval_line"]
 
 def interval_line(latency_ms: np.ndarray, *, t: float, interval_s: float, snap: Any, runs_total: int,
-                  rss_bytes: int | None) -> dict[str, Any]:
-    """The JSON object for one interval: its runs' percentiles and rate, the live configuration's CPU cost."""
+                  rss_bytes: int | None, unread: int = 0) -> dict[str, Any]:
+    """The JSON object for one interval: its runs' percentiles and rate, the live configuration's CPU cost.
+    ``unread`` runs happened in the interval but went by before they could be read: counted, not in percentiles."""
     a = np.asarray(latency_ms, dtype=np.float64)
+    n = int(a.size) + unread
     p50, p99 = (float(x) for x in np.percentile(a, (50, 99))) if a.size else (math.nan, math.nan)
     return {
         "t": round(t, 3),
         "interval_s": round(interval_s, 3),
         "config_id": int(snap.config_id),
         "state": str(snap.state),
-        "runs": int(a.size),
+        "runs": n,
         "runs_total": int(runs_total),
         "p50_ms": json_num(p50),
         "p99_ms": json_num(p99),
-        "throughput_per_s": json_num(a.size / interval_s if interval_s > 0 and a.size else math.nan, 2),
+        "throughput_per_s": json_num(n / interval_s if interval_s > 0 and n else math.nan, 2),
         "cpu_ms_per_run": json_num(snap.cpu.cpu_ms_per_run),
         "rss_bytes": rss_bytes,
         **_traffic(snap),
@@ -88,6 +92,8 @@ class JsonlWriter:
         self._monitor: Any = None
         self._feed: RunFeed | None = None
         self._total = 0
+        self._unread = 0      # the feed's unread count as of the last line
+        self._warned = False
         self._pending: list[np.ndarray] = []
         self._pacer = Pacer(interval_s)
         self._stop = threading.Event()
@@ -146,10 +152,16 @@ class JsonlWriter:
         self.collect()
         new = np.concatenate(self._pending) if self._pending else np.zeros(0)
         self._pending = []
-        self._total += len(new)
+        unread = self._feed.unread - self._unread
+        self._unread = self._feed.unread
+        if unread and not self._warned:
+            self._warned = True
+            self._monitor.add_event("warning", f"jsonl: {unread} runs went by before they could be read (a host "
+                                    "busier than its cores); they are counted, but not in p50_ms/p99_ms")
+        self._total += len(new) + unread
         snap = self._monitor.snapshot()
         line = interval_line(new, t=self._clock(), interval_s=interval_s, snap=snap, runs_total=self._total,
-                             rss_bytes=self._rss(snap.worker_pid))
+                             rss_bytes=self._rss(snap.worker_pid), unread=unread)
         try:
             self._stream.write(json.dumps(line) + "\n")
             self._stream.flush()

@@ -7,7 +7,10 @@ new runs are simply those past the old length (an O(1) check); once it has, the 
 the positions holding its last value. A tail that is gone (the statistics were reset) means every run in the ring
 is new. Latencies are nanosecond counts, so 32 equal values in a row at another position do not happen in
 practice. A :class:`Pacer` polls often enough that at most a quarter of a ring turns over between two polls, so
-no run goes by unseen, down to models of a few microseconds (measured: every one of 880 000 runs at 90 000/s).
+no run goes by unseen, down to models of a few microseconds (measured: every one of 880 000 runs at 90 000/s),
+unless the poller itself is starved (a host busier than its cores): where the source counts its runs
+(``Monitor.config_tally``), those that turned the ring over unseen are counted in ``RunFeed.unread``, so totals
+stay exact though their latencies are gone.
 
 Which configuration is live comes from a snapshot, taken only when ``Monitor.generation`` moved (a rebuild, an
 event, a state change) and never for new runs alone; the configuration that was live before keeps being polled
@@ -80,12 +83,13 @@ class RunSource(Protocol):
 
 
 class _Cursor:
-    __slots__ = ("tail", "length", "idle")
+    __slots__ = ("tail", "length", "idle", "total")
 
     def __init__(self) -> None:
         self.tail = np.zeros(0)
         self.length = 0
         self.idle = 0
+        self.total = 0
 
 
 def new_runs(runs: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:
@@ -113,10 +117,12 @@ class RunFeed:
 
     def __init__(self, source: RunSource) -> None:
         self._source = source
+        self._tally = getattr(source, "config_tally", None)
         self._lock = threading.Lock()
         self._cursors: dict[int, _Cursor] = {}
         self._generation: Any = object()
         self._live = -1
+        self.unread = 0  # runs that went by before a poll could read them (a poller starved on a busy host)
 
     @property
     def live_config(self) -> int:
@@ -136,8 +142,17 @@ class RunFeed:
             parts = []
             for cid in [c for c in self._cursors if c != live] + ([live] if live >= 0 else []):
                 cur = self._cursors[cid]
-                runs = np.asarray(self._source.config_runs(cid), dtype=np.float64)
+                if self._tally is not None:
+                    ring, total = self._tally(cid)
+                    runs = np.asarray(ring, dtype=np.float64)
+                else:
+                    runs = np.asarray(self._source.config_runs(cid), dtype=np.float64)
+                    total = -1
                 fresh = new_runs(runs, cur.tail, cur.length)
+                if total >= 0:  # the source counts its runs: those that turned the ring over unseen are known
+                    arrived = total - cur.total if total >= cur.total else total  # smaller: the statistics reset
+                    self.unread += max(0, arrived - len(fresh))
+                    cur.total = total
                 cur.tail = runs[-TAIL:].copy()
                 cur.length = len(runs)
                 cur.idle = 0 if len(fresh) else cur.idle + 1
