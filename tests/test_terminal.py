@@ -92,9 +92,22 @@ class Tty:
                 time.sleep(0.05)
         if self.status is None:
             cpu = psutil.Process(self.pid).cpu_percent(0.5)
+            stacks = self.stacks()
             self.kill()
-            pytest.fail(f"ortop was still running {timeout:.0f} s later, at {cpu:.0f}% CPU")
+            pytest.fail(f"ortop was still running {timeout:.0f} s later, at {cpu:.0f}% CPU; its threads:\n{stacks}")
         return self.status
+
+    def stacks(self) -> str:
+        """Every thread's stack, from faulthandler (PYTHONFAULTHANDLER) on SIGABRT: where a hung exit waits."""
+        seen = len(self.out)
+        try:
+            os.kill(self.pid, signal.SIGABRT)
+        except ProcessLookupError:
+            return "(gone)"
+        if self.fd >= 0:
+            self.read(2.0)
+        text = self.out[seen:].decode(errors="replace")
+        return text[text.find("Thread 0x"):] if "Thread 0x" in text else text[-2000:]
 
     def kill(self) -> None:
         for p in [psutil.Process(self.pid), *self.children]:
@@ -114,7 +127,7 @@ class Tty:
 def run_tty(tmp_path):
     started: list[Tty] = []
     env = dict(os.environ, TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path / "state"),
-               XDG_CACHE_HOME=str(tmp_path / "cache"), COLUMNS="120", LINES="40")
+               XDG_CACHE_HOME=str(tmp_path / "cache"), COLUMNS="120", LINES="40", PYTHONFAULTHANDLER="1")
     env.pop("PYTHONWARNINGS", None)
     model = make_matmul_model(tmp_path / "mm.onnx", n=64)
 

@@ -87,6 +87,46 @@ def release_job_control_signals() -> None:
                 pass  # not the main thread
 
 
+def resume_only_after_suspend(driver: Any) -> None:
+    """Let ``driver``'s SIGCONT handler resume the terminal only after its own SIGTSTP suspended it (ctrl+z).
+
+    Textual's handler starts the application mode again on every SIGCONT, suspended or not. A SIGCONT while the
+    app runs (the kernel sends one after every hang-up; ``kill -CONT`` does too) starts a second input thread and
+    output thread beside the first. The two input threads then wait on the one terminal: one of them blocks in a
+    read that never returns, and, not being a daemon thread, keeps the process from exiting (0 % CPU).
+    """
+    handler = getattr(driver, "_sigcont_application", None)
+    if handler is None or not hasattr(signal, "SIGCONT"):
+        return
+
+    def on_sigcont(signum: int, frame: Any) -> None:
+        if getattr(driver, "_must_signal_resume", False):  # set by the driver's SIGTSTP handler, cleared on resume
+            handler(signum, frame)
+
+    try:
+        signal.signal(signal.SIGCONT, on_sigcont)
+    except (ValueError, OSError):
+        pass  # not the main thread
+
+
+def release_before_stop(driver: Any) -> None:
+    """Drop the SIGCONT / SIGTSTP handlers as the first step of ``driver``'s shutdown, whatever ends the app.
+
+    Textual's SIGCONT handler starts the application mode again, which writes escape sequences into the output
+    thread's bounded queue. A SIGCONT that arrives once that thread has stopped (a hang-up while quitting) makes
+    the handler block on the full queue forever, at 0 % CPU: the process never exits.
+    """
+    stop = getattr(driver, "stop_application_mode", None)
+    if stop is None:
+        return
+
+    def stop_application_mode() -> None:
+        release_job_control_signals()
+        stop()
+
+    driver.stop_application_mode = stop_application_mode
+
+
 def stop_input_thread(driver: Any) -> None:
     """Make sure no input thread of ``driver`` outlives the app (it would keep the process alive)."""
     event = getattr(driver, "exit_event", None)

@@ -36,7 +36,13 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
 from ortop.model import ModelError
 from ortop.tui import actions, messages, quick
-from ortop.tui._compat import install_hangup_handlers, release_job_control_signals, stop_input_thread
+from ortop.tui._compat import (
+    install_hangup_handlers,
+    release_before_stop,
+    release_job_control_signals,
+    resume_only_after_suspend,
+    stop_input_thread,
+)
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
 from ortop.tui.noload import no_load
@@ -111,6 +117,8 @@ class OrtopApp(App[int]):
     def on_mount(self) -> None:
         if self.install_signals:
             install_hangup_handlers(self.handle_signal)
+            release_before_stop(self._driver)
+            resume_only_after_suspend(self._driver)
         self.mounted = (time.process_time(), self.clock())
         self.last_driver = self._driver
         self.tick()
@@ -128,6 +136,13 @@ class OrtopApp(App[int]):
         self.monitor.add_event("info", f"{name}: saving the settings and quitting")
         self.finish()
         self.exit(0)
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        """Leave the app; from now on a SIGCONT (the kernel sends one after a hang-up) must not restart the terminal
+        driver (see :func:`ortop.tui._compat.release_before_stop`)."""
+        if self.install_signals:
+            release_job_control_signals()
+        super().exit(*args, **kwargs)
 
     def finish(self) -> None:
         """Write last-session.toml and the --summary JSON once, whichever way the app ends."""
