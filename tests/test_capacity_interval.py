@@ -15,24 +15,42 @@ from ortop.cli.capacity import format_result
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.config.profile import Profile
 from ortop.engine.capacity_search import CapacitySearch
-from ortop.measure.rerun import CONFIDENCE, bracket_sd, drift_sd, local_slope, rerun_interval, tail_sd
+from ortop.measure.queue import capacity_spread, queue_model
+from ortop.measure.rerun import CONFIDENCE, bracket_sd, drift_sd, rerun_interval, tail_sd
 from ortop.measure.slo import Slo
 from tests.models import make_conv_model, make_matmul_model
 from tests.test_cli import ortop
 
-SIMULATED = 36_000
-
 
 # ---- the method, on synthetic inputs ------------------------------------------------------------------------------
-def test_more_requests_recorded_narrow_the_tail_term_and_the_interval():
-    bounds = [(8.0, 12.0), (15.0, 30.0)]
-    few = tail_sd(bounds, slope=5.0, recorded=4_000, simulated=SIMULATED)
-    many = tail_sd(bounds, slope=5.0, recorded=16_000, simulated=SIMULATED)
-    assert many == pytest.approx(few / 2)  # four times the record: half the error
-    drift, br = drift_sd([[1.0, 1.05, 0.97, 1.02]]), bracket_sd(95.0, 105.0)
-    short = rerun_interval(100.0, tail=few, drift=drift, bracket=br)
-    long = rerun_interval(100.0, tail=many, drift=drift, bracket=br)
-    assert long.hi - long.lo < short.hi - short.lo
+def record(rng: np.random.Generator, n: int, stalls: float = 0.0) -> list[np.ndarray]:
+    """``n`` requests' server times (service ms, gap, idle) of a server of about 2.25 ms a run, ``stalls`` of them
+    six times as long (the host's slow spells)."""
+    service = rng.gamma(9, 0.25, size=n)
+    service = np.where(rng.random(n) < stalls, 6 * service, service)
+    return [np.column_stack([service, np.full(n, 0.02), np.zeros(n)])]
+
+
+def test_the_tail_term_is_the_spread_independent_records_show():
+    """The resampled spread of one record against the spread of capacities read from independent records of the
+    same server: the same size within a factor of two, and narrower for a record 16 times longer."""
+    rng = np.random.default_rng(3)
+    slo, lo, hi = Slo("p99", 25.0), 330.0, 360.0
+
+    def crossing(a, b) -> float:
+        ma, mb = queue_model(a, slo, lo)[0], queue_model(b, slo, hi)[0]
+        return math.log(lo + (1 / ma - 1 / slo.ms) / (1 / ma - 1 / mb) * (hi - lo))
+
+    spreads = {}
+    for n in (1_000, 16_000):
+        spreads[n] = float(np.median([capacity_spread([(lo, record(rng, n)), (hi, record(rng, n))], slo, seed=k)
+                                      for k in range(3)]))
+    truth = float(np.std([crossing(record(rng, 1_000), record(rng, 1_000)) for _ in range(16)], ddof=1))
+    assert truth / 2 <= spreads[1_000] <= truth * 2, (spreads[1_000], truth)
+    # 16 times the record: under half the spread, and below any host's drift (the resampling's own floor)
+    assert spreads[16_000] < min(spreads[1_000] / 2, 0.01), spreads
+    assert tail_sd(spreads[1_000]) == pytest.approx(math.sqrt(2) * spreads[1_000])  # the estimate's and a rerun's
+    assert math.isnan(capacity_spread([(lo, record(rng, 1000))], slo))  # one end: nothing to read a crossing from
 
 
 def test_a_host_that_drifts_more_widens_the_interval():
@@ -62,30 +80,13 @@ def test_the_interval_contains_its_estimate_at_its_confidence_and_names_what_it_
         rerun_interval(250.0, tail=0.1, drift=0.1, bracket=0.1, confidence=90)
 
 
-def test_the_local_slope_is_the_knees_own_line():
-    """An M/M/1 queue's mean response 1 / (μ − λ): d ln T / d ln λ = λ / (μ − λ) = λ·T·1000 (T in ms)."""
-    mu = 1000.0
-
-    def t_ms(lam: float) -> float:
-        return 1e3 / (mu - lam)
-
-    lo, hi, limit = 800.0, 900.0, 1e3 / (mu - 850.0)
-    s = local_slope(850.0, lo, hi, t_ms(lo), t_ms(hi), limit)
-    assert s == pytest.approx(850.0 / (mu - 850.0), rel=1e-9)  # 1 / T is exactly linear in λ here
-    assert math.isnan(local_slope(850.0, lo, math.inf, t_ms(lo), math.nan, limit))
-    assert tail_sd([(1.0, 2.0)], slope=0.1, recorded=1000, simulated=1000) == pytest.approx(
-        tail_sd([(1.0, 2.0)], slope=1.0, recorded=1000, simulated=1000))  # a flat reading is floored at 1
-
-
 def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confidence():
     """The model the interval assumes, simulated: each search rests on the host's state then (a fresh draw of
     log pace, sd σ, minutes apart), its blocks spread about it by σ too; the tail's sampling adds its own error
     and the bracket a uniform position. A search's interval should hold another search's capacity about 90 % of
     the time: reruns are generated, not assumed."""
     rng = np.random.default_rng(7)
-    sigma, tail_metric_sd, slope, recorded = 0.08, 0.06, 4.0, 9_000
-    bounds = [(math.exp(-2 * 1.96 * tail_metric_sd / 2), math.exp(2 * 1.96 * tail_metric_sd / 2))]
-    per_search_tail = tail_metric_sd * math.sqrt(SIMULATED / recorded) / slope  # each search's own error
+    sigma, per_search_tail = 0.08, 0.03  # the host's pace, and each search's own error from its record
     true = 500.0
     caps, ivs = [], []
     for _ in range(400):
@@ -95,10 +96,11 @@ def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confide
         offset = rng.uniform(0, width)  # where the grid put the bracket
         cap = true * math.exp(-state + rng.normal(0, per_search_tail))
         lo, hi = cap * math.exp(-offset), cap * math.exp(width - offset)
-        iv = rerun_interval(cap, tail=tail_sd(bounds, slope, recorded, SIMULATED), drift=drift_sd(blocks),
+        iv = rerun_interval(cap, tail=tail_sd(per_search_tail), drift=drift_sd(blocks),
                             bracket=bracket_sd(lo, hi))
         caps.append(cap * math.exp(rng.uniform(-width / 2, width / 2)))  # the rerun's own place in its bracket
         ivs.append(iv)
+    assert ivs[0].tail_sd == pytest.approx(math.sqrt(2) * per_search_tail)
     held = [ivs[i].contains(caps[j]) for i in range(len(ivs)) for j in (i + 1, i - 1) if 0 <= j < len(ivs)]
     share = float(np.mean(held))
     assert 0.84 <= share <= 0.96, share

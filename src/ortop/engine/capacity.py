@@ -63,8 +63,8 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.noise import HostNoise
-from ortop.measure.queue import MODEL_N, cost_pools, past_ceiling, queue_model
-from ortop.measure.rerun import CONFIDENCE, RerunInterval, bracket_sd, drift_sd, local_slope, rerun_interval, tail_sd
+from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model
+from ortop.measure.rerun import CONFIDENCE, RerunInterval, bracket_sd, drift_sd, rerun_interval, tail_sd
 from ortop.measure.slo import Slo
 from ortop.measure.stats import json_num, t95
 
@@ -228,6 +228,7 @@ class Search:
     failed: str = ""
     applied: str = ""          # what was applied to ORT's defaults, in short terms ("threads 1"); "" for none
     notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
+    _tail: tuple[Any, float] | None = field(default=None, repr=False, compare=False)  # interval's tail term, kept
 
     def pooled(self, besides: float | None = None) -> list[Point]:
         """The points whose server times model the search's other points: every one (but the one at ``besides``)
@@ -288,22 +289,21 @@ class Search:
 
     def interval(self, slo: Slo, confidence: float = CONFIDENCE) -> RerunInterval | None:
         """Where a rerun of this search on this host is expected to land (:mod:`ortop.measure.rerun`); None when
-        nothing met the SLO."""
+        nothing met the SLO. The tail term resamples the record (about a second of numbers): it is kept until the
+        search measures more."""
         cap = self.capacity(slo)
         if not (self.lo > 0 and cap > 0):
             return None
-        ends = [p for p in (self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None)
-                if p is not None]
-        a, b = (ends[0], ends[1]) if len(ends) == 2 else (None, None)
-        slope = (local_slope(cap, self.lo, self.hi, a.estimate(slo), b.estimate(slo), slo.ms)
-                 if a is not None and b is not None else math.nan)
-        bounds = [(p.model[1], p.model[2]) for p in ends if not math.isnan(p.model[1])]
-        pooled = self.pooled()
-        servers = max((p.servers for p in pooled), default=1)
-        simulated = int((MODEL_N if servers <= 1 else 6000) * 0.9)  # queue_model's requests after its warm-up
-        tail = tail_sd(bounds, slope, sum(p.runs for p in pooled), simulated)
+        key = (self.lo, self.hi, sum(len(p.blocks) for p in self.points.values()), slo)
+        if self._tail is None or self._tail[0] != key:
+            ends = [(r, [*p.busy, *self.server_times(besides=r)]) for r in (self.lo, self.hi)
+                    if math.isfinite(r) and (p := self.points.get(r)) is not None]
+            pooled = self.pooled()
+            servers = max((p.servers for p in pooled), default=1)
+            queues = max((p.queues for p in pooled), default=1)
+            self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)))
         drift = drift_sd([p.block_service_ms() for p in self.points.values()])
-        return rerun_interval(cap, tail=tail, drift=drift, bracket=bracket_sd(self.lo, self.hi),
+        return rerun_interval(cap, tail=self._tail[1], drift=drift, bracket=bracket_sd(self.lo, self.hi),
                               confidence=confidence)
 
     def label(self) -> str:

@@ -183,10 +183,63 @@ def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: i
     per_queue = rate_per_s / queues
     if past_ceiling(float(queued.mean()), per_queue, servers):  # no long run
         return (math.inf, math.inf, math.inf)
-    vals = np.empty(reps)
-    for k in range(reps):
-        busy = queued[_runs_of(queued, n, rng)]
-        wake = after_idle[rng.integers(0, after_idle.size, n)] - busy  # found idle: the other pool's cost instead
-        vals[k] = slo.of(simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:])
+    vals = np.array([_replicate(queued, after_idle, slo, per_queue, servers, n, rng) for _ in range(reps)])
     lo, mid, hi = np.percentile(vals, (2.5, 50, 97.5))
     return (float(mid), float(lo), float(hi))
+
+
+def _replicate(queued: np.ndarray, after_idle: np.ndarray, slo: Slo, per_queue: float, servers: int, n: int,
+               rng: np.random.Generator) -> float:
+    """One replicate of the queue model: ``n`` requests drawn from the pools in runs, fresh arrivals; the SLO
+    metric after the first tenth (the queue's warm-up)."""
+    busy = queued[_runs_of(queued, n, rng)]
+    wake = after_idle[rng.integers(0, after_idle.size, n)] - busy  # found idle: the other pool's cost instead
+    return float(slo.of(simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:]))
+
+
+RESAMPLES = 24          # resamples of a record for the spread of the capacity read from it (capacity_spread)
+RESAMPLE_REPS = 3       # ... each judged over this many replicates, the same arrivals for every resample
+
+
+def capacity_spread(ends: Sequence[tuple[float, Sequence[np.ndarray]]], slo: Slo, servers: int = 1,
+                    queues: int = 1, resamples: int = RESAMPLES, seed: int = 0) -> float:
+    """The sd of log capacity owed to the record being finite: how far the capacity read between the bracket's two
+    rates would move had the search recorded another sample of the same server.
+
+    ``ends``: the bracket's (rate, server times) at its low and high end, each the record the queue model judged
+    that rate by. Each resample redraws each end's record from itself in runs of CHUNK (a moving-block bootstrap,
+    the same size as the record: the host's slow spells stay together), judges both rates by the queue model with
+    the same arrivals for every resample (common random numbers: the synthetic arrivals' own noise, which the
+    model's median over replicates averages away, is not counted as the record's), and reads the capacity where
+    the metric crosses the SLO, linear in 1 / metric as the knee is read (:func:`ortop.measure.bracket.knee`),
+    extended past the bracket when a resample puts the crossing outside it, by one bracket's width at most: a
+    record that flips one end's decision moves a search's bracket by a step, and a flat line (a tail set by the
+    host's stalls, not by the queue) would otherwise extrapolate without bound. nan with no two ends to read."""
+    if len(ends) != 2 or not slo.ms > 0:
+        return math.nan
+    (lo, lo_times), (hi, hi_times) = ends
+    pools = [cost_pools(lo_times), cost_pools(hi_times)]
+    if any(p is None for p in pools) or not 0 < lo < hi:
+        return math.nan
+    servers, queues = max(1, servers), max(1, queues)
+    n, reps, resamples = (MODEL_N, RESAMPLE_REPS, resamples) if servers == 1 else (6000, 2, max(8, resamples // 3))
+    boot = np.random.default_rng(seed)
+    caps = []
+    for _ in range(resamples):
+        inv = []
+        for rate, pool in zip((lo, hi), pools):
+            assert pool is not None
+            queued, after_idle = (x[_runs_of(x, x.size, boot)] for x in pool)
+            if past_ceiling(float(queued.mean()), rate / queues, servers):
+                inv.append(0.0)  # no long run: the metric is unbounded
+                continue
+            same = np.random.default_rng(seed + 1)  # the same arrivals for every resample
+            m = float(np.median([_replicate(queued, after_idle, slo, rate / queues, servers, n, same)
+                                 for _ in range(reps)]))
+            inv.append(1.0 / m if m > 0 else math.inf)
+        falls = inv[0] - inv[1]
+        if not (math.isfinite(falls) and falls > 0):
+            continue
+        cap = lo + (inv[0] - 1.0 / slo.ms) / falls * (hi - lo)
+        caps.append(math.log(min(max(cap, lo * lo / hi), hi * hi / lo)))
+    return float(np.std(caps, ddof=1)) if len(caps) >= 3 else math.nan

@@ -10,17 +10,13 @@ What the interval is for
 
 Three sources, each a standard deviation of the capacity's log (capacity is a rate: its errors are relative)
     (a) The tail's sampling (:func:`tail_sd`). The capacity is where the queue model's long-run estimate of the
-        SLO metric crosses the SLO; that estimate comes from the requests the search recorded, resampled in runs
-        (:func:`ortop.measure.queue.queue_model`). Its replicates' 95 % spread (``model_ms``' low and high) is the
-        spread of one replicate of ``simulated`` requests (36 000 after the warm-up); the metric's error from a
-        record of ``recorded`` requests is that spread scaled by √(simulated / recorded) — a tail percentile's error
-        falls like one over the root of the requests behind it, and the runs of 32 the model resamples keep the
-        stalls' clumps in both. The search's own estimate and a rerun's each carry it: √2. It is mapped from the
-        metric into rate through the curve's local slope at the capacity, d ln metric / d ln rate, taken from the
-        same 1 / metric line the knee is read on (:func:`ortop.measure.bracket.knee`), floored at 1 (a queue's
-        response time grows at least as fast as its rate near its knee; a flatter reading is a host's stalls, not
-        a queue, and the floor keeps the interval finite). A longer ``--budget`` records more requests: this term
-        narrows.
+        SLO metric crosses the SLO between the bracket's two rates; each estimate comes from the requests the
+        search recorded (:func:`ortop.measure.queue.queue_model`), a finite sample of the server. How far that
+        sample moves the capacity is read by resampling it (:func:`ortop.measure.queue.capacity_spread`): each
+        end's record redrawn from itself in runs (the stalls' clumps kept together), both rates judged again with
+        the same simulated arrivals, the crossing read again; the sd of its log over the resamples. Nothing is
+        mapped through a slope: the resampled crossing is the capacity itself. The search's own estimate and a
+        rerun's each carry it: √2. A longer ``--budget`` records more requests: this term narrows.
     (b) The host's drift (:func:`drift_sd`). Capacity scales about as 1 / service time, so the host's pace moves
         it one for one in log terms. Within the search, every block's median service time (its pace: a stall's few
         long runs, which move a short block's mean by a fifth, are the tail's and term (a)'s) is read against the
@@ -61,8 +57,6 @@ import numpy as np
 from ortop.measure.stats import json_num
 
 CONFIDENCE = 0.90       # a rerun lands inside the interval this often
-SLOPE_FLOOR = 1.0       # d ln metric / d ln rate at the knee: a queue's response grows at least as fast as its rate
-Z95 = 1.959963984540054  # the queue model's bounds are its replicates' 2.5 and 97.5 percentiles
 
 
 @dataclass(frozen=True)
@@ -90,30 +84,11 @@ class RerunInterval:
                 "bracket_sd": json_num(self.bracket_sd, 4), "missing": list(self.missing)}
 
 
-def local_slope(capacity: float, lo: float, hi: float, at_lo: float, at_hi: float, limit: float) -> float:
-    """d ln metric / d ln rate at ``capacity`` on the line in 1 / metric through the bracket's ends (``at_lo`` at
-    rate ``lo``, ``at_hi`` at ``hi``; inf for a queue with no long run) that crosses ``limit`` there; nan when the
-    ends give no falling line."""
-    if not (0 < lo < hi and math.isfinite(hi) and at_lo > 0 and capacity > 0):
-        return math.nan
-    inv_hi = 1 / at_hi if math.isfinite(at_hi) and at_hi > 0 else 0.0
-    falls = (1 / at_lo - inv_hi) / (hi - lo)  # 1/metric falls this much per request/s
-    # ln m = −ln(1/m): d ln m / d r = falls · m, at the capacity m = limit
-    return falls * limit * capacity if falls > 0 else math.nan
-
-
-def tail_sd(model_bounds: Sequence[tuple[float, float]], slope: float, recorded: int, simulated: int) -> float:
-    """Term (a): the sd of a capacity's log from the tail's sampling (see the module docstring). ``model_bounds``:
-    the queue model's (low, high) 95 % bounds of the SLO metric at the points near the knee; ``slope``: d ln metric
-    / d ln rate there (floored at SLOPE_FLOOR; nan reads as the floor); ``recorded``: requests the model resampled;
-    ``simulated``: requests per replicate it judged. nan when there is nothing to read it from."""
-    sds = [math.log(h / lo_) / (2 * Z95) for lo_, h in model_bounds
-           if 0 < lo_ <= h and math.isfinite(h)]
-    if not sds or recorded <= 0 or simulated <= 0:
-        return math.nan
-    metric_sd = math.sqrt(float(np.mean(np.square(sds)))) * math.sqrt(simulated / recorded)
-    s = max(SLOPE_FLOOR, slope) if math.isfinite(slope) else SLOPE_FLOOR
-    return math.sqrt(2) * metric_sd / s
+def tail_sd(spread: float) -> float:
+    """Term (a): √2 × the capacity's own sd of log from its record's sampling (``spread``, from
+    :func:`ortop.measure.queue.capacity_spread`): the search's estimate and a rerun's each carry it. nan stays
+    nan (not had)."""
+    return math.sqrt(2) * spread if spread >= 0 else math.nan
 
 
 def drift_sd(block_means_by_rate: Sequence[Sequence[float]]) -> float:
