@@ -696,3 +696,21 @@ def test_a_failing_feed_poll_is_counted_and_exported_not_dropped():
     families = {f.name: f for f in text_string_to_metric_families(generate_latest(reg).decode())}
     [sample] = families["ortop_metrics_feed_failures"].samples
     assert sample.value == 1 and feed.last_failure == "RuntimeError: monitor stopped"
+
+
+def test_runs_the_feed_missed_are_exported_beside_the_histogram():
+    """More runs than the ring holds between two polls (a starved poller): the histogram holds those it read, and
+    ``ortop_metrics_feed_unread_runs_total`` the rest, so the two add up to every run."""
+    src = SyntheticRuns(capacity=100)
+    src.rebuild()
+    feed = HistogramFeed(RunFeed(src), LatencyHistogram(), interval_s=60)
+    src.add(50)
+    feed.update()
+    src.add(350)
+    feed.update()
+    reg = CollectorRegistry()
+    reg.register(OrtopCollector(FakeMonitor(), feed=feed, gpu=FakeGpuCollector(no_gpu=True), rss=lambda pid: None))
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    [unread] = [s for s in families["ortop_metrics_feed_unread_runs"].samples if s.name.endswith("_total")]
+    count = next(s for s in families["ortop_latency_seconds"].samples if s.name.endswith("_count"))
+    assert unread.value == 250 and count.value == 150

@@ -232,6 +232,10 @@ class OrtopCollector:
             yield CounterMetricFamily("ortop_metrics_feed_failures", "Polls of the latency feed that failed (the "
                                       "next one tries again); non-zero means the histogram may lag.",
                                       value=self.feed.failures)
+            yield CounterMetricFamily("ortop_metrics_feed_unread_runs", "Runs that went by before the latency feed "
+                                      "could read them (a host busier than its cores, a model of a few "
+                                      "microseconds): counted in ortop_runs_total, not in the latency histogram.",
+                                      value=self.feed.runs.unread)
 
     def _dropped_family(self) -> Metric:
         return CounterMetricFamily("ortop_requests_dropped", "Requests shed on a full queue (open arrivals), over "
