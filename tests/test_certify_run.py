@@ -271,7 +271,7 @@ def test_the_report_names_the_verdict_the_counts_the_rule_and_the_searched_capac
     data = {**res.as_dict(), "capacity": {"elapsed_s": 40.0, "profiles": [{"met": True, "capacity_per_s": 166.7}]}}
     page = certify_page(data)
     assert "Undecided at 150 requests/s" in page and f"{v.more} more requests needed" in page
-    assert f">{v.needed}<" in page and ">25<" in page and ">3000<" in page and "early stopping" in page
+    assert f">{v.needed:,}<" in page and ">25<" in page and ">3,000<" in page and "early stopping" in page
     assert "0.9 × the capacity the search before it found: 167 requests/s" in page
     assert "1.5 %" in page and "12.0 %" in page and "0.4 %" in page
     assert res.line() == (f"undecided: needs {v.more:,} more requests, none of them over and 39 s more to reach the "

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from ortop.errors import RuntimeFailure, UsageError
-from ortop.report import capacity_page, check_report, compare_page, tune_page, write_report
+from ortop.report import capacity_page, certify_page, check_report, compare_page, tune_page, write_report
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 from tests.test_compare import threads_profiles  # noqa: F401  (a fixture: one and two intra-op threads)
 
@@ -97,13 +97,13 @@ CAPACITY = {
     "model": "/models/net.onnx", "slo": {"metric": "p99", "ms": 20.0}, "arrival": "poisson",
     "profiles": [
         {"profile": "one-thread", "capacity_per_s": 180.0, "bracket": [180.0, 190.0], "met": True,
-         "ceiling_per_s": 260.0,
+         "ceiling_per_s": 260.0, "interval": [166.0, 195.0], "interval_confidence": 0.9,
          "points": [_point(50, 50, 3.8, 5.0, "met"), _point(100, 100, 4.7, 5.5, "met"),
                     _point(150, 150, 5.5, 7.4, "met"), _point(180, 180, 6.0, 10.1, "met"),
                     _point(190, 189, 6.2, 21.0, "undecided"), _point(220, 214, 9.0, 48.0, "not met"),
                     _point(255, 231, 30.0, 260.0, "not met", dropped=120)]},
         {"profile": "two-threads", "capacity_per_s": 240.0, "bracket": [240.0, 250.0], "met": True,
-         "ceiling_per_s": 330.0,
+         "ceiling_per_s": 330.0, "interval": [221.0, 261.0], "interval_confidence": 0.9,
          "points": [_point(100, 100, 2.9, 4.0, "met"), _point(200, 200, 3.6, 8.0, "met"),
                     _point(240, 240, 4.4, 14.0, "met"), _point(250, 248, 5.0, 24.0, "not met"),
                     _point(300, 270, 40.0, 400.0, "not met")]},
@@ -112,11 +112,23 @@ CAPACITY = {
     ],
     "best": 1, "elapsed_s": 88.0, "budget_s": 120.0,
 }
+CERTIFY = {
+    "model": "/models/net.onnx", "slo": {"metric": "p99", "ms": 20.0}, "elapsed_s": 131.0, "budget_s": 600.0,
+    "stopped": False, "warnings": [], "fault": None,
+    "capacity": {"elapsed_s": 41.0, "profiles": [{"profile": "two-threads", "met": True, "capacity_per_s": 240.0}]},
+    "certification": {"verdict": "certified", "rate_per_s": 216.0, "requests": 27_000, "over_slo": 112,
+                      "needed": 26_000, "needed_more": 0, "clump_factor": 1.4, "confidence": 0.99,
+                      "percentile": 0.99, "duration_s": 125.0, "min_duration_s": 60.0, "ended": "decided",
+                      "rule": "MLPerf Inference Server early stopping",
+                      "host_noise": {"steal_pct": 0.4, "cpu_pressure_pct": 12.0, "slow_share": 0.002,
+                                     "slow_k": 3.0}},
+}
 TOMLS = [("one.toml", "[session]\nintra_op_num_threads = 1\n"), ("two.toml", "[session]\nintra_op_num_threads = 2\n")]
 PAGES = {
     "compare": lambda: compare_page(COMPARE, host=HOST, profiles=TOMLS),
     "tune": lambda: tune_page(TUNE),
     "capacity": lambda: capacity_page(CAPACITY, host=HOST),
+    "certify": lambda: certify_page(CERTIFY, host=HOST, profiles=TOMLS[1:]),
 }
 
 
@@ -157,14 +169,15 @@ def _parse(page: str) -> _Collect:
     return p
 
 
-def assert_self_contained(page: str) -> None:
-    """Valid nesting, one inline SVG, and no reference a browser would fetch: every URL is an xmlns namespace name,
-    every href is a fragment of the page itself, and there is no script, stylesheet link, image or font."""
+def assert_self_contained(page: str, figures: int = 1) -> None:
+    """Valid nesting, ``figures`` inline SVGs at least, and no reference a browser would fetch: every URL is an
+    xmlns namespace name, every href is a fragment of the page itself, and there is no script, stylesheet link,
+    image or font."""
     assert page.startswith("<!DOCTYPE html>\n")
     p = _parse(page)
     assert not p.stack and not p.mismatched, (p.stack, p.mismatched)
     tags = [t for t, _ in p.tags]
-    assert tags.count("svg") >= 1 and "style" in tags
+    assert tags.count("svg") >= figures and "style" in tags
     assert not {"script", "link", "img", "iframe", "object", "embed", "image", "font"} & set(tags)
     ids = [a["id"] for _, a in p.tags if "id" in a]
     assert len(ids) == len(set(ids)), "an id is used twice"
@@ -186,8 +199,9 @@ def assert_self_contained(page: str) -> None:
 @pytest.mark.parametrize("kind", sorted(PAGES))
 def test_each_page_is_one_self_contained_document(kind):
     page = PAGES[kind]()
-    assert_self_contained(page)
-    assert page.count("<svg") == 1 and "<?xml" not in page and "<!DOCTYPE svg" not in page
+    figures = 0 if kind == "certify" else 1  # a certification is a verdict and tables: no figure
+    assert_self_contained(page, figures)
+    assert page.count("<svg") == figures and "<?xml" not in page and "<!DOCTYPE svg" not in page
     assert "<metadata>" not in page  # matplotlib's RDF block names its home page
     assert "written by ortop " in page
 
@@ -230,7 +244,7 @@ def test_the_tune_page_lists_the_leaderboard_and_the_best_profile():
 def test_the_capacity_page_draws_every_point_and_names_the_best():
     page = PAGES["capacity"]()
     text = " ".join(_parse(page).text)
-    assert "Best within p99 ≤ 20 ms: two-threads, 240 requests/s." in text
+    assert "Best within p99 ≤ 20 ms: two-threads, 240 requests/s (90 % interval 221–261/s)." in text
     assert "0 (met at no rate)" in text and "the SLO is under the bare service time" in text
     for needle in ("one-thread knee: 180/s", "two-threads knee: 240/s", "SLO: p99 ≤ 20 ms", "served = offered",
                    "met", "not met", "undecided"):
@@ -397,3 +411,23 @@ def test_a_page_renders_in_a_browser_and_fetches_nothing(kind, tmp_path):
     if kind == "capacity":  # the curves were drawn: pixels of the first profile's colour (#1f77b4) are there
         blue = np.all(np.abs(pixels.astype(int) - (0x1F, 0x77, 0xB4)) <= 12, axis=1).sum()
         assert blue > 300, blue
+
+
+@pytest.mark.integration
+@browser
+def test_the_browser_shows_each_capacitys_interval_and_the_certification(tmp_path):
+    """What Chromium rendered (its DOM after layout, ``--dump-dom``) holds each capacity's 90 % interval and the
+    certification's verdict line; the screenshots are kept beside them for a person to look at."""
+    seen = {}
+    for kind in ("capacity", "certify"):
+        path = tmp_path / f"{kind}.html"
+        path.write_text(PAGES[kind](), encoding="utf-8")
+        r = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                            f"--user-data-dir={tmp_path / f'{kind}-dom'}", "--dump-dom", path.as_uri()],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        seen[kind] = r.stdout
+    assert "166" in seen["capacity"] and "195" in seen["capacity"] and "90 % interval" in seen["capacity"]
+    assert "221" in seen["capacity"] and "261" in seen["capacity"]
+    assert "Certified: p99 ≤ 20 ms at 216 requests/s." in seen["certify"]
+    assert "27,000" in seen["certify"] and "MLPerf" in seen["certify"]

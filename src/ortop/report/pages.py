@@ -14,7 +14,18 @@ from typing import Any
 from ortop.measure.bracket import NOT_APART
 from ortop.report.curve import label as curve_label
 from ortop.report.figures import capacity_curves, forest
-from ortop.report.html import esc, figure, host_section, notes_section, num, page, pct, profiles_section, table
+from ortop.report.html import (
+    esc,
+    facts,
+    figure,
+    host_section,
+    notes_section,
+    num,
+    page,
+    pct,
+    profiles_section,
+    table,
+)
 
 METRIC_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
 STATUS_ORDER = {"racing": 0, "ok": 1, "dropped": 2, "failed": 3}
@@ -338,8 +349,12 @@ def certification_section(cert: Mapping[str, Any] | None, slo_text: str) -> str:
             "violated": f"Violated: {slo_text} does not hold at {rate} requests/s.",
             }.get(verdict, f"Undecided at {rate} requests/s: {cert.get('needed_more', '?')} more requests needed "
                            "(none of them over), or more time.")
-    rows = [("verdict", verdict), ("requests", cert.get("requests")), ("over the bound", cert.get("over_slo")),
-            ("needed", cert.get("needed")), ("still needed", cert.get("needed_more")),
+    def count(x: Any) -> Any:
+        return f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else x
+
+    rows = [("verdict", verdict), ("requests", count(cert.get("requests"))),
+            ("over the bound", count(cert.get("over_slo"))), ("needed", count(cert.get("needed"))),
+            ("still needed", count(cert.get("needed_more"))),
             ("clump factor", num(cert.get("clump_factor"))), ("confidence", cert.get("confidence")),
             ("percentile", cert.get("percentile")), ("measured", f"{num(cert.get('duration_s'), 1)} s"),
             ("minimum duration", f"{num(cert.get('min_duration_s'), 1)} s (MLPerf asks 600 s)"),
@@ -353,14 +368,14 @@ def certification_section(cert: Mapping[str, Any] | None, slo_text: str) -> str:
 
     noise_rows = [("steal", share_pct(noise.get("steal_pct"))),
                   ("CPU pressure", share_pct(noise.get("cpu_pressure_pct"))),
-                  (f"runs over {num(noise.get('slow_k'))}× their shape's median",
+                  (f"runs over {noise.get('slow_k', 3):g}× their shape's median",
                    share_pct(100 * share) if isinstance(share, (int, float)) else "—")]
     return "".join([
         "<h2>Certification</h2>",
         f'<p class="verdict">{esc(line)}</p>',
-        table(("", ""), [(k, "—" if v is None else v) for k, v in rows]),
+        facts([(k, "—" if v is None else v) for k, v in rows]),
         "<h3>The host's noise over the run</h3>",
-        table(("", ""), noise_rows),
+        facts(noise_rows),
         f"<p>{esc(noise['verdict'])}</p>" if noise.get("verdict") else "",
     ])
 
