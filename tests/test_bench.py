@@ -210,6 +210,23 @@ def test_compare_restarts_a_killed_worker_and_goes_on(batch_model, threads_profi
     assert d["comparisons"] and d["comparisons"][0]["pairs"] >= 4
 
 
+def test_compare_across_workers_restarts_a_killed_one_and_keeps_every_block_in_order(  # noqa: F811
+        batch_model, env_profiles, env):  # noqa: F811
+    """Two restart groups, two workers alternated block by block by the parent: one killed mid-alternation is
+    restarted, the block it lost runs again, and every place in the schedule is measured once, in order."""
+    a, b = env_profiles
+    proc = start_ortop("compare", batch_model, a, b, "--dim", "batch=64", "--budget", 16, "--json", env=env)
+    # each worker runs every other block, and the sequential looks may settle within seconds: killed early
+    code, d, err = killed(proc, cpu_s=1.5)
+    assert code == 0, err
+    assert d["workers"] == 2 and d["fault"] is None and d["stopped"] is False
+    assert len(d["restarts"]) == 1 and "signal 9" in d["restarts"][0] and "restarted" in d["restarts"][0]
+    order = d["block_order"]
+    assert [x["seq"] for x in order] == list(range(len(order))) and len(order) >= 8, order
+    configs = [x["config"] for x in order]
+    assert all(configs[k] != configs[k + 1] for k in range(0, len(configs) - 1, 2)), configs
+
+
 def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_model, threads_profiles, env):  # noqa: F811
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 30, "--json",

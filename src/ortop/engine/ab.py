@@ -6,10 +6,11 @@ On a drifting host a before/after measured minutes (or seconds) apart reports dr
 :mod:`ortop.measure.compare` for the statistics).
 
 Profiles that can share a process (the same ``Profile.restart_key()``: environment and global thread pool) live
-as sessions in one worker, which alternates them itself. Profiles that cannot get one worker each; the parent then
-runs the schedule block by block, telling one worker at a time to run a single block while the others wait
-blocked on their command pipe (no loop, no spinning, nothing measured), and every block starts with a settle
-period so the previous worker's pool threads have stopped spinning before anything is recorded.
+as sessions in one worker, which alternates them itself; profiles that cannot get one worker each, alternated
+block by block by the parent. The alternation is :class:`ortop.engine.bench.interleave.Interleaver`'s, the one loop
+every measuring question runs (the schedule, the seq numbers, the block and settle lengths it is given, a dead
+worker's restart); :class:`Interleaving` builds the sessions, reads the workers' messages into blocks (their runs,
+memory, idle gaps, traffic and input shapes) and makes the figures.
 
 Holding several sessions costs memory: each build reports the worker's resident memory before and after, the
 cost of the next sessions is predicted from the first, and a comparison that would not fit in the memory
@@ -22,8 +23,9 @@ dies is restarted with its sessions rebuilt and the alternation goes on; one tha
 block ends the comparison with what was measured (``AbResult.fault``). The stop rules (the budget, the sequential
 looks) come from :mod:`ortop.engine.bench.deciders`.
 
-Over ~400 lines: the interleaving of one worker and of several (one per restart group) share the schedule, the
-block bookkeeping and the memory check; split, each half would carry a copy.
+Over ~600 lines: the figures a comparison reports (``ConfigFigures``, ``MemoryCost``, ``AbResult``) and the
+:class:`Interleaving` that gathers them from the workers' messages change together (a new figure is a field, what
+gathers it and its JSON key); split, every such change would span both halves.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.bench.deciders import Budget, GateLook, GateLooks, Looks
+from ortop.engine.bench.interleave import Faults, Interleaver, SendChannel, WorkerLost
 from ortop.engine.bench.plan import period_ms, plan_blocks
 from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
@@ -47,7 +50,7 @@ from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import rows as R
 from ortop.measure.agreement import Agreement, Tolerance, agreement
-from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, schedule
+from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled
 from ortop.measure.gate import Gate
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
@@ -223,7 +226,8 @@ def available_memory() -> int | None:
 
 
 class Interleaving:
-    """One interleaved comparison over workers reached through ``channels`` (a send function per worker).
+    """One interleaved comparison over workers reached through ``channels`` (a send function per worker), alternated
+    by an :class:`ortop.engine.bench.interleave.Interleaver`.
 
     ``config_ids[i]`` is the worker-side id of profile i, built on ``channels[channel_of[i]]``; the owner routes
     every worker message to :meth:`deliver` (with its channel index) and calls :meth:`worker_died` if a worker dies
@@ -275,7 +279,6 @@ class Interleaving:
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
         self._failed: dict[int, str] = {}
-        self._error: str | None = None
         # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids)
         self._pending_rows: dict[int, tuple[int, np.ndarray, int, np.ndarray]] = {}
         self._blocks: list[Block] = []
@@ -285,17 +288,14 @@ class Interleaving:
         self._queued = [0] * len(self.profiles)       # ... and blocks that ended with requests still waiting
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
         self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
-        self._alt_done = [0] * len(self.channels)
-        self._renumber: dict[int, int] = {}   # channel -> global seq of the single block it runs (multi-worker)
-        # A worker that dies: with ``restart`` (start it again with its sessions; True once built) the alternation
-        # goes on, its seq numbers carried on from a round boundary; without, the comparison fails (AbError).
-        self.restart = restart
-        self._dead: dict[int, str] = {}       # channel -> why its worker died, until the run loop restarts it
-        self._offset: dict[int, int] = {}     # channel -> seq its restarted worker's blocks are numbered from
-        self._ch_blocks = [0] * len(self.channels)    # blocks each channel finished
-        self._restarted_at: dict[int, int] = {}       # channel -> its block count when it was last restarted
-        self.restarts: list[str] = []
-        self.fault: str | None = None         # a worker lost for good: the comparison ended there
+        # The schedule, the seq numbers and a dead worker's restart are the interleaver's. A worker that dies: with
+        # ``restart`` (start it again with its sessions; True once built) the alternation goes on; without, the
+        # comparison fails (AbError). ``faults`` says what happened to the workers.
+        self.faults = Faults()
+        self._il = Interleaver(
+            [SendChannel(send, restart=None if restart is None else partial(restart, ch))
+             for ch, send in enumerate(self.channels)], self.channel_of, self.ids, names=self.names, stop=self.stop,
+            faults=self.faults, recover=restart is not None, cv=self._cv, error=AbError)
         self._closed = False
         self._phase = "building"
         self.warnings: list[str] = []
@@ -344,8 +344,7 @@ class Interleaving:
                 i = self._index[msg.config_id]
                 seq, lat, last_end, shapes = self._pending_rows.pop(
                     msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32)))
-                gseq = self._renumber.get(channel, self._offset.get(channel, 0) + msg.seq)
-                self._ch_blocks[channel] += 1
+                gseq = self._il.block_done(channel, msg.seq)
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
                 # Served is served: the block's wall time runs to its last completion, past the window's end when a
                 # queue drained after it (the window's nominal length would report the offered rate as served).
@@ -356,9 +355,9 @@ class Interleaving:
                 self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
                 self._shape_ids.append(shapes)
             elif isinstance(msg, P.AlternationDone):
-                self._alt_done[channel] += 1
+                self._il.alternation_done(channel)
             elif isinstance(msg, P.RunError) and msg.config_id in self._index:
-                self._error = f"{self.names[self._index[msg.config_id]]}: Run() failed: {msg.message}"
+                self._il.fail(f"{self.names[self._index[msg.config_id]]}: Run() failed: {msg.message}")
             elif isinstance(msg, P.Log):
                 self._log(msg.line)
             else:
@@ -370,58 +369,20 @@ class Interleaving:
             self.warnings.append(line)
 
     def worker_died(self, channel: int, why: str) -> None:
-        """The worker behind ``channel`` died: restarted by the run loop when ``restart`` was given, else the
+        """The worker behind ``channel`` died: restarted by the alternation when ``restart`` was given, else the
         comparison fails (:meth:`abort`)."""
-        if self.restart is None:
-            self.abort(why)
-            return
-        with self._cv:
-            self._dead[channel] = why
-            self._cv.notify_all()
-
-    def _recover(self, channel: int, why: str) -> int:
-        """Restart the dead worker of ``channel`` with its sessions; the seq its blocks go on from. A worker that
-        dies again before finishing a block since its restart, or whose sessions do not build again, is lost:
-        raises _Lost (the result keeps every block measured before)."""
-        who = ", ".join(self.names[i] for i, ch in enumerate(self.channel_of) if ch == channel)
-        with self._cv:
-            again = self._restarted_at.get(channel) == self._ch_blocks[channel]
-            n = len(self.profiles)
-            top = max((b.seq for b in self._blocks), default=-1) + 1
-            offset = -(-top // (2 * n)) * 2 * n  # a fresh pair of rounds: ABBA's balance holds after the gap
-            for i, ch in enumerate(self.channel_of):
-                if ch == channel:
-                    self._pending_rows.pop(self.ids[i], None)
-        if again:
-            self.fault = f"{who}: {why} again, before finishing a block since its restart: measuring ended there"
-            raise _Lost(self.fault)
-        self.restarts.append(f"{who}: {why}; restarted it with its sessions rebuilt and went on (the block it was "
-                             "running is measured again)")
-        assert self.restart is not None
-        if not self.restart(channel):
-            if not self.stop.is_set():  # stopped while it rebuilt: a stop, not a fault
-                self.fault = (f"{who}: {why}, and the restarted worker could not build its sessions again: "
-                              "measuring ended there")
-            raise _Lost(self.fault or "stopped")
-        with self._cv:
-            self._restarted_at[channel] = self._ch_blocks[channel]
-            self._offset[channel] = offset
-            self._dead.pop(channel, None)
-        return offset
+        self._il.died(channel, why)
 
     def abort(self, message: str) -> None:
-        with self._cv:
-            if self._error is None:
-                self._error = message
-            self._cv.notify_all()
+        self._il.fail(message)
 
     def _wait(self, cond: Callable[[], bool], timeout: float) -> bool:
         """Wait for ``cond`` (under the lock) until timeout; raises on an error; False on timeout or stop."""
         deadline = time.monotonic() + timeout
         with self._cv:
             while True:
-                if self._error is not None:
-                    raise AbError(self._error)
+                if self._il.error is not None:
+                    raise AbError(self._il.error)
                 if cond():
                     return True
                 left = deadline - time.monotonic()
@@ -443,13 +404,10 @@ class Interleaving:
             self._phase = "measuring"
             self._budget.start()
             try:
-                if len(self.channels) == 1:
-                    self._alternate_in_one(block, settle)
-                else:
-                    self._alternate_across(block, settle)
-            except _Lost:
-                pass  # self.fault says why; what was measured before stands
-            stopped = self.stop.is_set() or self.fault is not None
+                self._il.run(block, settle, should_stop=self._should_stop)
+            except WorkerLost:
+                pass  # self.faults says why; what was measured before stands
+            stopped = self.stop.is_set() or self.faults.lost is not None
             self._phase = "finishing"
             return self._result(memory, stopped=stopped)
         finally:
@@ -507,9 +465,6 @@ class Interleaving:
     def _answered(self, cid: int) -> bool:
         return cid in self._built or cid in self._failed
 
-    def _blocks_done(self, channel: int, count: int) -> bool:
-        return self._alt_done[channel] >= count or channel in self._dead
-
     def _check_providers(self, i: int, info: dict) -> None:
         requested = [p for p in info.get("providers_requested", ()) if p != "CPUExecutionProvider"]
         missing = [p for p in requested if p not in info.get("providers_active", ())]
@@ -525,61 +480,12 @@ class Interleaving:
         rate = self.profiles[i].workload.rate_hz
         return max(lat, 1000.0 / rate) if rate > 0 else lat
 
-    def _over_budget(self, ahead_s: float = 0.0) -> bool:
-        return self._budget.spent(ahead_s)
-
-    def _decided(self) -> bool:
-        """Under the lock, whenever blocks may have come in: the sequential rule's look, if one is due (with
-        ``decide_on`` or a decider); True once it settled what the rule waits for."""
-        return self._looks is not None and self._looks.after(self._blocks, self.elapsed())
-
-    def _alternate_in_one(self, block_s: float, settle_s: float) -> None:
-        self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None))
-        while not self._over_budget():
-            with self._cv:
-                if self._error is not None:
-                    raise AbError(self._error)
-                dead = self._dead.get(0)
-                if dead is None:
-                    if self._alt_done[0]:
-                        raise AbError("the worker stopped alternating")
-                    if self._decided():
-                        return  # run() ends the alternation (finish / Pause), as at the end of the budget
-                    self._cv.wait(0.05)
-                    continue
-            offset = self._recover(0, dead)  # each round draws its own arrivals: the restarted worker's are fresh
-            self.channels[0](P.Alternate(tuple(self.ids), block_s, settle_s, None,
-                                         first_round=offset // len(self.profiles)))
-
-    def _alternate_across(self, block_s: float, settle_s: float) -> None:
-        n = len(self.profiles)
-        order: list[int] = []
-        pos = 0
-        # A block costs its settle and its recording plus a round trip; do not start one that would end past the
-        # budget by more than half of it.
-        per_block = block_s + settle_s
-        while not self._over_budget(per_block / 2):
-            if pos >= len(order):
-                order = schedule(n, 2 * (pos // n + 2))
-            i = order[pos]
-            ch = self.channel_of[i]
-            with self._cv:
-                self._renumber[ch] = pos
-                expect = self._alt_done[ch] + 1
-            self.channels[ch](P.Alternate((self.ids[i],), block_s, settle_s, 1))
-            if not self._wait(partial(self._blocks_done, ch, expect), 30.0 + 4 * per_block):
-                if self.stop.is_set():
-                    return
-                raise AbError(f"{self.names[i]}: the worker did not finish a block")
-            with self._cv:
-                dead = self._dead.get(ch)
-            if dead is not None:
-                self._recover(ch, dead)
-                continue  # the block it lost runs again
-            pos += 1
-            with self._cv:
-                if self._decided():
-                    return
+    def _should_stop(self, ahead_s: float) -> bool:
+        """Under the lock, whenever blocks may have come in (``ahead_s``: what the next block would take): the
+        budget is spent, or the sequential rule's look, if one is due (with ``decide_on`` or gates), settled what
+        it waits for."""
+        return self._budget.spent(ahead_s) or (self._looks is not None and
+                                               self._looks.after(self._blocks, self.elapsed()))
 
     def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
         with self._cv:
@@ -624,8 +530,8 @@ class Interleaving:
             decided_s = elapsed  # settled at the last look, when the budget was spent
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),
-                        stopped, tuple(self.warnings), decided_s, decision is not None, tuple(self.restarts),
-                        self.fault,
+                        stopped, tuple(self.warnings), decided_s, decision is not None, tuple(self.faults.said),
+                        self.faults.lost,
                         tuple(self._looks.taken) if isinstance(self._looks, GateLooks) else ())
 
 
@@ -656,10 +562,6 @@ class Interleaving:
             out["agreement"] = ag
             out["differs"] = tuple(self.tolerance.breaches(ag))
         return out
-
-
-class _Lost(Exception):
-    """A worker died and could not be restarted: the interleaving ends with what it measured."""
 
 
 LONG_GAP_NS = 10_000_000  # an idle gap this long lets a spinning pool go to sleep (ORT spins for ~ms at most)
