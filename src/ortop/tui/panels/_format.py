@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from ortop.config.diff import change_terms, diff
@@ -148,7 +149,9 @@ def clip_words(text: str, width: int) -> str:
     space = cut.rfind(" ")
     if term >= width // 3:
         cut = cut[:term]
-    elif space >= width // 2:
+    elif text[len(cut)] == " ":  # the cut falls between two words: the last one is whole
+        cut = cut.rstrip(" ;,·:→")
+    elif space > 0 and cut[:space].strip(" ;,·:→"):
         cut = cut[:space].rstrip(" ;,·:→")
     return cut + "…"
 
@@ -175,6 +178,86 @@ def fit(forms: Iterable[Text | str], width: int) -> Text:
         if last.cell_len <= width:
             return last
     return clip_text(last, width) if last is not None else Text("", end="")
+
+
+CLAUSE_ENDS = ("; ", ", ", ": ", " — ")
+
+
+def _closes_clause(text: str, i: int) -> bool:
+    """Whether the bracket opened at ``text[i]`` ends its clause (``… difference (95 % CI …)``), not one word of it
+    (``free dims (batch) and …``): what follows its close is the text's end or another clause."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += text[j] in "([{"
+        depth -= text[j] in ")]}"
+        if depth == 0:
+            rest = text[j + 1:]
+            return not rest.strip() or rest.startswith(CLAUSE_ENDS)
+    return True  # never closed: the rest is one aside
+
+
+def lead_forms(text: str) -> list[str]:
+    """``text`` and its leads, longest first, for :func:`fit`: ``text`` up to the end of each of its clauses (before
+    a ``; ``, ``, ``, ``: `` or `` — `` outside brackets, or a bracketed aside that ends a clause): ``cannot win: p50
+    2.31 → 2.34 ms, no detectable difference (…)`` → ``cannot win: p50 2.31 → 2.34 ms, no detectable difference``
+    → ``cannot win: p50 2.31 → 2.34 ms`` → ``cannot win``. A lead ends after a whole clause: its figures are whole."""
+    leads = {text}
+    depth = 0
+    for i, ch in enumerate(text):
+        if depth <= 0 and i > 0 and (text.startswith(CLAUSE_ENDS, i)
+                                     or text.startswith(" (", i) and _closes_clause(text, i + 1)):
+            lead = text[:i].rstrip()
+            if len(lead) > 3:
+                leads.add(lead)
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+    return sorted(leads, key=len, reverse=True)
+
+
+Cell = Sequence[Text | str]  # one cell of a table, in ever shorter forms
+
+
+def _cells(form: Text | str) -> int:
+    return form.cell_len if isinstance(form, Text) else cell_len(form)
+
+
+def fit_columns(width: int, headers: Sequence[Cell], rows: Sequence[Sequence[Cell]], flex: int, *,
+                pad: int = 2, flex_min: int = 12) -> tuple[list[int], list[Text], list[list[Text]]]:
+    """A table's columns fitted to ``width`` cells by the one rule (:func:`fit`): (widths, headers, rows).
+
+    Each cell (and header) comes in ever shorter forms; ``pad`` cells go to each column besides its text. Every
+    column but ``flex`` is as wide as its longest form needs; while they leave ``flex`` less than ``flex_min`` cells
+    (or less than it needs whole), the column whose next shorter forms save the most steps down to them. ``flex``
+    takes what is left, its cells cut after a whole word when no form fits. A figure is never cut in half.
+    """
+    n = len(headers)
+
+    def need(c: int, level: int) -> int:
+        """Cells column ``c`` needs with every cell at its ``level``-th form (or its shortest)."""
+        forms = [f for f in (headers[c], *(r[c] for r in rows)) if f]
+        return max((_cells(f[min(level, len(f) - 1)]) for f in forms), default=0)
+
+    def depth(c: int) -> int:
+        return max(len(f) for f in [headers[c], *(r[c] for r in rows)] if f) - 1
+
+    level = [0] * n
+    room = width - pad * n
+    natural = need(flex, 0)
+    while True:
+        fixed = sum(need(c, level[c]) for c in range(n) if c != flex)
+        if room - fixed >= min(natural, flex_min):
+            break
+        steps = [(need(c, level[c]) - need(c, level[c] + 1), c) for c in range(n)
+                 if c != flex and level[c] < depth(c)]
+        steps = [s for s in steps if s[0] > 0]
+        if not steps:
+            break
+        level[max(steps)[1]] += 1
+    widths = [need(c, level[c]) for c in range(n)]
+    widths[flex] = max(1, min(natural, room - sum(w for c, w in enumerate(widths) if c != flex)))
+    shown_headers = [fit(h, widths[c]) for c, h in enumerate(headers)]
+    shown_rows = [[fit(cell, widths[c]) for c, cell in enumerate(r)] for r in rows]
+    return widths, shown_headers, shown_rows
 
 
 def wrap_words(text: str, width: int, max_lines: int) -> list[str]:
