@@ -196,3 +196,7 @@ async def test_the_capacity_table_fits_80_columns_at_thousands_of_requests_a_sec
             table_fits(screen)
             assert not cut_words(lines, words_of(texts)), "\n".join([*cut_words(lines, words_of(texts)), *lines])
             assert "▲ threads ×2" in "\n".join(lines)
+            # the curve's legend shortens its title before it cuts a profile's name
+            curve = screen.query_one("#cap-curve")
+            legend = screen_lines(screen, curve.region.y, curve.region.y + 1)[0]
+            assert re.search(r"● running  ▲ threads ×2 \(\d+\)", legend), legend
