@@ -200,3 +200,28 @@ async def test_the_capacity_table_fits_80_columns_at_thousands_of_requests_a_sec
             curve = screen.query_one("#cap-curve")
             legend = screen_lines(screen, curve.region.y, curve.region.y + 1)[0]
             assert re.search(r"● running  ▲ threads ×2 \(\d+\)", legend), legend
+
+
+async def test_the_settings_hints_at_80x24_are_whole_leads_or_cut_after_a_word() -> None:
+    """At 80 columns a hint has one line beside its field: the terminal's ellipsis cut them mid-word ("0 = ORT's
+    default (physical cor…", "parallel m…"); each is now a whole lead of itself or cut after a whole word."""
+    from ortop.tui import form
+    from ortop.tui.screens.settings import Hint
+
+    app = make_app(FakeMonitor(n_configs=1), cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3),
+                   refresh_hz=0, profile_dir="/nonexistent/profiles", clock=StepClock())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        screen = app.screen
+        words = words_of([f.hint for f in form.FIELDS] + ["not pinned"])
+        lines = screen_lines(screen)
+        box = screen.query_one("#settings-form").region
+        shown = []
+        for hint in screen.query(Hint):
+            r = hint.region
+            if r.height and box.y <= r.y < box.bottom:
+                shown.append(lines[r.y][r.x:r.right])
+        assert len(shown) >= 8, shown
+        assert not cut_words(shown, words), "\n".join([*cut_words(shown, words), *shown])
+        assert any(line.strip() == "0 = ORT's default" for line in shown), shown
