@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 from textual.widgets import DataTable
 
 from ortop.collectors.cpu import FakeCpuCollector, PsutilCpuCollector
@@ -225,3 +226,45 @@ async def test_the_settings_hints_at_80x24_are_whole_leads_or_cut_after_a_word()
         assert len(shown) >= 8, shown
         assert not cut_words(shown, words), "\n".join([*cut_words(shown, words), *shown])
         assert any(line.strip() == "0 = ORT's default" for line in shown), shown
+
+
+WALKED_BOARD = [  # ppocr_v4_det at 1x3x224x224, objective cpu with p99 ≤ 20 ms, as the tune screen showed it
+    ("baseline", "", "start", "", "", "", "10.5 ms CPU/run"),
+    ("threads 1", "threads", "winner", "-48.6", "-62.0…-36.2", "9", "faster"),
+    ("threads 2, spin off", "threads", "ok", "-39.7", "-50.5…-22.9", "9", "faster"),
+    ("threads 1, mem pattern off", "mem_pattern", "ok", "+1.7", "+0.8…+2.6", "52", "undecided"),
+    ("threads 2", "threads", "dropped", "-1.7", "-49.5…+51.9", "7", "halved: ranked 4 of 4 on cpu (-1.7 % better)"),
+    ("threads 1, inter-op 2, parallel", "execution_mode", "dropped", "+147.4", "+107.6…+375.1", "7",
+     "significantly worse: CPU/run 5.6 → 13.9 ms, +147 %"),
+]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_leaderboard_of_long_candidates_keeps_every_figure_on_an_80_column_screen(size) -> None:
+    """The walk at 80×24: "threads 1, inter-op 2, parallel" and "execution_mode" pushed the pairs and the verdict
+    off the screen (the table scrolled sideways). Now the dimension goes first (the detail says it), then the names
+    shorten to their first terms, marked cut; every figure stays whole."""
+    from ortop.tui.panels.tune import Board, Row
+
+    app = make_app(FakeMonitor(n_configs=1), cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3),
+                   refresh_hz=0, profile_dir="/nonexistent/profiles", clock=StepClock())
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        assert isinstance(screen, TuneScreen)
+        screen.state = "done"
+        screen.board = Board("done", 60.0, tuple(Row(c[0], c, "winner" if c[2] == "winner" else c[2], Profile(),
+                                                      Text(c[0])) for c in WALKED_BOARD))
+        screen.refresh_rows()
+        await pilot.pause(0.2)
+        table_fits(screen)
+        lines = table_lines(screen)
+        shown = "\n".join(lines)
+        words = words_of(["candidate dimension status change % Δ 95 % CI pairs n verdict / reason",
+                          *(c for row in WALKED_BOARD for c in row)])
+        assert not cut_words(lines, words), "\n".join([*cut_words(lines, words), *lines])
+        for figure in ("+107.6…+375.1", "-62.0…-36.2", "+147.4", "52", "10.5 ms CPU/run"):
+            assert figure in shown, shown
+        assert "significantly" in shown and "halved" in shown, shown
+        if size == (120, 40):
+            assert "execution_mode" in shown and "threads 1, inter-op 2, parallel" in shown, shown

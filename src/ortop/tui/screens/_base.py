@@ -63,17 +63,19 @@ def table_room(table: DataTable, rows: int) -> int:
 
 
 def fill_table(table: DataTable, headers: Sequence[Cell], rows: Sequence[Sequence[Cell]], keys: Sequence[str], *,
-               flex: int) -> None:
+               flex: int, flex_min: int = 12, order: Sequence[int] = ()) -> None:
     """Refill ``table`` with columns fitted to its width by the one rule (``_format.fit_columns``): every cell whole
     or cut after a whole word, never wider than the screen (which would cut it anywhere); column ``flex`` takes what
-    the others leave. The columns are keyed ``c0``, ``c1``…, the rows by ``keys``."""
+    the others leave (``flex_min`` cells at least, while ``order`` says which give up first), and one fitted to
+    nothing is left out. The columns are keyed ``c0``, ``c1``… (by their place among all), the rows by ``keys``."""
     widths, shown_headers, shown_rows = fit_columns(table_room(table, len(rows)), headers, rows, flex,
-                                                    pad=2 * table.cell_padding)
+                                                    pad=2 * table.cell_padding, flex_min=flex_min, order=order)
+    shown = [i for i, w in enumerate(widths) if w > 0]  # a column fitted to nothing is left out
     table.clear(columns=True)
-    for i, (header, width) in enumerate(zip(shown_headers, widths)):
-        table.add_column(header, key=f"c{i}", width=width)
+    for i in shown:
+        table.add_column(shown_headers[i], key=f"c{i}", width=widths[i])
     for key, cells in zip(keys, shown_rows):
-        table.add_row(*cells, key=key)
+        table.add_row(*(cells[i] for i in shown), key=key)
 
 
 def post_from_thread(target: Any, message: Message) -> None:
