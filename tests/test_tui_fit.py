@@ -268,3 +268,38 @@ async def test_a_leaderboard_of_long_candidates_keeps_every_figure_on_an_80_colu
         assert "significantly" in shown and "halved" in shown, shown
         if size == (120, 40):
             assert "execution_mode" in shown and "threads 1, inter-op 2, parallel" in shown, shown
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_rate_not_kept_keeps_each_figure_with_its_label_and_the_status_line_says_it_at_80(width: int) -> None:
+    """Poisson at 400/s on a model serving 273/s, at 80×24: the model panel read "! offered 396/s, served 273/s,
+    1306…" (a count without what it counts) and the status line said nothing (the whole badge did not fit)."""
+    from ortop.engine import traffic as T
+    from ortop.tui.panels.model import model_panel
+    from ortop.tui.panels.status import status_line
+
+    lost = T.figures("poisson", 400.0, overloaded_rows(), T.Counters(arrived=4000, dropped=1306), 10.0, 2730)
+    assert not lost.kept()
+    monitor = FakeMonitor(n_configs=1)
+    monitor.traffic = lost
+    snap = monitor.snapshot()
+    lines = model_panel(snap, width // 2, 12).plain.split("\n")
+    assert all(len(line) <= width // 2 for line in lines), lines
+    for line in lines + [status_line(snap, width).plain]:
+        assert not re.search(r"\d…", line), line  # a figure is never the last thing before the "…"
+    model = model_panel(snap, width // 2, 12).plain
+    assert "! offered 400/s, served 273/s" in model, model
+    assert "! offered 400/s, served 273/s" in status_line(snap, width).plain
+
+
+def overloaded_rows():
+    """Ring rows of a queue 1.4 s deep in front of a 3.5 ms service."""
+    import numpy as np
+
+    from ortop.engine import traffic as T
+
+    rows = np.zeros((400, T.WIDTH))
+    rows[:, T.SERVICE] = 3.5
+    rows[:, T.QUEUE] = 1400.0
+    rows[:, T.RESPONSE] = 1403.5
+    return rows
