@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from ortop.config.diff import change_terms, diff
@@ -148,7 +149,9 @@ def clip_words(text: str, width: int) -> str:
     space = cut.rfind(" ")
     if term >= width // 3:
         cut = cut[:term]
-    elif space >= width // 2:
+    elif text[len(cut)] == " ":  # the cut falls between two words: the last one is whole
+        cut = cut.rstrip(" ;,·:→")
+    elif space > 0 and cut[:space].strip(" ;,·:→"):
         cut = cut[:space].rstrip(" ;,·:→")
     return cut + "…"
 
@@ -175,6 +178,105 @@ def fit(forms: Iterable[Text | str], width: int) -> Text:
         if last.cell_len <= width:
             return last
     return clip_text(last, width) if last is not None else Text("", end="")
+
+
+CLAUSE_ENDS = ("; ", ", ", ": ", " — ")
+
+
+def _closes_clause(text: str, i: int) -> bool:
+    """Whether the bracket opened at ``text[i]`` ends its clause (``… difference (95 % CI …)``), not one word of it
+    (``free dims (batch) and …``): what follows its close is the text's end or another clause."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += text[j] in "([{"
+        depth -= text[j] in ")]}"
+        if depth == 0:
+            rest = text[j + 1:]
+            return not rest.strip() or rest.startswith(CLAUSE_ENDS)
+    return True  # never closed: the rest is one aside
+
+
+def lead_forms(text: str) -> list[str]:
+    """``text`` and its leads, longest first, for :func:`fit`: ``text`` up to the end of each of its clauses (before
+    a ``; ``, ``, ``, ``: `` or `` — `` outside brackets, or a bracketed aside that ends a clause): ``cannot win: p50
+    2.31 → 2.34 ms, no detectable difference (…)`` → ``cannot win: p50 2.31 → 2.34 ms, no detectable difference``
+    → ``cannot win: p50 2.31 → 2.34 ms`` → ``cannot win``. A lead ends after a whole clause: its figures are whole."""
+    leads = {text}
+    depth = 0
+    for i, ch in enumerate(text):
+        if depth <= 0 and i > 0 and (text.startswith(CLAUSE_ENDS, i)
+                                     or text.startswith(" (", i) and _closes_clause(text, i + 1)):
+            lead = text[:i].rstrip()
+            if len(lead) > 3:
+                leads.add(lead)
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+    return sorted(leads, key=len, reverse=True)
+
+
+Cell = Sequence[Text | str]  # one cell of a table, in ever shorter forms
+
+
+def _cells(form: Text | str) -> int:
+    return form.cell_len if isinstance(form, Text) else cell_len(form)
+
+
+def fit_columns(width: int, headers: Sequence[Cell], rows: Sequence[Sequence[Cell]], flex: int, *,
+                pad: int = 2, flex_min: int = 12, order: Sequence[int] = ()
+                ) -> tuple[list[int], list[Text], list[list[Text]]]:
+    """A table's columns fitted to ``width`` cells by the one rule (:func:`fit`): (widths, headers, rows).
+
+    Each cell (and header) comes in ever shorter forms; ``pad`` cells go to each shown column besides its text.
+    Every column but ``flex`` is as wide as its longest form needs; while they leave ``flex`` less than ``flex_min``
+    cells (or less than it needs whole), a column steps down to its next shorter forms: the first of ``order`` that
+    can, else the one that saves the most. A column whose forms end in "" may so be left out: its width is 0.
+    What the steps saved beyond ``flex_min`` goes back to the columns that stepped down; ``flex`` takes what is
+    left, its cells cut after a whole word when no form fits. A figure is never cut in half.
+    """
+    n = len(headers)
+
+    def need(c: int, level: int) -> int:
+        """Cells column ``c`` takes with every cell at its ``level``-th form (or its shortest), its padding too."""
+        forms = [f for f in (headers[c], *(r[c] for r in rows)) if f]
+        text = max((_cells(f[min(level, len(f) - 1)]) for f in forms), default=0)
+        return text + pad if text else 0
+
+    def depth(c: int) -> int:
+        return max(len(f) for f in [headers[c], *(r[c] for r in rows)] if f) - 1
+
+    level = [0] * n
+    room = width - pad
+    natural = need(flex, 0) - pad
+    while True:
+        fixed = sum(need(c, level[c]) for c in range(n) if c != flex)
+        if room - fixed >= min(natural, flex_min):
+            break
+        steps = [(need(c, level[c]) - need(c, level[c] + 1), c) for c in range(n)
+                 if c != flex and level[c] < depth(c)]
+        steps = [s for s in steps if s[0] > 0]
+        if not steps:
+            break
+        first = [c for c in order if any(c == s[1] for s in steps)]
+        level[first[0] if first else max(steps)[1]] += 1
+    widths = [max(0, need(c, level[c]) - pad) for c in range(n)]
+    # What the steps saved beyond flex_min goes back to the columns that stepped down, the last to give up first:
+    # each of their cells then takes the longest form that fits (a name whole where it fits, cut where not).
+    spare = room - sum(need(c, level[c]) for c in range(n) if c != flex) - min(natural, flex_min)
+    for c in sorted((c for c in range(n) if c != flex and level[c] and widths[c]),
+                    key=lambda c: -list(order).index(c) if c in order else 0):
+        grow = max(0, min(spare, need(c, 0) - pad - widths[c]))
+        widths[c] += grow
+        spare -= grow
+    widths[flex] = max(1, min(natural, room - sum(w + pad for c, w in enumerate(widths) if c != flex and w)))
+    shown_headers = [fit(h, widths[c]) for c, h in enumerate(headers)]
+    shown_rows = [[fit(cell, widths[c]) for c, cell in enumerate(r)] for r in rows]
+    return widths, shown_headers, shown_rows
+
+
+def term_forms(text: str) -> list[str]:
+    """A name made of terms (``threads 1, inter-op 2, parallel``) and its leads marked as cut: ``threads 1,
+    inter-op 2…``, ``threads 1…``; never a lead alone, which would name another thing."""
+    return [text, *(lead + "…" for lead in lead_forms(text)[1:])]
 
 
 def wrap_words(text: str, width: int, max_lines: int) -> list[str]:

@@ -23,7 +23,7 @@ from ortop.config.profile import Profile, ProfileError
 from ortop.engine import CapacityResult
 from ortop.measure.bracket import NOT_APART
 from ortop.report.curve import HOLLOW, MARKS, text_curve
-from ortop.tui.panels._format import DASH, compact_changes, compact_text, fmt_ms, fmt_rate
+from ortop.tui.panels._format import DASH, compact_changes, compact_text, fit, fmt_ms, fmt_rate
 
 STYLES = ("cyan", "magenta", "yellow", "green")     # one per profile, in the order of the search
 PREFIX = 9                                          # text_curve's y labels before the plot ("   12.1 ┤")
@@ -143,10 +143,27 @@ def curve(result: CapacityResult | None, width: int, height: int) -> Text:
             if ch == "┊":
                 idx = next((i for i, c in knees.items() if PREFIX + c == x), 0)
                 line.stylize(f"dim {STYLES[idx % len(STYLES)]}", x, x + 1)
-        out.append_text(line)
+        out.append_text(_legend(line, result.slo.metric, width) if k == 0 else line)
         out.append("\n")
     out.append_text(_knee_line(result, knees))
     return out
+
+
+def _legend(line: Text, metric: str, width: int) -> Text:
+    """The curve's title and legend line fitted to ``width`` by the one rule: the title shortens before a profile's
+    mark and name is cut (``p99 ms against offered rate (filled: meets the SLO)  ● running  ▲ threads ×2 (8)`` →
+    ``p99 ms against offered rate  ● running  ▲ …`` → ``p99 ms  ● running  ▲ …`` → ``● running  ▲ …``)."""
+    title = f"{metric} ms against offered rate (filled: meets the SLO)  "
+    plain = line.plain
+    if not plain.startswith(title):
+        return fit([line], width)
+    legend = line[len(title):]
+    forms = [line]
+    for short in (f"{metric} ms against offered rate  ", f"{metric} ms  ", ""):
+        form = Text(short, style="bold")
+        form.append_text(legend)
+        forms.append(form)
+    return fit(forms, width)
 
 
 def _knee_line(result: CapacityResult, knees: dict[int, int]) -> Text:

@@ -21,6 +21,7 @@ from ortop.tui.panels._format import (
     fit,
     fmt_ms,
     join_lines,
+    lead_forms,
     pace_shortfall,
     state_text,
     wrap_words,
@@ -171,7 +172,9 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     if short:
         said = ("the latencies include the wait" if traffic is not None and traffic.open
                 else "the model cannot keep this rate, runs go back to back")
-        lines.append(Text(clip_words(f"! {short}: {said}", width), style="bold yellow", end=""))
+        # a figure keeps its label: "1306 shed" whole or not at all (clipped, "1306…" named nothing)
+        pace = lead_forms(f"! {short}: {said}")
+        lines.append(fit([Text(f, style="bold yellow", end="") for f in pace], width))
     shapes = traffic.shapes if traffic is not None else ()
     room = height - len(lines)  # the shapes come before the notes (a mix's notes are about its first shape)
     shown = shapes if len(shapes) <= room else shapes[: max(0, room - 1) if room >= 2 else room]

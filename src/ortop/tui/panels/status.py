@@ -7,7 +7,14 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.tui.panels._format import clip_words, compact_changes, compact_text, pace_shortfall, state_text
+from ortop.tui.panels._format import (
+    clip_words,
+    compact_changes,
+    compact_text,
+    lead_forms,
+    pace_shortfall,
+    state_text,
+)
 
 
 def start_profile(snap: Any) -> Any:
@@ -39,7 +46,9 @@ def status_line(snap: Any, width: int) -> Text:
                 t.append(badge, style="bold black on yellow")
                 break
     short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, getattr(snap, "traffic", None))
-    pace = f" ! {short} " if short else ""
+    # the shortfall in the room there is (at 80 columns the whole one did not fit and none was shown)
+    paces = [f" ! {lead} " for lead in lead_forms(short)] if short else [""]
+    pace = next((f for f in paces if len(t.plain) + len(f" #{snap.config_id} ") + len(f) <= width), paces[-1])
     if snap.config_id >= 0 and len(t.plain) + len(f" #{snap.config_id} ") <= width:
         t.append(f" #{snap.config_id} ", style="dim")
         room = max(0, width - len(t.plain) - len(pace))

@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, RenderResult
@@ -55,7 +54,8 @@ from ortop.tui import actions
 from ortop.tui._compat import relabel_binding
 from ortop.tui.noload import NoLoad, slo_presets
 from ortop.tui.panels import capacity as panel
-from ortop.tui.screens._base import post_from_thread
+from ortop.tui.panels._format import Cell
+from ortop.tui.screens._base import fill_table, post_from_thread
 from ortop.tui.screens.job import JobScreen, job_bindings
 
 SLO_MS = (5.0, 10.0, 20.0, 50.0, 100.0)    # p99 limits l cycles through while nothing is measured at no load
@@ -66,6 +66,8 @@ BUDGETS_S = (30.0, 60.0, 120.0)
 DEFAULT_SLO_MS = 20.0
 DEFAULT_BUDGET_S = 60.0
 RUNNING_NAME = "running"
+HEADER_FORMS = {"bracket /s": ("bracket /s", "bracket"), "points": ("points", "n")}
+HEADERS: tuple[Cell, ...] = tuple(HEADER_FORMS.get(name, (name,)) for name in panel.COLUMNS)
 
 
 @dataclass
@@ -436,13 +438,11 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         table = self.query_one(DataTable)
         current = select if select is not None else table.cursor_row
         self._rows = panel.rows(self.names(), self.profiles(), self.result, self.state == "done")
-        table.clear(columns=True)
         # Each column as wide as what it shows now (not the widest cell seen while it ran), set here: a table
-        # cleared and filled again in one refresh kept its headers' widths and cut the profiles' names short.
-        for k, name in enumerate(panel.COLUMNS):
-            table.add_column(name, key=name, width=max([cell_len(name), *(cell_len(r.cells[k]) for r in self._rows)]))
-        for r in self._rows:
-            table.add_row(*(Text(c, style=r.style) for c in r.cells), key=str(r.index))
+        # cleared and filled again in one refresh kept its headers' widths and cut the profiles' names short. A
+        # narrow screen drops the capacity's interval before it cuts the state.
+        fill_table(table, HEADERS, [self._cells(r) for r in self._rows], [str(r.index) for r in self._rows],
+                   flex=len(HEADERS) - 1)
         if 0 <= current < len(self._rows):
             table.move_cursor(row=current)
         self.query_one(Curve).show(self.result)
@@ -450,6 +450,13 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         self._draw_title()
         self.refresh_bindings()
         self.show_message()
+
+    @staticmethod
+    def _cells(row: panel.Row) -> tuple[Cell, ...]:
+        """A row's cells in its style; the capacity also without its interval (``300/s``)."""
+        forms: list[tuple[str, ...]] = [(c,) for c in row.cells]
+        forms[1] = tuple(dict.fromkeys((row.cells[1], row.cells[1].split(" (")[0])))
+        return tuple(tuple(Text(f, style=row.style) for f in cell) for cell in forms)
 
     def _detail(self, row: panel.Row | None) -> Text:
         t = panel.detail(row, self.result, self.running_profile)

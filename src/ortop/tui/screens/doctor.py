@@ -22,9 +22,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ortop.doctor import Finding, by_severity, counts, evidence_text, patch_text
-from ortop.tui.screens._base import Responsive, Rows, under_cursor
+from ortop.tui.panels._format import Cell, lead_forms
+from ortop.tui.screens._base import Responsive, Rows, fill_table, under_cursor
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
+SEVERITY_FORMS = {"error": ("error", "err"), "warning": ("warning", "warn"), "info": ("info",)}
+HEADERS: tuple[Cell, ...] = (("severity", "sev"), ("check",), ("finding",))
 MEASURED_BUDGET_S = 15.0
 
 
@@ -93,8 +96,7 @@ class DoctorScreen(Responsive, Rows, Screen[None]):
     def on_mount(self) -> None:
         super().on_mount()
         table = self.query_one(DataTable)
-        for name in ("severity", "check", "finding"):
-            table.add_column(name, key=name)
+        fill_table(table, HEADERS, [], [], flex=2)
         table.focus()
         self.show_message(Text("running the checks…", style="dim"))
         self._run_static()
@@ -162,21 +164,30 @@ class DoctorScreen(Responsive, Rows, Screen[None]):
         return t
 
     def refresh_rows(self) -> None:
-        """Rebuild the table from the findings (a few dozen rows at most), keeping the cursor where it was."""
+        """Rebuild the table from the findings (a few dozen rows at most), keeping the cursor where it was; its
+        columns fit the screen's width, a finding said whole, by its headline, or cut after a whole word."""
         table = self.query_one(DataTable)
         row = table.cursor_row
-        table.clear()
         self._rows = self.findings()
-        width = max(20, self.size.width - 26)
-        for i, f in enumerate(self._rows):
-            message = f.message if len(f.message) <= width else f.message[: width - 1] + "…"
-            severity = Text("applied", style="green") if id(f) in self._applied else Text(f.severity,
-                                                                                          style=STYLE[f.severity])
-            table.add_row(severity, Text(f.check), Text(message), key=str(i))
+        rows = [self._cells(f) for f in self._rows]
+        fill_table(table, HEADERS, rows, [str(i) for i in range(len(rows))], flex=2)
         if self._rows:
             table.move_cursor(row=min(row, len(self._rows) - 1))
         self.query_one("#doctor-title", Static).update(self._title())
         self.show_message()
+
+    def _cells(self, f: Finding) -> tuple[Cell, ...]:
+        """A finding's cells, each in ever shorter forms: its severity (or "applied"), its check, its message."""
+        severity: tuple[Text, ...]
+        if id(f) in self._applied:
+            severity = (Text("applied", style="green"), Text("done", style="green"))
+        else:
+            severity = tuple(Text(w, style=STYLE[f.severity]) for w in SEVERITY_FORMS[f.severity])
+        return severity, (Text(f.check),), tuple(Text(m) for m in lead_forms(f.message))
+
+    def on_resize(self) -> None:
+        if self.static is not None:
+            self.call_after_refresh(self.refresh_rows)  # once the table has its new width
 
     def selected(self) -> Finding | None:
         """The finding under the cursor, or None."""

@@ -137,6 +137,9 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
         self.refresh_rows()
         self.show_message(Text(self.INTRO, style="dim"))
 
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.refresh_rows)  # the table's columns fit its new width once it has it
+
     def on_unmount(self) -> None:
         self._stop.set()  # however the screen goes (esc, q, the app ending), a search under way ends
 

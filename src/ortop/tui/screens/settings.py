@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import DescendantFocus
 from textual.screen import ModalScreen
+from textual.visual import VisualType
 from textual.widgets import Button, Input, Label, Static
 
 from ortop.config import knobs
 from ortop.config.profile import Profile, ProfileError
 from ortop.tui import form
 from ortop.tui._compat import breakpoint_classes
+from ortop.tui.panels._format import fit, lead_forms
 from ortop.tui.screens._base import Responsive
 from ortop.tui.widgets import Choice
 
@@ -22,6 +26,28 @@ from ortop.tui.widgets import Choice
 def fid(key: str) -> str:
     """A dotted profile key as a widget id (ids cannot hold dots)."""
     return key.replace(".", "--")
+
+
+class Hint(Static):
+    """A field's hint beside it. On a narrow screen (one line a hint) it is fitted by the one rule: whole, a lead of
+    it (``0 = ORT's default (physical cores)`` → ``0 = ORT's default``), or cut after a whole word, never mid-word
+    as the terminal's ellipsis cut it ("physical cor…"). An error wraps whole; the line under the form says the
+    focused field's hint in full."""
+
+    def __init__(self, content: Text, **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self._line = content
+
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        self._line = content if isinstance(content, Text) else Text(str(content))
+        super().update(content, layout=layout)
+
+    def render(self) -> RenderResult:
+        width = self.content_size.width
+        if (self.has_class("-error") or not self.screen.has_class("-narrow") or width <= 0
+                or self._line.cell_len <= width):
+            return super().render()
+        return fit([Text(f, style=self._line.style) for f in lead_forms(self._line.plain)], width)
 
 
 class SettingsScreen(Responsive, ModalScreen[Profile | None]):
@@ -77,7 +103,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
                     else:
                         yield Input(value, compact=True, id=f"f-{fid(f.key)}", classes="fcontrol",
                                     select_on_focus=False, placeholder=form.PLACEHOLDER.get(f.kind, ""))
-                    yield Static(self._hint(f.key, value), classes="fhint", id=f"hint-{fid(f.key)}")
+                    yield Hint(self._hint(f.key, value), classes="fhint", id=f"hint-{fid(f.key)}")
             yield Static("", id="settings-focus")
             yield Static("", id="settings-error")
             with Horizontal(id="settings-buttons"):

@@ -38,12 +38,19 @@ from ortop.engine import (
     profile_key,
 )
 from ortop.tui import actions
+from ortop.tui.panels._format import Cell, lead_forms, term_forms
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
+from ortop.tui.screens._base import fill_table
 from ortop.tui.screens.job import JobScreen, job_bindings
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
 DEFAULT_BUDGET_S = 60.0
+HEADER_FORMS = {"dimension": ("dimension", ""), "change %": ("change %", "Δ %"), "pairs": ("pairs", "n"),
+                "verdict / reason": ("verdict / reason", "verdict")}
+HEADERS: tuple[Cell, ...] = tuple(HEADER_FORMS.get(name, (name,)) for name in LEADERBOARD_COLUMNS)
+GIVE_UP = (1, 3, 5, 0)  # on a narrow screen: the dimension goes, "change %" and "pairs" shorten, then the names
+FLEX_MIN = 19           # "significantly worse", whole
 
 
 class TunerFactory(Protocol):
@@ -197,10 +204,8 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         current = select or (self._rows[table.cursor_row].key
                              if self._rows and 0 <= table.cursor_row < len(self._rows) else None)
         self._rows = self.board.rows
-        table.clear()
-        for i, r in enumerate(self._rows):
-            style = STYLE.get(r.status, "")
-            table.add_row(*(Text(c, style=style) for c in r.cells), key=str(i))
+        fill_table(table, HEADERS, [self._cells(r) for r in self._rows], [str(i) for i in range(len(self._rows))],
+                   flex=len(HEADERS) - 1, flex_min=FLEX_MIN, order=GIVE_UP)
         keys = [r.key for r in self._rows]
         if current in keys:
             table.move_cursor(row=keys.index(current))
@@ -208,6 +213,16 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         self._draw_title()
         self.refresh_bindings()
         self.show_message()
+
+    @staticmethod
+    def _cells(row: Row) -> tuple[Cell, ...]:
+        """A row's cells in the row's style: a long candidate's name also by its first terms (``threads 1,
+        inter-op 2…``), the dimension also left out (the detail says it), the verdict or reason also by its
+        headline (``cannot win``)."""
+        style = STYLE.get(row.status, "")
+        name, dimension, *figures, why = row.cells
+        return (tuple(Text(f, style=style) for f in term_forms(name)), (Text(dimension, style=style), Text("")),
+                *((Text(c, style=style),) for c in figures), tuple(Text(w, style=style) for w in lead_forms(why)))
 
     def _detail(self, row: Row | None) -> Text:
         t = Text(no_wrap=False)
