@@ -169,6 +169,33 @@ async def test_t_opens_the_screen_with_the_objective_for_the_running_profile_and
         assert "tune (t)" in commands
 
 
+async def test_the_p99_limits_fit_the_running_settings_closed_loop(tmp_path: Path) -> None:
+    """A closed loop of the running settings measured: l offers 1.2, 1.5, 2 and 4 × its p99, rounded up to readable
+    values, not fixed milliseconds that may all lie below what this model can do."""
+    from ortop.tui.noload import no_load
+    from ortop.tui.screens.tune import LIMIT_FACTORS
+
+    monitor = FakeMonitor(n_configs=2)
+    app = tune_app(tmp_path, Factory(), monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        assert isinstance(screen, TuneScreen)
+        measured = no_load(monitor.snapshot().history, app.current_profile())
+        assert measured is not None
+        limits = []
+        for _ in range(5):
+            await pilot.press("l")
+            limits.append(screen.max_p99_ms)
+        assert limits[-1] is None and len(set(limits[:-1])) == 4
+        # each at least its factor × the p99, and at most the next readable value up (steps ≤ 4/3 apart)
+        assert all(f * measured.p99_ms <= x <= 4 / 3 * f * measured.p99_ms
+                   for x, f in zip(limits, LIMIT_FACTORS) if x is not None), (limits, measured.p99_ms)
+        assert limits[:-1] == sorted(limits[:-1])
+        await pilot.press("l")
+        assert f"with p99 ≤ {limits[0]:g} ms)" in text_of(screen, "tune-title")
+
+
 # ---- running, stopping --------------------------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_g_races_rows_fill_in_and_s_stops_with_the_result_so_far(tmp_path: Path) -> None:

@@ -327,7 +327,9 @@ class OrtopApp(App[int]):
 
     def action_tune(self) -> None:
         if not isinstance(self.screen, TuneScreen):
-            self.push_screen(TuneScreen(self.current_profile(), tuner_factory=self.tuner_factory))
+            profile = self.current_profile()
+            self.push_screen(TuneScreen(profile, tuner_factory=self.tuner_factory,
+                                        no_load=no_load(self.monitor.snapshot().history, profile)))
 
     def action_capacity(self) -> None:
         if not isinstance(self.screen, CapacityScreen):

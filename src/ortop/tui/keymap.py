@@ -72,7 +72,7 @@ HISTORY_KEYS: tuple[tuple[str, str], ...] = (
 
 TUNE_KEYS: tuple[tuple[str, str], ...] = (
     ("o / l / b", "before the start: cycle the objective (p50, p99, throughput, CPU per run) / a p99 limit "
-     "(none, 2 … 50 ms) / the budget"),
+     "(none, then 1.2 … 4 × the closed loop's p99; 2 … 50 ms before one is measured) / the budget"),
     ("g", "start the search (the live session pauses while it runs, and resumes after)"),
     ("s", "stop the search: it ends with what it has measured"),
     ("enter / a", "apply the selected row's profile to the live session (once the search has ended)"),

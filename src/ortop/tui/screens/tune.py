@@ -38,6 +38,7 @@ from ortop.engine import (
     profile_key,
 )
 from ortop.tui import actions
+from ortop.tui.noload import NoLoad, slo_presets
 from ortop.tui.panels._format import Cell, lead_forms, term_forms
 from ortop.tui.panels.tune import STYLE, Board, Row, baseline_row, board_rows, tuner_board
 from ortop.tui.screens._base import fill_table
@@ -45,6 +46,7 @@ from ortop.tui.screens.job import JobScreen, job_bindings
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
+LIMIT_FACTORS = (1.2, 1.5, 2.0, 4.0)  # with a measured closed loop: these × its p99, rounded up to readable values
 DEFAULT_BUDGET_S = 60.0
 HEADER_FORMS = {"dimension": ("dimension", ""), "change %": ("change %", "Δ %"), "pairs": ("pairs", "n"),
                 "verdict / reason": ("verdict / reason", "verdict")}
@@ -99,9 +101,12 @@ class TuneScreen(JobScreen[TuneResult, Row]):
     STOPPING = "stopping: the race under way ends, and the result so far follows"
 
     def __init__(self, profile: Profile, *, tuner_factory: TunerFactory | None = None,
-                 budget_s: float = DEFAULT_BUDGET_S) -> None:
+                 budget_s: float = DEFAULT_BUDGET_S, no_load: NoLoad | None = None) -> None:
         super().__init__()
         self.start_profile = profile
+        # p99 limits that fit the model: a few times what the running settings' closed loop measured, when it has
+        self.limits: tuple[float | None, ...] = ((None, *slo_presets(no_load.p99_ms, LIMIT_FACTORS))
+                                                 if no_load is not None else P99_LIMITS_MS)
         self.objective = default_objective(profile)
         self.budget_s = budget_s
         self.max_p99_ms: float | None = None
@@ -243,7 +248,7 @@ class TuneScreen(JobScreen[TuneResult, Row]):
     def action_limit(self) -> None:
         """Cycle the p99 limit: a constrained objective ("least CPU per run with p99 ≤ 5 ms")."""
         if self.may_set():
-            self.max_p99_ms = P99_LIMITS_MS[(P99_LIMITS_MS.index(self.max_p99_ms) + 1) % len(P99_LIMITS_MS)]
+            self.max_p99_ms = self.limits[(self.limits.index(self.max_p99_ms) + 1) % len(self.limits)]
             self._draw_title()
 
     def action_budget(self) -> None:
