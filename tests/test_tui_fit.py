@@ -303,3 +303,32 @@ def overloaded_rows():
     rows[:, T.QUEUE] = 1400.0
     rows[:, T.RESPONSE] = 1403.5
     return rows
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 24), (120, 40)])
+async def test_each_screens_footer_shows_whole_keys_and_the_palette_key_at_any_width(tmp_path: Path, size) -> None:
+    """Textual's footer draws every key and the terminal cut the last mid-word ("w r▏^p palette" at 80×24 on the
+    capacity screen). Each screen's footer holds whole keys only: all of them, or those that fit and "^p more"
+    (the palette lists the rest)."""
+    from textual.widgets._footer import FooterKey
+
+    from ortop.tui.widgets import FitFooter
+    from tests.test_tui_tune import Factory, tune_app
+
+    app = tune_app(tmp_path, Factory(), FakeMonitor(n_configs=2))
+    async with app.run_test(size=size) as pilot:
+        for key in ("t", "c", "h", "e"):
+            await pilot.press(key)
+            await pilot.pause()
+            footer = app.screen.query_one(FitFooter)
+            line = screen_lines(app.screen)[-1]
+            labels = [k.description for k in footer.query(FooterKey)]
+            assert labels and all(label in line for label in labels), (key, labels, line)
+            assert line.rstrip().endswith(labels[-1]), (key, line)  # nothing after the last key: nothing cut
+            every = [b.description for b, _, _ in footer._shown()]
+            if labels[-1] == FitFooter.MORE:
+                assert "^p more" in line and len(labels) - 1 < len(every), (key, line)
+            else:
+                assert set(every) <= set(labels), (key, every, line)
+            await pilot.press("escape")
+            await pilot.pause()

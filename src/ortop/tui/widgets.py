@@ -219,6 +219,79 @@ class Choice(Widget, can_focus=True):
         self.action_step(1)
 
 
+class FitFooter(Footer):
+    """Textual's footer for the other screens, fitted to the width: every key with its label and the palette's key
+    when they fit; else every key without the palette's; else the first keys that fit beside ``^p more`` (the
+    command palette lists the keys left out). Textual's own draws them all and the terminal cuts the last mid-word.
+    """
+
+    MORE = "more"
+    PAD = 3  # " key label " and a column between keys
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fitted: tuple | None = None
+
+    def _shown(self) -> list[tuple[Binding, bool, str]]:
+        out: dict[str, tuple[Binding, bool, str]] = {}
+        for _, binding, enabled, tooltip in self.screen.active_bindings.values():
+            if binding.show:
+                out.setdefault(binding.action, (binding, enabled, tooltip))
+        return list(out.values())
+
+    def _cost(self, binding: Binding, label: str | None = None) -> int:
+        text = binding.description if label is None else label
+        return len(self.app.get_key_display(binding)) + len(text) + self.PAD
+
+    def fit(self, width: int) -> tuple[list[tuple[Binding, bool, str]], str | None]:
+        """The keys shown at ``width``, and the palette key's label (None: not shown)."""
+        keys = self._shown()
+        palette = self._palette()
+        need = sum(self._cost(b) for b, _, _ in keys)
+        if palette is None:
+            return keys, None
+        if need + self._cost(palette) <= width:
+            return keys, palette.description
+        if need <= width:
+            return keys, None
+        room, kept = width - self._cost(palette, self.MORE), []
+        for entry in keys:
+            room -= self._cost(entry[0])
+            if room < 0:
+                break
+            kept.append(entry)
+        return kept, self.MORE
+
+    def _palette(self) -> Binding | None:
+        if not (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE):
+            return None
+        hit = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
+        return hit[1] if hit is not None else None
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:
+            return
+        keys, palette_label = self.fit(self.app.size.width)
+        for binding, enabled, tooltip in keys:
+            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
+                            disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+        palette = self._palette()
+        if palette_label is not None and palette is not None:
+            left = [b.description for b, _, _ in self._shown() if all(b is not k[0] for k in keys)]
+            yield FooterKey(palette.key, self.app.get_key_display(palette), palette_label, palette.action,
+                            classes="-command-palette",
+                            tooltip=("every key by name, and " + ", ".join(left)) if left else palette.description
+                            ).data_bind(compact=Footer.compact)
+
+    def on_resize(self, event: Resize) -> None:
+        keys, palette = self.fit(self.app.size.width)
+        shown = (tuple(b.action for b, _, _ in keys), palette)
+        if shown != self._fitted:
+            self._fitted = shown
+            if self._bindings_ready:
+                self.call_after_refresh(self.recompose)
+
+
 class KeyBar(Footer):
     """The live view's footer, in the order and with the labels of :data:`ortop.tui.keymap.MAIN_KEYS`.
 

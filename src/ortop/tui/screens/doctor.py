@@ -19,11 +19,12 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ortop.doctor import Finding, by_severity, counts, evidence_text, patch_text
 from ortop.tui.panels._format import Cell, lead_forms
 from ortop.tui.screens._base import Responsive, Rows, fill_table, under_cursor
+from ortop.tui.widgets import FitFooter
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 SEVERITY_FORMS = {"error": ("error", "err"), "warning": ("warning", "warn"), "info": ("info",)}
@@ -91,7 +92,7 @@ class DoctorScreen(Responsive, Rows, Screen[None]):
         yield table
         with VerticalScroll(id="doctor-detail-box"):  # long evidence (ORT's log lines) scrolls
             yield Static("", id="doctor-detail")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         super().on_mount()

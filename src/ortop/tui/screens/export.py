@@ -8,10 +8,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static, Tab, Tabs
+from textual.widgets import Static, Tab, Tabs
 
 from ortop.config.profile import Profile
 from ortop.tui.screens._base import FromScreen, Responsive
+from ortop.tui.widgets import FitFooter
 
 EXPORT_FORMATS: tuple[tuple[str, str], ...] = (
     ("python", ".py"), ("cpp", ".cpp"), ("csharp", ".cs"), ("perf-test", ".sh"), ("olive", ".olive.json"),
@@ -72,7 +73,7 @@ class ExportScreen(Responsive, ModalScreen[None]):
             with VerticalScroll(id="export-scroll"):
                 yield Static("", id="export-text")
             yield Static("", id="export-message")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self._show_export()

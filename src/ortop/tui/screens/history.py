@@ -8,10 +8,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ortop.tui.panels.history import HISTORY_COLUMNS, columns, history_detail, history_rows, label_width
 from ortop.tui.screens._base import FromScreen, Responsive, Rows
+from ortop.tui.widgets import FitFooter
 
 
 class _RowMessage(FromScreen["HistoryScreen"]):
@@ -69,7 +70,7 @@ class HistoryScreen(Responsive, Rows, Screen[None]):
         table: DataTable[Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="history-detail")
-        yield Footer()
+        yield FitFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -29,11 +29,12 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, ProgressBar, Static
+from textual.widgets import DataTable, ProgressBar, Static
 
 from ortop.config.profile import Profile
 from ortop.errors import OrtopError
 from ortop.tui.screens._base import FromScreen, Offered, Responsive, Rows, post_from_thread, under_cursor
+from ortop.tui.widgets import FitFooter
 
 
 def job_bindings(close: str, settings: Sequence[Binding], apply: Binding, save: str, *, extra: Sequence[Binding] = (),
@@ -121,7 +122,7 @@ class JobScreen(Responsive, Rows, Screen[None], Generic[R, W]):
         yield Static("", id=f"{p}-verdict", classes="job-verdict")
         with VerticalScroll(id=f"{p}-detail-box", classes="job-detail-box"):
             yield Static("", id=f"{p}-detail", classes="job-detail")
-        yield Footer()
+        yield FitFooter()
 
     def _plot(self) -> ComposeResult:
         """What the screen draws between the bar and the table (nothing, unless the subclass says)."""
