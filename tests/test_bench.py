@@ -151,11 +151,15 @@ def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 5.0) -> int:
     """SIGKILL the command's worker once it has run long enough to have measured blocks: its CPU time past what
     importing onnxruntime and building the session take (the evidence waited for, not a wall-clock guess)."""
     w = worker_of(proc)
-    while sum(w.cpu_times()[:2]) < cpu_s:
+    while True:
         assert proc.poll() is None, proc.communicate()
+        try:
+            if sum(w.cpu_times()[:2]) >= cpu_s:
+                w.send_signal(signal.SIGKILL)
+                return w.pid
+        except psutil.NoSuchProcess:  # a spawned child that ended (not the worker): look again
+            w = worker_of(proc, besides=w.pid)
         time.sleep(0.05)
-    w.send_signal(signal.SIGKILL)
-    return w.pid
 
 
 def killed(proc: subprocess.Popen, *, again: bool = False, cpu_s: float = 5.0) -> tuple[int, dict, str]:
