@@ -86,8 +86,19 @@ def random_fail_model(tmp_path_factory) -> tuple[str, int]:
     pytest.fail("no seed gives a first failing run between 30 and 2000")
 
 
+# Modules whose integration tests judge measured time against a reference (queueing theory, a closed loop measured
+# just before, a verdict between two configurations, a capacity): a neighbour on the other core moves them, so they
+# run alone (`-m timing`). The other integration tests count, build, kill and read files: they run two at a time.
+TIMING_MODULES = {"test_traffic", "test_capacity", "test_capacity_idle", "test_capacity_interval", "test_compare",
+                  "test_tuner", "test_bench", "test_certify_run", "test_gates_cli"}
+
+
 def pytest_collection_modifyitems(items) -> None:
-    """Tests that take the real-worker ``monitor`` fixture are integration tests wherever they live."""
+    """Tests that take the real-worker ``monitor`` fixture are integration tests wherever they live; integration
+    tests of TIMING_MODULES that do not share the host are ``timing`` tests."""
     for item in items:
         if "monitor" in getattr(item, "fixturenames", ()) and "integration" not in item.keywords:
             item.add_marker(pytest.mark.integration)
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        if module in TIMING_MODULES and "integration" in item.keywords and "sharing" not in item.keywords:
+            item.add_marker(pytest.mark.timing)
