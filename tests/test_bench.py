@@ -96,6 +96,7 @@ def assert_rounds_alternate(blocks: list[dict], key: str) -> int:
     return len(both)
 
 
+@pytest.mark.sharing  # reads the block order: measures no time
 def test_capacity_alternates_profiles_of_different_restart_groups(batch_model, env_profiles, env):  # noqa: F811
     a, b = env_profiles
     r = ortop("capacity", batch_model, "--profile", a, "--profile", b, "--dim", "batch=64", "--slo", "p99=1s",
@@ -111,6 +112,7 @@ def test_capacity_alternates_profiles_of_different_restart_groups(batch_model, e
     assert d["restarts"] == [] and d["fault"] is None
 
 
+@pytest.mark.sharing  # reads the block order: measures no time
 def test_compare_alternates_profiles_of_different_restart_groups(batch_model, env_profiles, env):  # noqa: F811
     a, b = env_profiles
     r = ortop("compare", batch_model, a, b, "--dim", "batch=64", "--budget", 4, "--json", env=env, timeout=120)
@@ -176,6 +178,7 @@ def killed(proc: subprocess.Popen, *, again: bool = False, cpu_s: float = 5.0) -
     return proc.returncode, json.loads(out), err
 
 
+@pytest.mark.sharing  # a fault, its restart and exit code: no time judged
 def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it_dies_again(batch_model, env):  # noqa: F811
     proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
                        "--budget", 40, "--json", env=env)
@@ -191,6 +194,7 @@ def test_capacity_goes_on_after_its_worker_is_killed_and_prints_everything_if_it
     assert prof["ceiling_per_s"] > 0 and len(d["blocks"]) >= 2, d
 
 
+@pytest.mark.sharing  # a fault, its restart and exit code: no time judged
 def test_capacity_restarts_a_killed_worker_and_finishes_its_search(batch_model, env):  # noqa: F811
     proc = start_ortop("capacity", batch_model, "--dim", "batch=64", "--threads", 1, "--slo", "p99=1s",
                        "--budget", 25, "--json", env=env)
@@ -202,6 +206,7 @@ def test_capacity_restarts_a_killed_worker_and_finishes_its_search(batch_model, 
     assert prof["ceiling_per_s"] > 0 and prof["points"], prof  # the search went on after the restart
 
 
+@pytest.mark.sharing  # a fault, its restart and exit code: no time judged
 def test_compare_restarts_a_killed_worker_and_goes_on(batch_model, threads_profiles, env):  # noqa: F811
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 10, "--json",
@@ -214,6 +219,7 @@ def test_compare_restarts_a_killed_worker_and_goes_on(batch_model, threads_profi
     assert d["comparisons"] and d["comparisons"][0]["pairs"] >= 4
 
 
+@pytest.mark.sharing  # a fault, its restart and exit code: no time judged
 def test_compare_across_workers_restarts_a_killed_one_and_keeps_every_block_in_order(  # noqa: F811
         batch_model, env_profiles, env):  # noqa: F811
     """Two restart groups, two workers alternated block by block by the parent: one killed mid-alternation is
@@ -231,6 +237,7 @@ def test_compare_across_workers_restarts_a_killed_one_and_keeps_every_block_in_o
     assert all(configs[k] != configs[k + 1] for k in range(0, len(configs) - 1, 2)), configs
 
 
+@pytest.mark.sharing  # a fault, its restart and exit code: no time judged
 def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_model, threads_profiles, env):  # noqa: F811
     a, b = threads_profiles
     proc = start_ortop("compare", batch_model, a, b, "--threads", 1, "--dim", "batch=64", "--budget", 30, "--json",

@@ -239,6 +239,7 @@ def test_a_rate_not_kept_makes_the_gates_undecided(batch_model, same_profile, en
     assert d["gates"][0]["result"] == "undecided" and "not a paced answer" in d["gate_note"], d
 
 
+@pytest.mark.sharing  # a fault and the exit code: no time judged
 def test_a_worker_lost_for_good_leaves_the_gates_undecided_and_exits_4(batch_model, same_profile, env):  # noqa: F811
     """The worker killed once it has measured, and its restart killed at once: exit 4 as without gates, the gates
     undecided with the fault named, never a pass. Runs of 16384 rows make blocks of at least five long runs, so
