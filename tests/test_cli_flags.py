@@ -97,27 +97,36 @@ def test_all_the_flags_together_and_over_a_profile_file(tmp_path: Path) -> None:
     assert got.workload.rate_hz == 50.0  # what no flag names comes from the file
 
 
-def test_max_p99_reaches_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """``ortop tune --max-p99 MS`` hands MS to the tuner (the search itself runs on a fake racer and clock here; the
-    real search with real workers is tests/test_tuner.py's end-to-end test)."""
-    import ortop.engine
+def fake_tuner_builder(racer_class: Any, seen: dict[str, Any] | None = None) -> Any:
+    """A ``build_tuner`` for ``ortop tune`` whose search runs on ``racer_class`` (a fake racer) and a fake clock;
+    what it was asked for lands in ``seen``."""
     from ortop.engine import Tuner
     from ortop.engine.space import Space
-    from tests.models import make_matmul_model
-    from tests.test_tuner import CHAIN, FakeRacer, StepClock, host, threads_effect
-
-    model = make_matmul_model(tmp_path / "m.onnx", n=8)
-    seen: dict[str, Any] = {}
+    from tests.test_tuner import CHAIN, StepClock, host, threads_effect
 
     def build_tuner(model_path, profile, *, objective, max_p99_ms, budget_s, stop, clock, **kw):
-        seen.update(objective=objective, max_p99_ms=max_p99_ms, budget_s=budget_s)
+        if seen is not None:
+            seen.update(objective=objective, max_p99_ms=max_p99_ms, budget_s=budget_s)
         fake = StepClock(0.0)
-        racer = FakeRacer(fake, threads_effect({2: 0.7}))
+        racer = racer_class(fake, threads_effect({2: 0.7}))
         racer.warnings = []
         return Tuner(Space(profile, host(4), CHAIN, ["threads"]), racer, objective=objective, max_p99_ms=max_p99_ms,
                      budget_s=budget_s, clock=fake, stop=stop), racer
 
-    monkeypatch.setattr(ortop.engine, "build_tuner", build_tuner)
+    return build_tuner
+
+
+def test_max_p99_reaches_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``ortop tune --max-p99 MS`` hands MS to the tuner (the search itself runs on a fake racer and clock here; the
+    real search with real workers is tests/test_tuner.py's end-to-end test)."""
+    import ortop.engine
+    from tests.models import make_matmul_model
+    from tests.test_tuner import FakeRacer
+
+
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(ortop.engine, "build_tuner", fake_tuner_builder(FakeRacer, seen))
     assert main(["tune", model, "--max-p99", "7.5", "--objective", "cpu", "--budget", "30",
                                 "--json"]) == 0
     assert seen == {"objective": "cpu", "max_p99_ms": 7.5, "budget_s": 30.0}
@@ -176,3 +185,21 @@ def test_refresh_and_the_flags_reach_the_live_view(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(OrtopApp, "run", headless)
     assert main([model, "--refresh", "1000", "--profile-dir", str(tmp_path / "profiles")]) == 0
     assert seen["refresh_hz"] == 30.0
+
+
+def test_tune_prints_what_it_measured_and_exits_4_when_a_worker_is_lost(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys) -> None:
+    """A worker lost for good while only proven sessions race: the JSON so far, with the fault, and exit 4 (not a
+    traceback, not exit 1 with nothing printed); the text form names the fault too."""
+    import ortop.engine
+    from tests.models import make_matmul_model
+    from tests.test_tuner import LosingRacer
+
+    model = make_matmul_model(tmp_path / "m.onnx", n=8)
+    monkeypatch.setattr(ortop.engine, "build_tuner", fake_tuner_builder(LosingRacer))
+    assert main(["tune", model, "--budget", "30", "--json"]) == 4
+    d = json.loads(capsys.readouterr().out)
+    assert d["fault"] == "the worker process died (signal 9)" and d["stopped"] is True and d["trials"]
+    assert main(["tune", model, "--budget", "30"]) == 4
+    assert "a worker was lost for good (the worker process died (signal 9))" in capsys.readouterr().out

@@ -689,3 +689,31 @@ def test_worker_racer_keeps_sessions_and_reports_failures(matmul_model) -> None:
         assert list(again.failed) == [1] and not again.blocks
     finally:
         racer.close()
+
+
+class LosingRacer(FakeRacer):
+    """A racer whose worker is lost for good on its second race (every session in it proven by the first)."""
+
+    def race(self, profiles: Sequence[Profile], seconds: float) -> RaceOutcome:
+        from ortop.engine.trials import RacerError
+
+        if self.races == 1:
+            self.races += 1
+            raise RacerError("the worker process died (signal 9)")
+        return super().race(profiles, seconds)
+
+
+def test_a_worker_lost_with_only_proven_sessions_ends_the_search_with_what_it_measured() -> None:
+    """The racer loses its worker on the second race, when every session in it has raced once (RacerError): the
+    search ends there instead of failing, keeps every trial measured so far, and names the fault."""
+    clock = StepClock(0.0)
+    racer = LosingRacer(clock, threads_effect({2: 0.7, 1: 1.3}))
+    space = Space(Profile(), host(4), CHAIN, ["threads"])
+    result = Tuner(space, racer, objective="p50", budget_s=60.0, clock=clock).run()
+    assert result.fault == "the worker process died (signal 9)" and result.stopped
+    assert result.verdict == KEEP and "a worker was lost (the worker process died (signal 9))" in result.text
+    raced = [t for t in result.trials if t.figures.blocks]
+    assert raced, [(t.label, t.status) for t in result.trials]  # the first race's figures are kept
+    d = result.as_dict()
+    assert d["fault"] == result.fault and d["stopped"] is True and len(d["trials"]) == len(result.trials)
+    assert racer.races == 2 and racer.closed

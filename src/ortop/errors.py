@@ -24,8 +24,8 @@ EXIT_CODES: dict[int, str] = {
                   "be written",
     EXIT_USAGE: "bad input: a flag, a profile, a model file or a path (one 'ortop: error:' line on stderr)",
     EXIT_FINDINGS: "ortop doctor only: findings above info (warnings or errors) were reported",
-    EXIT_WORKER_LOST: "compare, variants, capacity: a worker died again after its restart; everything measured "
-                      "before was printed (JSON included), with the fault named",
+    EXIT_WORKER_LOST: "compare, variants, capacity, tune: a worker was lost for good; everything measured before "
+                      "was printed (JSON included), with the fault named",
     EXIT_GATE_FAILED: "a check said no: compare --fail-if (a gate failed: a regression beyond its threshold) or "
                       "capacity --certify (the rate was shown to break the SLO)",
     EXIT_GATE_UNDECIDED: "a check could not tell before its budget ended (compare --fail-if, capacity --certify): "
@@ -56,6 +56,8 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
                  EXIT_WORKER_LOST: LOST},
     "tune": {EXIT_OK: "a result (keeping the baseline included)", EXIT_RUNTIME: "the model failed at run time",
              EXIT_USAGE: "bad input",
+             EXIT_WORKER_LOST: "a worker died while only proven sessions raced: the result so far was printed, "
+                               "with the fault named (a death while new candidates race fails those candidates)",
              EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "
                                "ctrl-C aborts without one"},
     "capacity": {EXIT_OK: "a result, the SLO met or not; with --certify: the rate was certified", EXIT_RUNTIME: "a "

@@ -9,7 +9,8 @@ Progress goes to stderr (a live bar and leaderboard on a terminal, one line per 
 to stdout, as text or, with ``--json``, as one JSON object and nothing else.
 
 Exit codes: 0 with a result (keeping the baseline included), 2 for bad input (one ``ortop: error:`` line), 1 when
-the model fails at run time, 130 when ctrl-C stopped the search (the result so far is printed, and saved with
+the model fails at run time, 4 when a worker was lost while only proven sessions raced (the result so far is
+printed, with the fault), 130 when ctrl-C stopped the search (the result so far is printed, and saved with
 ``--save``; a second ctrl-C aborts without one).
 """
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_workload_args, apply_flags
-from ortop.errors import EXIT_OK, RuntimeFailure, UsageError
+from ortop.errors import EXIT_OK, EXIT_WORKER_LOST, RuntimeFailure, UsageError
 
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
 
@@ -190,7 +191,7 @@ def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: 
         gain,
         f"verdict: {result.text}",
         f"search: {raced} candidates raced, {failed} failed, budget {result.budget_s:g} s "
-        f"(took {result.elapsed_s:.1f} s{', stopped by the user' if result.stopped else ''}); "
+        f"(took {result.elapsed_s:.1f} s{_ended(result, ', stopped by the user')}); "
         f"space: {', '.join(result.dimensions) or 'none'}",
     ]
     return "\n".join(lines)
@@ -281,7 +282,7 @@ def format_result(result: Any, model_path: str, saved: str | None) -> str:
     d = result.as_dict()
     lines = [f"ortop tune {os.path.basename(model_path)}: {objective_text(result.objective, result.max_p99_ms)} "
              f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s"
-             f"{'; stopped by ctrl-C, these are the figures so far' if result.stopped else ''})",
+             f"{_ended(result, '; stopped by ctrl-C, these are the figures so far')})",
              f"baseline: {figures_text(d['baseline'])}"]
     counts: dict[str, int] = {}
     for t in result.trials:
@@ -384,7 +385,14 @@ def run(args: argparse.Namespace) -> int:
         from ortop.report import tune_page, write_report
 
         write_report(args.report, tune_page(out), protect=_kept(args, model_path))
-    return EXIT_INTERRUPTED if result.stopped else EXIT_OK
+    return EXIT_WORKER_LOST if result.fault else EXIT_INTERRUPTED if result.stopped else EXIT_OK
+
+
+def _ended(result: Any, stopped: str) -> str:
+    """How the search ended early, said after its time: a worker lost for good, or ``stopped`` (ctrl-C)."""
+    if result.fault:
+        return f"; a worker was lost for good ({result.fault}): these are the figures so far"
+    return stopped if result.stopped else ""
 
 
 @contextlib.contextmanager

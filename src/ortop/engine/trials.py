@@ -195,6 +195,7 @@ class TuneResult:
     dimensions: tuple[str, ...]
     stopped: bool = False                 # cut short by the user: the figures are those measured until then
     host: dict[str, Any] = field(default_factory=dict)
+    fault: str | None = None              # a worker lost for good: the search ended there, with what it measured
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
@@ -213,6 +214,7 @@ class TuneResult:
             "budget_s": self.budget_s,
             "elapsed_s": round(self.elapsed_s, 2),
             "stopped": self.stopped,
+            "fault": self.fault,
             "host": self.host,
             "space": list(self.dimensions),
             "pruned": list(self.pruned),

@@ -100,6 +100,7 @@ class Tuner:
         self.margin = max(0.3, 0.02 * self.budget_s)
         self.verify_share = verify_share
         self.stop = stop or threading.Event()
+        self.fault: str | None = None  # a worker lost with only proven sessions racing: the search ended there
         self.on_event = on_event
         self.start = space.start
         self.incumbent = space.start
@@ -158,7 +159,7 @@ class Tuner:
         verify_s = min(VERIFY_MAX_SHARE * self.budget_s, max(self.verify_share * self.budget_s, VERIFY_BLOCKS * bc))
         stages = list(self.space.dimensions)
         for i, stage in enumerate(stages):
-            if self.stop.is_set():
+            if self.stop.is_set() or self.fault is not None:
                 break
             cands = self._order([c for c in self.space.candidates(stage, self.incumbent) if c.key not in self._tried])
             if not cands:
@@ -232,7 +233,11 @@ class Tuner:
             if rounds < ROUNDS_MIN:
                 break
             seconds = rounds * n * bc + 0.5 * bc  # the half block keeps the last round's last block from being cut
-            outcome = self.racer.race([inc] + [t.profile for t in alive], seconds)
+            try:
+                outcome = self.racer.race([inc] + [t.profile for t in alive], seconds)
+            except RacerError as exc:  # a worker lost with only proven sessions in it: end with what was measured
+                self.fault = str(exc)
+                break
             if 0 in outcome.failed:
                 raise RuntimeFailure(f"the incumbent ({inc_label}) failed while racing: {outcome.failed[0]}")
             for j, why in outcome.failed.items():
@@ -330,8 +335,9 @@ class Tuner:
         best_figs = Figures()
         if not changed:
             verdict, text = KEEP, self._nothing_won_text()
-        elif self.stop.is_set():
-            verdict, text = KEEP, (f"stopped before the best candidate ({describe(best, start)}) was verified: keep "
+        elif self.stop.is_set() or self.fault is not None:
+            why = "stopped" if self.fault is None else f"a worker was lost ({self.fault})"
+            verdict, text = KEEP, (f"{why} before the best candidate ({describe(best, start)}) was verified: keep "
                                    "the baseline, or verify that candidate with ortop compare")
         else:
             self.phase = "verifying the best against the baseline"
@@ -341,7 +347,11 @@ class Tuner:
             rounds = int((self.left() - self.margin) // (2 * bc))
             blocks: list[Block] = []
             if rounds >= MIN_PAIRS and not self.stop.is_set():
-                outcome = self.racer.race([start, best], rounds * 2 * bc + 0.5 * bc)
+                try:
+                    outcome = self.racer.race([start, best], rounds * 2 * bc + 0.5 * bc)
+                except RacerError as exc:
+                    self.fault = str(exc)
+                    outcome = RaceOutcome()
                 if outcome.failed:
                     raise RuntimeFailure(f"the verification could not run: {'; '.join(outcome.failed.values())}")
                 blocks = outcome.blocks
@@ -356,7 +366,7 @@ class Tuner:
         result = TuneResult(self.metric, self.max_p99, self.budget_s, self.elapsed(), start, base_figs, chosen,
                             chosen_figs, verdict, text, comparison, best if changed else None, self.trials,
                             self.not_tried, list(self.space.pruned), self.space.dimensions,
-                            stopped=self.stop.is_set())
+                            stopped=self.stop.is_set() or self.fault is not None, fault=self.fault)
         self._emit("done")
         return result
 

@@ -193,7 +193,9 @@ def tune_page(data: Mapping[str, Any]) -> str:
     subtitle = (f"{model}: objective {METRIC_LABEL.get(objective, objective)}"
                 + (f" with p99 ≤ {limit:g} ms" if isinstance(limit, (int, float)) else "")
                 + f"; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
-                + ("; stopped by the user, these are the figures so far" if data.get("stopped") else ""))
+                + (f"; a worker was lost for good ({data['fault']}): these are the figures so far"
+                   if data.get("fault") else
+                   "; stopped by the user, these are the figures so far" if data.get("stopped") else ""))
     rows, classes = [], []
     for t in trials:
         status = "winner" if t.get("winner") else str(t.get("status", ""))
