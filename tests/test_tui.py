@@ -5,9 +5,10 @@ Only the GPU is faked (this host may have none); the CPU collector is the real o
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,10 +35,11 @@ def model(tmp_path: Path) -> str:
     return make_matmul_model(tmp_path / "matmul.onnx", n=64)
 
 
-@pytest.fixture
-def monitor(model: str):
-    # One thread, paced at 200 Hz: the worker leaves this 2-core host's CPU to the app under test.
-    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1, "workload.rate_hz": 200.0,
+@contextlib.contextmanager
+def started(model: str, threads: int = 1, rate_hz: float = 200.0) -> Iterator[Monitor]:
+    """A real Monitor on ``model``, running ``threads`` intra-op threads paced at ``rate_hz`` (3 warm-up runs), stopped
+    at the end."""
+    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": threads, "workload.rate_hz": rate_hz,
                                             "workload.warmup_runs": 3})
     m = Monitor(model, start)
     m.start()
@@ -45,6 +47,13 @@ def monitor(model: str):
         yield m
     finally:
         m.stop()
+
+
+@pytest.fixture
+def monitor(model: str):
+    # One thread, paced at 200 Hz: the worker leaves this 2-core host's CPU to the app under test.
+    with started(model) as m:
+        yield m
 
 
 def app_for(monitor: Monitor, tmp_path: Path, **kw) -> OrtopApp:
@@ -399,14 +408,8 @@ def conv_monitor(tmp_path: Path):
     """A real worker on a conv model whose spatial dims are free (left at 1 unless --dim is given)."""
     from tests.models import make_conv_model
 
-    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1, "workload.rate_hz": 200.0,
-                                            "workload.warmup_runs": 3})
-    m = Monitor(make_conv_model(tmp_path / "conv.onnx"), start)
-    m.start()
-    try:
+    with started(make_conv_model(tmp_path / "conv.onnx")) as m:
         yield m
-    finally:
-        m.stop()
 
 
 @pytest.mark.slow

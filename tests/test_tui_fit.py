@@ -7,7 +7,6 @@ anywhere: "mem-p  the inp").
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from textual.widgets import DataTable
 from ortop.collectors.cpu import FakeCpuCollector, PsutilCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.collectors.host import read_host
-from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor import evidence_text, patch_text
 from ortop.engine.monitor import Monitor
@@ -28,6 +26,8 @@ from ortop.tui.screens import TuneScreen
 from ortop.tui.screens.doctor import DoctorScreen
 from tests.fakes import FakeMonitor, StepClock
 from tests.models import make_conv_model
+from tests.test_tui import started
+from tests.test_tui_snapshots import until
 
 TOKEN = re.compile(r"\S+")
 TRIM = " ;,·:→()[]{}…"
@@ -97,22 +97,8 @@ def test_fit_columns_keeps_figures_whole_and_cuts_only_the_flexible_column_at_a_
 def conv_monitor(tmp_path: Path):
     """A real worker on a conv model with free dims (the mem-pattern finding), with one intra-op thread more than
     the host's cores (the threads finding): two findings whose messages are longer than 80 columns."""
-    start = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": read_host().thread_cap + 1,
-                                            "workload.rate_hz": 100.0, "workload.warmup_runs": 3})
-    m = Monitor(make_conv_model(tmp_path / "conv.onnx"), start)
-    m.start()
-    try:
+    with started(make_conv_model(tmp_path / "conv.onnx"), threads=read_host().thread_cap + 1, rate_hz=100.0) as m:
         yield m
-    finally:
-        m.stop()
-
-
-async def until(pilot, cond, what: str, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        await pilot.pause(0.1)
-    await pilot.pause()
 
 
 def doctor_words(screen: DoctorScreen) -> set[str]:
@@ -131,11 +117,11 @@ async def test_the_doctor_screen_cuts_no_word_at_80x24_and_after_a_resize(conv_m
     app = make_app(conv_monitor, cpu=PsutilCpuCollector(), gpu=FakeGpuCollector(seed=1), refresh_hz=10.0,
                    profile_dir=tmp_path / "profiles")
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: conv_monitor.snapshot().runs >= 5, "the first runs")
+        await until(pilot, lambda: conv_monitor.snapshot().runs >= 5, "the first runs", timeout=30)
         await pilot.press("d")
         screen = app.screen
         assert isinstance(screen, DoctorScreen)
-        await until(pilot, lambda: screen.static is not None, "the static checks")
+        await until(pilot, lambda: screen.static is not None, "the static checks", timeout=30)
         assert {f.check for f in screen.findings()} >= {"threads", "mem-pattern"}
         for size in ((80, 24), (60, 24), (120, 40), (80, 24)):
             await pilot.resize_terminal(*size)
@@ -164,7 +150,7 @@ async def test_the_tune_leaderboard_cuts_no_word_at_80x24() -> None:
         await pilot.press("t", "g")
         screen = app.screen
         assert isinstance(screen, TuneScreen)
-        await until(pilot, lambda: screen.state == "done", "the search's result")
+        await until(pilot, lambda: screen.state == "done", "the search's result", timeout=30)
         texts = ["candidate dimension dim status change % Δ 95 % CI pairs n verdict / reason"]
         texts += [c for r in screen.board.rows for c in r.cells]
         lines = table_lines(screen)
