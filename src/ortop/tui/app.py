@@ -137,13 +137,6 @@ class OrtopApp(App[int]):
         self.finish()
         self.exit(0)
 
-    def exit(self, *args: Any, **kwargs: Any) -> None:
-        """Leave the app; from now on a SIGCONT (the kernel sends one after a hang-up) must not restart the terminal
-        driver (see :func:`ortop.tui._compat.release_before_stop`)."""
-        if self.install_signals:
-            release_job_control_signals()
-        super().exit(*args, **kwargs)
-
     def finish(self) -> None:
         """Write last-session.toml and the --summary JSON once, whichever way the app ends."""
         if self.finished:
