@@ -31,6 +31,7 @@ def record(rng: np.random.Generator, n: int, stalls: float = 0.0) -> list[np.nda
     return [np.column_stack([service, np.full(n, 0.02), np.zeros(n)])]
 
 
+@pytest.mark.slow
 def test_the_tail_term_is_the_spread_independent_records_show():
     """The resampled spread of one record against the spread of capacities read from independent records of the
     same server: the same size within a factor of two, and narrower for a record 16 times longer."""

@@ -58,6 +58,7 @@ def test_worked_numbers_in_the_docstring() -> None:
     assert min_queries(0.99, CONFIDENCE, 10) == 2010
 
 
+@pytest.mark.slow
 def test_status_matches_scipy_on_a_grid() -> None:
     rng = np.random.default_rng(7)
     seen = set()
@@ -184,6 +185,7 @@ def test_simulated_independent_overs() -> None:
     assert bad["violated"] >= 0.9 and bad["certified"] == 0
 
 
+@pytest.mark.slow
 def test_a_system_exactly_at_the_target_errs_at_most_one_minus_c() -> None:
     rng = np.random.default_rng(11)
     at = _tally([early_stopping(5000, int(rng.binomial(5000, 0.01))).status for _ in range(3000)])

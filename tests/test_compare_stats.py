@@ -437,6 +437,7 @@ def _null_ratios(rng: np.random.Generator, n: int, noise: float = 0.015) -> np.n
     return log_block[1] - log_block[0]
 
 
+@pytest.mark.slow
 def test_sequential_aa_false_claims_stay_under_five_percent() -> None:
     from ortop.measure.sequential import Looks, run_on_ratios
 

@@ -39,6 +39,7 @@ def profile_data(draw):
     return data
 
 
+@pytest.mark.slow
 @FAST
 @given(profile_data())
 def test_any_profile_data_gives_a_profile_or_a_profile_error(data):

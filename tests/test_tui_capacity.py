@@ -361,6 +361,7 @@ async def test_c_opens_the_screen_and_l_b_a_cycle_the_slo_budget_and_alternative
     (40.0, (150.0, 200.0, 300.0), "70.1"),  # a slow model: 40 ms a run, p99 70 ms back to back
     (1.0, (3.0, 4.0, 8.0), "1.75"),         # a fast one: 1 ms a run
 ])
+@pytest.mark.slow
 async def test_the_slo_presets_fit_the_model_in_front_of_them(tmp_path: Path, p50_ms: float, presets: tuple,
                                                               p99: str) -> None:
     monitor = FakeMonitor(n_configs=1, p50_ms=p50_ms)
@@ -570,6 +571,7 @@ async def test_the_profile_that_serves_more_is_highlighted_and_enter_applies_it(
         assert monitor.events[-1].text == "capacity: applied 2 replicas pinned"
 
 
+@pytest.mark.slow
 async def test_the_table_filled_again_shows_every_name_whole(tmp_path: Path) -> None:
     """The table is cleared and filled again after every point and at the end; painted before it measured its new
     rows, it kept its headers' widths and cut the names short ("● runni", "▲ 2 rep", "serve")."""

@@ -138,6 +138,7 @@ async def test_the_doctor_screen_cuts_no_word_at_80x24_and_after_a_resize(conv_m
 
 
 # ---- the tune and capacity screens, over fakes -----------------------------------------------------------------------
+@pytest.mark.slow
 async def test_the_tune_leaderboard_cuts_no_word_at_80x24() -> None:
     """The reasons a candidate was dropped ("cannot win: p50 …", "halved: ranked 3 of 4 …") ran off the screen's
     edge at 80 columns: now each is its headline, whole."""
@@ -159,6 +160,7 @@ async def test_the_tune_leaderboard_cuts_no_word_at_80x24() -> None:
         assert any("cannot win" in line or "halved" in line for line in lines), "\n".join(lines)
 
 
+@pytest.mark.slow
 async def test_the_capacity_table_fits_80_columns_at_thousands_of_requests_a_second(tmp_path: Path,
                                                                                     monkeypatch) -> None:
     """A model serving thousands a second: "12.0k/s (11.6k–12.4k)" beside "▲ threads ×2 (4)" made the table wider
@@ -189,6 +191,7 @@ async def test_the_capacity_table_fits_80_columns_at_thousands_of_requests_a_sec
             assert re.search(r"● running  ▲ threads ×2 \(\d+\)", legend), legend
 
 
+@pytest.mark.slow
 async def test_the_settings_hints_at_80x24_are_whole_leads_or_cut_after_a_word() -> None:
     """At 80 columns a hint has one line beside its field: the terminal's ellipsis cut them mid-word ("0 = ORT's
     default (physical cor…", "parallel m…"); each is now a whole lead of itself or cut after a whole word."""
@@ -225,6 +228,7 @@ WALKED_BOARD = [  # ppocr_v4_det at 1x3x224x224, objective cpu with p99 ≤ 20 m
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_a_leaderboard_of_long_candidates_keeps_every_figure_on_an_80_column_screen(size) -> None:
     """The walk at 80×24: "threads 1, inter-op 2, parallel" and "execution_mode" pushed the pairs and the verdict
@@ -291,6 +295,7 @@ def overloaded_rows():
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (60, 24), (120, 40)])
 async def test_each_screens_footer_shows_whole_keys_and_the_palette_key_at_any_width(tmp_path: Path, size) -> None:
     """Textual's footer draws every key and the terminal cut the last mid-word ("w r▏^p palette" at 80×24 on the

@@ -144,6 +144,7 @@ async def test_b_from_a_profile_with_a_block_base_of_its_own(tmp_path: Path) -> 
         assert [p.session.dynamic_block_base for p in monitor.applied] == [None, 4]
 
 
+@pytest.mark.slow
 async def test_keys_typed_while_the_settings_form_opens_do_not_land_in_its_first_field(tmp_path, monkeypatch) -> None:
     """On a busy host the form takes half a second to draw, and keys meant for the live view went into its first
     field. A key that arrives after the form mounted (its first field focused) but before it has drawn is dropped;

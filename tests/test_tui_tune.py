@@ -169,6 +169,7 @@ async def test_t_opens_the_screen_with_the_objective_for_the_running_profile_and
         assert "tune (t)" in commands
 
 
+@pytest.mark.slow
 async def test_the_p99_limits_fit_the_running_settings_closed_loop(tmp_path: Path) -> None:
     """A closed loop of the running settings measured: l offers 1.2, 1.5, 2 and 4 × its p99, rounded up to readable
     values, not fixed milliseconds that may all lie below what this model can do."""

@@ -10,6 +10,7 @@ several snapshots a second. They are now computed at most once per RECORD_REFRES
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
@@ -54,6 +55,7 @@ def test_snapshots_do_not_recompute_figures_over_every_kept_run(matmul_model, mo
     assert len(computed) <= 20 / RECORD_REFRESH_S + 2, f"{len(computed)} computations for {snapshots} snapshots"
 
 
+@pytest.mark.slow
 async def test_the_live_view_repaints_no_more_lines_per_tick_as_the_session_goes_on(tmp_path) -> None:
     """Two hundred refreshes of the live view: the lines repainted per refresh in the last fifty are no more than
     in the first fifty after start-up (the worker-CPU history and the GPU series fill up meanwhile), and every
