@@ -368,6 +368,11 @@ def test_text_formats() -> None:
             == "runs/s 480 → 610, +27 % (95 % CI +24…+30 %)")
     assert (_cmp("p50", 2.1, 2.09, -0.2, -1.23, 0.91, "no difference").text()
             == "p50 2.10 → 2.09 ms, no detectable difference (95 % CI −1.2…+0.9 %)")
+    # an interval clear of 0 but inside the margin names the margin, not "no detectable difference"
+    assert (_cmp("p50", 1.0, 1.01, 1.0, 0.52, 1.6, "no difference").text()
+            == "p50 1.00 → 1.01 ms, under the 2 % margin (95 % CI +0.5…+1.6 %)")
+    assert (_cmp("p50", 1.0, 0.99, -1.0, -1.6, -0.52, "no difference").text()
+            == "p50 1.00 → 0.99 ms, under the 2 % margin (95 % CI −1.6…−0.5 %)")
     assert (_cmp("p50", 2.1, 2.14, 0.5, -3.1, 4.0, "undecided", 20.2).text()
             == "p50 2.10 → 2.14 ms, undecided (95 % CI −3.1…+4.0 %): about 20 s more would decide")
     assert (_cmp("p50", 0.123, 0.125, 1.6, 0.1, 3.2, "undecided", SECONDS_MORE_CAP).text()

@@ -299,11 +299,15 @@ class Comparison:
     def text(self) -> str:
         """E.g. ``p50 2.10 → 1.70 ms, −19 % (95 % CI −22…−16 %)``; ``runs/s 480 → 610, +27 % (…)``;
         ``CPU/run 36.6 → 5.2 ms, −86 % (…)``; ``p50 2.10 → 2.09 ms, no detectable difference (95 % CI −1.2…+0.9 %)``;
+        ``p50 1.00 → 1.01 ms, under the 2 % margin (95 % CI +0.5…+1.6 %)`` (shown, but too small to count);
         ``p50 2.10 → 2.14 ms, undecided (95 % CI −3.1…+4.0 %): about 20 s more would decide``."""
         label, unit = _LABEL[self.metric]
         before, after = _fmt_values(self.before, self.after)
         head = f"{label} {before} \u2192 {after}{unit}"
         if self.verdict == "no difference":
+            lo, hi = self.ci_low_pct, self.ci_high_pct
+            if lo > 0 or hi < 0:  # a difference the interval shows, but smaller than the margin: say which
+                return f"{head}, under the {self.margin_pct:g} % margin ({self._ci_text()})"
             return f"{head}, no detectable difference ({self._ci_text()})"
         if self.verdict == "undecided":
             more = ""
