@@ -58,6 +58,15 @@ def test_check_names_the_page_a_renamed_metric_leaves_stale(monkeypatch) -> None
     assert docgen.stale(ROOT) == [Path("docs/reference/metrics.md")]
 
 
+def test_check_names_the_page_a_rebound_key_leaves_stale(monkeypatch) -> None:
+    from ortop.tui import keymap
+
+    keys = tuple(replace(k, keys="P", display="P") if k.action == "toggle_spinning" else k for k in keymap.MAIN_KEYS)
+    monkeypatch.setattr(keymap, "MAIN_KEYS", keys)
+    assert docgen.stale(ROOT) == [Path("docs/live-view.md")]
+    assert "| `P` | toggle the intra-op pool's spinning" in docgen.expected(ROOT)[Path("docs/live-view.md")]
+
+
 def test_check_names_the_page_a_changed_flag_leaves_stale(monkeypatch) -> None:
     from ortop.cli import compare
 

@@ -153,6 +153,7 @@ def test_spin_panel_names_the_threads_roles_and_the_units() -> None:
     assert thread_role(6, "ortop-stderr", 5) == "reader"
     assert thread_role(10, "ortop-r12c3", 5) == "caller 3 of r12"  # a replica's caller (15 chars at most)
     assert thread_role(8, "ortop-worker", 5) == "pool"  # created by the main thread: its name, another tid
+    assert thread_role(9, "ortop-lib", 5) == "library"  # started by numpy or onnxruntime before any session
     named = with_roles([ThreadSample(5, 1.0, 0, "ortop-worker"), ThreadSample(9, 90.0, 1, "python3")], 5)
     assert [t.role for t in named] == ["main", "pool"]
     assert [t.role for t in with_roles([ThreadSample(9, 9.0, 1, "python3")], 5)] == [""]  # not an ortop worker

@@ -6,6 +6,7 @@ Only the GPU is faked (this host may have none); the CPU collector is the real o
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -242,6 +243,26 @@ async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_pat
         hz = monitor.snapshot().profile.workload.rate_hz
         await wait_for(pilot, lambda: f"dbb 4 · {hz:g} Hz" in panel_text(app, "model"), what="model panel")
         assert "threads 2 · " in panel_text(app, "model")
+
+
+async def test_w_and_a_on_a_real_worker_poisson_and_back_and_the_pool_pinned(monitor: Monitor, tmp_path: Path
+                                                                              ) -> None:
+    app = app_for(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, measuring(monitor), what="first session")
+        await pilot.press("w")  # paced at 200 Hz → Poisson at 200 Hz: the queue shows in the latency panel
+        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.arrival == "poisson"
+                       and measuring(monitor)(), what="poisson")
+        await wait_for(pilot, lambda: "poisson queue " in panel_text(app, "latency"), what="queue and service split")
+        await pilot.press("R")  # 200 Hz is not in R's cycle: a closed loop, which the worker takes
+        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz == 0.0 and measuring(monitor)(),
+                       what="closed loop")
+        assert monitor.snapshot().profile.workload.arrival is None
+        await pilot.press("plus", "a")  # threads 1 → 2, then its one pool thread pinned to the last core
+        last = (os.cpu_count() or 1) - 1
+        await wait_for(pilot, lambda: monitor.snapshot().profile.session.intra_op_thread_affinities == ((last,),)
+                       and measuring(monitor)(), what="pinned")
+        assert not [e for e in monitor.snapshot().events if e.level == "error"]
 
 
 # ---- over the fake monitor: what the screens hand back and what the app does with it --------------------------
@@ -527,6 +548,27 @@ async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_pat
         assert len(mon.history) == 1  # no rebuild, no history row
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_threads_counted_in_a_real_worker_are_the_sessions_intra_op_threads(model: str, threads: int) -> None:
+    """The CPU panel's pool is ORT's intra-op pool alone: the threads numpy and onnxruntime start at import are
+    named ``library`` (they were counted as pool threads, so ORT's default read two threads more than it runs)."""
+    from ortop.tui.meters import MeterState
+
+    with started(model, threads=threads) as m:
+        end = time.monotonic() + 20
+        while m.snapshot().state != "measuring" and time.monotonic() < end:
+            time.sleep(0.05)
+        meters = MeterState(cpu=PsutilCpuCollector())
+        meters.watch(m.snapshot().worker_pid)
+        meters.sample()
+        time.sleep(0.3)
+        meters.sample()
+        roles = sorted(t.role for t in meters.cpu_sample.threads)
+        assert meters.intra_op_threads() == threads, roles
+        if os.path.isdir("/proc/self/task"):
+            assert "library" in roles, roles  # numpy's BLAS pool at least (two cores here)
+
+
 def test_plus_from_ort_default_steps_from_the_count_ort_runs() -> None:
     from ortop.tui import quick
 
@@ -606,8 +648,9 @@ async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_wo
         await pilot.pause()
         keys = list(pilot.app.screen.query(FooterKey))
         shown = {k.key_display: k for k in keys}
-        assert {"d", "t", "c", "^s", "h", "q", "^p"} <= set(shown), sorted(shown)
+        assert {"d", "t", "c", "^s", "a", "w", "q", "^p"} <= set(shown), sorted(shown)  # h waits in the palette
         assert all(k.region.right <= 120 for k in keys)
+        left_out_reach_the_palette(pilot.app, shown)
         left_out_reach_the_palette(pilot.app, shown)
 
 

@@ -109,7 +109,8 @@ def test_the_paced_rates_follow_the_closed_loop_of_the_same_settings():
     ceiling = history[1].throughput_per_s
     presets = quick.rate_presets(ceiling)
     assert presets == (200.0, 35.0)  # 184 and 37 runs/s, rounded
-    assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0}  # 120 Hz is no preset: a closed loop next
+    # 120 Hz is no preset: a closed loop next, and Poisson arrivals (which need a rate) end with it
+    assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0, quick.ARRIVAL: None}
     near = profile_mod.merge(two, **{"workload.rate_hz": 180.0})  # set from a ceiling read a moment before
     assert quick.rate(near, ceiling).changes == {quick.RATE: 35.0}
     at_half = profile_mod.merge(paced, **{"workload.rate_hz": 200.0})
@@ -175,3 +176,81 @@ async def test_keys_typed_while_the_settings_form_opens_do_not_land_in_its_first
         await pilot.press("end", "5")
         await pilot.pause()
         assert field.value == "25"
+
+
+# ---- a: where the intra-op pool runs; w: how requests arrive ------------------------------------------------------
+def _threads(n: int, **more) -> Profile:
+    return profile_mod.merge(Profile(), **{"session.intra_op_num_threads": n, **more})
+
+
+def test_a_pins_the_pool_to_the_last_cores_then_the_first_then_unpins():
+    p = _threads(3)
+    seen = []
+    for _ in range(3):
+        q = quick.affinity(p, logical=8)
+        assert not q.confirm and quick.THREADS not in q.changes
+        seen.append(q.changes[quick.AFFINITY])
+        p = profile_mod.merge(p, **q.changes)
+        profile_mod.validate(p, host_cpus=8)  # every step is a profile ORT takes
+    assert seen == [((6,), (7,)), ((0,), (1,)), None]  # two pool threads: cores 6, 7; then 0, 1; then free
+    assert "pool pinned to cores 6, 7, the last, one thread each" in quick.affinity(_threads(3), logical=8).info
+
+
+def test_a_from_orts_default_sets_the_count_it_runs_with_the_pin():
+    q = quick.affinity(Profile(), logical=2, running=2)
+    assert q.changes == {quick.AFFINITY: ((1,),), quick.THREADS: 2}
+    assert "threads set to 2, what ORT's default runs here" in q.info
+    profile_mod.validate(profile_mod.merge(Profile(), **q.changes), host_cpus=2)
+
+
+def test_a_with_one_thread_has_nothing_to_pin_and_a_hand_made_pin_is_dropped_only_after_asking():
+    q = quick.affinity(_threads(1), logical=8)
+    assert q.noop and "no pool thread to pin" in q.message
+    q = quick.affinity(Profile(), logical=2, running=4)  # ORT's default running more threads than the host's cores
+    assert q.noop and "3 pool threads, more than this host's 2 cores" in q.message
+    mine = _threads(3, **{quick.AFFINITY: ((2, 3), (4, 5))})
+    q = quick.affinity(mine, logical=8)
+    assert q.changes == {quick.AFFINITY: None} and "2,3;4,5" in q.confirm
+
+
+def test_w_switches_paced_arrivals_to_poisson_and_back_at_the_same_rate():
+    paced = profile_mod.merge(Profile(), **{"workload.rate_hz": 120.0})
+    q = quick.arrival(paced, 376.0)
+    assert q.changes == {quick.ARRIVAL: "poisson"}  # the rate stays: only how requests come changes
+    poisson = profile_mod.merge(paced, **q.changes)
+    assert quick.arrival(poisson, 376.0).changes == {quick.ARRIVAL: None}  # unset with a rate: evenly paced
+
+
+def test_w_from_a_closed_loop_offers_poisson_near_the_measured_ceiling_or_says_why_not():
+    q = quick.arrival(Profile(), 376.0)
+    assert q.changes == {quick.ARRIVAL: "poisson", quick.RATE: 300.0}  # 80 % of 376/s, rounded
+    assert "Poisson arrivals at 80 % of the measured" in q.info
+    q = quick.arrival(Profile(), None)
+    assert q.noop and "not measured yet" in q.message
+    trace = profile_mod.merge(Profile(), **{"workload.arrival": "trace", "workload.trace": "t.jsonl"})
+    assert quick.arrival(trace, 376.0).noop
+
+
+async def test_w_then_capital_r_goes_poisson_then_back_to_a_closed_loop(tmp_path: Path) -> None:
+    monitor = FakeMonitor(n_configs=1)  # ORT's defaults in a closed loop, measured
+    app = app_over(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w")
+        await pilot.pause()
+        poisson = monitor.applied[-1].workload
+        assert poisson.arrival == "poisson" and poisson.rate_hz > 0
+        assert monitor.events[-1].text.startswith(f"{quick.label(quick.ARRIVAL)}: Poisson arrivals at 80 %")
+        await pilot.press("R")  # a rate outside R's cycle: a closed loop, and the arrival mode ends with the rate
+        await pilot.pause()
+        closed = monitor.applied[-1].workload
+        assert closed.rate_hz == 0.0 and closed.arrival is None and len(monitor.applied) == 2
+
+
+async def test_a_pins_the_running_pool_on_the_fake_host(tmp_path: Path) -> None:
+    monitor = FakeMonitor()  # 2 intra-op threads on an 8-core fake host
+    app = app_over(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        await pilot.pause()
+        assert monitor.applied[-1].session.intra_op_thread_affinities == ((7,),)  # the last of the panel's 8
+        assert monitor.events[-1].text.startswith(f"{quick.label(quick.AFFINITY)}: pool pinned to core 7, the last")

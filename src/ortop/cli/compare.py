@@ -293,8 +293,8 @@ def format_result(model_path: str, budget_s: float, objective: str, result, gate
         if comp.other != other:
             other = comp.other
             unpaced = [result.configs[i].name for i in (comp.baseline, other) if not result.configs[i].kept()]
-            lines += ["", f"{names[other]} vs {names[comp.baseline]} ({comp.pairs} pairs of blocks; each figure its median "
-                      f"block's, where the table pools every run):"
+            lines += ["", f"{names[other]} vs {names[comp.baseline]} ({comp.pairs} pairs of blocks; each figure its "
+                      f"median block's, where the table pools every run):"
                       + (f"  [not a paced answer: {', '.join(unpaced)} did not keep the rate]" if unpaced else "")]
         word = ""
         if comp.verdict in ("faster", "slower"):

@@ -6,8 +6,9 @@ one is stale (exit 1, naming it) and writes nothing.
 - ``docs/reference/profile-keys.md``: every profile key, from the knob declarations (:mod:`ortop.config.knobs`);
 - ``docs/reference/metrics.md``: every metric the Prometheus endpoint exports (:mod:`ortop.metrics.families`);
 - ``docs/reference/exit-codes.md``: the exit-code table (:mod:`ortop.errors`);
-- and the exit-code table in ``README.md`` between ``<!-- exit-codes:start -->`` and ``<!-- exit-codes:end -->``,
-  where the README has both markers.
+- and tables inside hand-written pages, between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` where a page has
+  both markers: the exit codes in ``README.md``, the live view's keys in ``docs/live-view.md``
+  (:data:`ortop.tui.keymap.MAIN_KEYS`, which also makes its bindings, footer, help and command palette).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[3]  # the checkout: src/ortop/cli/docgen.py
 REFERENCE = Path("docs/reference")
 README = Path("README.md")
+LIVE_VIEW = Path("docs/live-view.md")
 START, END = "<!-- exit-codes:start -->", "<!-- exit-codes:end -->"
+KEYS_START, KEYS_END = "<!-- keys:start -->", "<!-- keys:end -->"
 WIDTH = 100  # the usage lines are wrapped as a terminal this wide would show them
 GENERATED = "Generated from the code by `python -m ortop.cli.docgen`; edit the code, not this page."
 
@@ -207,12 +210,43 @@ def exit_codes_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_region(text: str) -> str | None:
-    """``text`` (the README) with the exit-code table between its markers made anew; None without both markers."""
-    start, end = text.find(START), text.find(END)
+def keys_table() -> str:
+    """Every key of the live view's main screen, as its help screen says it."""
+    from ortop.tui.keymap import MAIN_KEYS, key_display
+
+    # where the help screen's own words read oddly on a page: its first line, and the pair of thread keys in one row
+    own = {"help": ("`?` `F1`", "help: every key, and how each panel's figures read"),
+           "threads_up": ("`+` / `-`", "intra-op threads up / down by one (from ORT's default: from the count ORT "
+                                       "runs, counted in the worker)"),
+           "quit": ("`q` `F10` `ctrl+c`", "quit (the settings are kept for `ortop --resume`)")}
+    rows = ["| key | does |", "|---|---|"]
+    for k in MAIN_KEYS:
+        if k.action == "threads_down":
+            continue
+        shown = " ".join(f"`{part}`" for part in key_display(k).replace("^", "ctrl+").split(" "))
+        shown, does = own.get(k.action, (shown, k.help))
+        rows.append(f"| {shown} | {_cell(does)} |")
+    rows.append("| `ctrl+p` | the command palette: every action by name |")
+    return "\n".join(rows) + "\n"
+
+
+def region(text: str, start_mark: str, end_mark: str, make: Callable[[], str]) -> str | None:
+    """``text`` with what lies between two markers made anew by ``make``; None without both markers."""
+    start, end = text.find(start_mark), text.find(end_mark)
     if start < 0 or end < start:
         return None
-    return text[:start + len(START)] + "\n" + exit_codes_table() + text[end:]
+    return text[:start + len(start_mark)] + "\n" + make() + text[end:]
+
+
+def readme_region(text: str) -> str | None:
+    """``text`` (the README) with the exit-code table between its markers made anew; None without both markers."""
+    return region(text, START, END, exit_codes_table)
+
+
+REGIONS: dict[Path, tuple[str, str, Callable[[], str]]] = {
+    README: (START, END, exit_codes_table),
+    LIVE_VIEW: (KEYS_START, KEYS_END, keys_table),
+}
 
 
 # ---- drift in hand-written pages -----------------------------------------------------------------------------
@@ -327,11 +361,12 @@ PAGES: dict[str, Callable[[], str]] = {
 def expected(root: Path = ROOT) -> dict[Path, str]:
     """Every generated file (relative to ``root``) and the text it should hold now."""
     out = {REFERENCE / name: make() for name, make in PAGES.items()}
-    readme = root / README
-    if readme.exists():
-        region = readme_region(readme.read_text(encoding="utf-8"))
-        if region is not None:
-            out[README] = region
+    for rel, (start_mark, end_mark, make) in REGIONS.items():
+        page = root / rel
+        if page.exists():
+            filled = region(page.read_text(encoding="utf-8"), start_mark, end_mark, make)
+            if filled is not None:
+                out[rel] = filled
     return out
 
 

@@ -65,8 +65,8 @@ _REPLICA_CALLER = re.compile(r"ortop-r(\d+)c(\d+)")
 def thread_role(tid: int, name: str, pid: int | None) -> str:
     """What a thread of an ortop worker does, from its OS name (the worker names its own threads, see
     ``runtime.child.set_os_thread_name``): ``caller N`` runs the model (``caller N of rR`` for replica R),
-    ``main`` builds sessions and serves the parent, ``reader`` forwards ORT's log lines; any other thread is ORT's
-    intra-op pool (it inherits the main thread's name, or the interpreter's)."""
+    ``main`` builds sessions and serves the parent, ``reader`` forwards ORT's log lines, ``library`` was started by a
+    library before any session; any other thread is ORT's intra-op pool (it inherits the main thread's name)."""
     if name.startswith("ortop-caller-"):
         return "caller " + name[len("ortop-caller-"):]
     replica = _REPLICA_CALLER.fullmatch(name)
@@ -74,6 +74,8 @@ def thread_role(tid: int, name: str, pid: int | None) -> str:
         return f"caller {replica[2]} of r{replica[1]}"
     if name == "ortop-stderr":
         return "reader"
+    if name == "ortop-lib":  # started by a library at import (numpy's BLAS, onnxruntime): runtime.child
+        return "library"
     if tid == pid:
         return "main"
     return "pool"

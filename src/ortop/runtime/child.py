@@ -96,6 +96,41 @@ def capture_stderr(send) -> None:
     threading.Thread(target=reader, name="ortop-stderr", daemon=True).start()
 
 
+LIBRARY_THREAD = "ortop-lib"
+
+
+def name_library_threads() -> int:
+    """Name every thread the worker's libraries started before any session (numpy's BLAS pool, onnxruntime's own
+    at import) ``ortop-lib``, so that ORT's intra-op pool, started later by a session, is told from them: its
+    threads inherit the main thread's name, and so would these. Linux only (a thread's ``comm`` in /proc);
+    returns how many were named."""
+    task = f"/proc/{os.getpid()}/task"
+    try:
+        tids = [int(t) for t in os.listdir(task)]
+    except OSError:
+        return 0
+    try:
+        with open(f"{task}/{os.getpid()}/comm") as fh:
+            inherited = fh.read().strip()  # what a thread started by a library took from the main thread
+    except OSError:
+        return 0
+    named = 0
+    for tid in tids:
+        if tid == os.getpid():
+            continue
+        try:
+            with open(f"{task}/{tid}/comm", "r+") as fh:
+                name = fh.read().strip()
+                if name.startswith("ortop-") and name != inherited:  # one of ortop's own (reader, callers)
+                    continue
+                fh.seek(0)
+                fh.write(LIBRARY_THREAD)
+            named += 1
+        except OSError:  # gone meanwhile, or a kernel that refuses: the name is only what the CPU panel shows
+            continue
+    return named
+
+
 def die_with_parent() -> None:
     """Second guard besides EOF on the command pipe: the kernel kills us when the parent dies (Linux)."""
     if not sys.platform.startswith("linux"):

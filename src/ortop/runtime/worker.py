@@ -33,6 +33,7 @@ from ortop.runtime.child import (
     capture_stderr,
     check_preload,
     die_with_parent,
+    name_library_threads,
     process_rss,
     release_memory,
     rss_now,
@@ -484,6 +485,7 @@ def worker_main(conn, model_path: str) -> None:
         import onnxruntime  # noqa: F401  (loaded once, up front: a build's memory figure is then the session's own)
     except Exception as exc:  # reported by the first Build
         send(P.Log(f"cannot import onnxruntime: {exc}"))
+    name_library_threads()  # before any session: the threads started later are ORT's pools
     worker = Worker(conn, send, model_path)
     try:
         worker.serve()

@@ -286,6 +286,16 @@ class OrtopApp(App[int]):
         measured = no_load(self.monitor.snapshot().history, profile)
         self._quick(quick.rate(profile, measured.ceiling_per_s if measured is not None else None))
 
+    def action_cycle_arrival(self) -> None:
+        profile = self.current_profile()
+        measured = no_load(self.monitor.snapshot().history, profile)
+        self._quick(quick.arrival(profile, measured.ceiling_per_s if measured is not None else None))
+
+    def action_cycle_affinity(self) -> None:
+        sample = self.meters.cpu_sample  # the cores the CPU panel shows (None before the first sample: this host's)
+        logical = len(sample.per_core) if sample is not None and sample.per_core else None
+        self._quick(quick.affinity(self.current_profile(), logical=logical, running=self.meters.intra_op_threads()))
+
     def action_toggle_block_base(self) -> None:
         self._quick(quick.block_base(self.current_profile()))
 

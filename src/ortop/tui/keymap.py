@@ -33,7 +33,7 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("question_mark,f1", "help", "help", "this help", "? F1", rank=1),
     Key("s", "settings", "settings", "edit every knob of the profile and apply it", short="set", rank=2),
     Key("h", "history", "history", "the history of configurations (Enter re-applies a row)", short="hist",
-        rank=11),
+        rank=15),
     Key("d", "doctor", "doctor", "the doctor: what is wrong with this session, and the profile change that fixes "
         "it (Enter applies it)", short="doc", rank=14),
     Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
@@ -48,17 +48,24 @@ MAIN_KEYS: tuple[Key, ...] = (
         "toggle the intra-op pool's spinning (allow_spinning off / default)", rank=4),
     Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 50 % → 10 % of the "
         "throughput measured in a closed loop (100 Hz → 10 Hz until one is) → closed loop", rank=5),
+    Key("a", "cycle_affinity", quick.label(quick.AFFINITY), "pin the intra-op pool, one thread a core: on the last "
+        "cores → on the first cores → unpinned (cores counted from 0, as htop does; from ORT's default the thread "
+        "count it runs is set with the pin)", short="pin", rank=9),
+    Key("w", "cycle_arrival", quick.label(quick.ARRIVAL), "arrivals: evenly paced ↔ Poisson, at the same rate; from "
+        "a closed loop, Poisson near its measured throughput (at 80 % of it): the latency panel splits queue and "
+        "service",
+        short="arr", rank=10),
     Key("b", "toggle_block_base", quick.label(quick.BLOCK_BASE_KNOB),
         f"toggle {knobs.get(quick.BLOCK_BASE_KNOB).name} between unset and {quick.BLOCK_BASE}", rank=8),
     Key("v", "verify", "verify", "is the last change real? alternate it with the configuration before it for a "
         "few seconds and show the change with its 95 % interval", rank=7),
     Key("space", "toggle_pause", "pause", "pause or resume the measured loop", "space", bar="spc", rank=6),
-    Key("r", "reset_stats", "reset", "reset the running configuration's statistics and the live series", rank=9),
-    Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s", rank=10),
+    Key("r", "reset_stats", "reset", "reset the running configuration's statistics and the live series", rank=16),
+    Key("ctrl+s", "save_profile", "save", "save the running profile as TOML (asks a name)", "^s", rank=11),
     Key("o", "open_profile", "open", "open a saved or shipped profile and apply it (sections it lacks keep "
-        "their running values)", rank=15),
+        "their running values)", rank=17),
     Key("e", "export", "export", "export the running settings as Python, C++, C#, perf_test, Olive, env or JSON",
-        short="exp", rank=16),
+        short="exp", rank=18),
     Key("q,ctrl+c,f10", "quit", "quit", "quit (the settings are kept for ortop --resume)", "q F10", rank=0),
 )
 

@@ -15,7 +15,8 @@ from typing import Any
 from ortop.tui.panels.spin import average_threads
 
 HISTORY = 240  # samples kept for the GPU and worker-CPU sparklines
-WORKER_WIDE = ("main", "reader")  # an ortop worker's threads that serve every session (collectors.cpu.thread_role)
+# an ortop worker's threads that serve every session (collectors.cpu.thread_role)
+WORKER_WIDE = ("main", "reader", "library")
 
 
 @dataclass(frozen=True)

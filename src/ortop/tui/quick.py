@@ -20,9 +20,12 @@ from ortop.config.profile import Profile
 THREADS = "session.intra_op_num_threads"
 SPIN = "session.allow_spinning"
 RATE = "workload.rate_hz"
+ARRIVAL = "workload.arrival"
+AFFINITY = "session.intra_op_thread_affinities"
 BLOCK_BASE_KNOB = "session.dynamic_block_base"
 RATE_CYCLE = (0.0, 100.0, 10.0)  # closed loop → 100 Hz → 10 Hz → closed loop, while no ceiling is measured
 RATE_SHARES = (0.5, 0.1)         # closed loop → 50 % → 10 % of the measured ceiling → closed loop
+POISSON_SHARE = 0.8              # w from a closed loop: Poisson arrivals near capacity, where queueing shows
 BLOCK_BASE = 4
 
 Changes = dict[str, Any]
@@ -125,7 +128,88 @@ def rate(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
     else:
         info = (f"paced at {nxt:g} Hz, a fixed rate: no closed loop of these settings measured yet (from a closed "
                 "loop, R paces at 50 % and 10 % of its throughput)")
-    return Quick({RATE: nxt}, what=label(RATE), info=info)
+    changes: Changes = {RATE: nxt}
+    if nxt == 0.0 and profile.workload.arrival in ("fixed", "poisson"):
+        changes[ARRIVAL] = None  # open arrivals need a rate: back to a closed loop is back to no arrival mode
+        info += f" (the {profile.workload.arrival} arrivals end with the rate; w brings Poisson back)"
+    return Quick(changes, what=label(RATE), info=info)
+
+
+def arrival(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
+    """Arrivals evenly paced ↔ Poisson at the same rate. From a closed loop, Poisson at POISSON_SHARE of
+    ``ceiling_per_s`` (the closed loop measured for these settings), rounded: near capacity, where the queue
+    shows. Without a measured ceiling a closed loop stays, said why; a replayed trace keeps its own times."""
+    from ortop.measure.arrivals import CLOSED, FIXED, POISSON, TRACE, mode_of
+    from ortop.tui.panels._format import fmt_rate
+
+    what = label(ARRIVAL)
+    mode = mode_of(profile.workload)
+    r = profile.workload.rate_hz
+    if mode == TRACE:
+        return Quick(message="a trace is replayed: its requests come at the times it gives", what=what)
+    if mode == POISSON:
+        return Quick({ARRIVAL: None}, what=what,
+                     info=f"arrivals evenly paced at {r:g} Hz (fixed spacing): the queue waits only on slow runs")
+    if mode == FIXED:
+        return Quick({ARRIVAL: POISSON}, what=what,
+                     info=f"Poisson arrivals at {r:g} Hz: bursts queue, and response = queue + service")
+    assert mode == CLOSED
+    if not (ceiling_per_s is not None and math.isfinite(ceiling_per_s) and ceiling_per_s > 0):
+        return Quick(message="a closed loop of these settings is not measured yet: once it is, w offers Poisson "
+                             f"arrivals at {POISSON_SHARE:.0%} of its throughput (R paces at a fixed rate now)"
+                             .replace("%", " %"), what=what)
+    from ortop.tui.noload import NICE_RATES, nice
+
+    rate_hz = nice(POISSON_SHARE * ceiling_per_s, steps=NICE_RATES)
+    return Quick({ARRIVAL: POISSON, RATE: rate_hz}, what=what,
+                 info=f"Poisson arrivals at {POISSON_SHARE:.0%} of the measured {fmt_rate(ceiling_per_s)}: "
+                      f"{rate_hz:g} Hz; response = queue + service".replace("%", " %"))
+
+
+def _one_each(cores: range) -> tuple[tuple[int, ...], ...]:
+    return tuple((c,) for c in cores)
+
+
+def affinity(profile: Profile, *, logical: int | None = None, running: int | None = None,
+             physical: int | None = None) -> Quick:
+    """Where the intra-op pool runs: unpinned → one pool thread on each of the last cores → on each of the first
+    cores → unpinned. ORT pins the pool's threads, not the caller's (intra − 1 of them), and only with an explicit
+    thread count: from ORT's default the count it runs (``running``, else the physical cores) is set with the pin.
+    A pin of the user's own is dropped after asking."""
+    logical = logical or _logical()
+    what = label(AFFINITY)
+    cur = profile.session.intra_op_num_threads
+    n = cur or running or (physical or _physical())
+    if n < 2:
+        return Quick(message="1 intra-op thread runs on the caller's thread: there is no pool thread to pin "
+                             "(+ adds one)", what=what)
+    pool = n - 1
+    if pool > logical:
+        return Quick(message=f"{n} intra-op threads have {pool} pool threads, more than this host's {logical} cores: "
+                             "one a core cannot be done (- lowers the threads)", what=what)
+    last, first = _one_each(range(logical - pool, logical)), _one_each(range(pool))
+    aff = profile.session.intra_op_thread_affinities
+    if aff is None:
+        nxt, where = last, "the last"
+    elif aff == last and last != first:
+        nxt, where = first, "the first"
+    else:
+        nxt, where = None, ""
+    changes: Changes = {AFFINITY: nxt}
+    if nxt is None:
+        info = "the pool is unpinned: the OS places its threads"
+    else:
+        cores = ", ".join(str(t[0]) for t in nxt)
+        s = "s" if pool != 1 else ""
+        info = f"pool pinned to core{s} {cores}, {where}, one thread each (cores from 0, as htop counts)"
+    if not cur:
+        changes[THREADS] = n
+        info += f"; threads set to {n}, what ORT's default runs here: a pin needs a count"
+    confirm = ""
+    if aff is not None and aff not in (last, first):
+        pinned = ";".join(",".join(str(c) for c in t) for t in aff)
+        confirm = f"Unpin the intra-op pool? It is pinned to {pinned}, set by hand."
+    return Quick(changes, what=what, info=info, confirm=confirm)
 
 
 def block_base(profile: Profile) -> Quick:

@@ -92,7 +92,9 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             ("  caller N", "runs the model (caller N of rR: replica R's callers)"),
             ("  main", "the worker's main thread: builds sessions, answers ortop"),
             ("  reader", "forwards ORT's log lines to the events panel"),
-            ("  pool", "ORT's intra-op thread pool (and any other thread ORT starts): spinning shows here"),
+            ("  library", "started by numpy or onnxruntime at import, before any session: idle while the model runs"),
+            ("  pool", "ORT's intra-op thread pool (and any other thread a session starts): spinning shows here; a "
+             "pins it, one thread a core"),
         )),
         ("Latency", (
             ("p50 ▁▂█ 0.345 ms", f"one column per {_s(bucket_s)}, newest at the right, a gap where no run ended "
