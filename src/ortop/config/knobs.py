@@ -459,7 +459,7 @@ REGISTRY: tuple[Knob, ...] = (
          unset="closed, or fixed when rate_hz is set",
          help="how requests come: closed loop, or open (fixed spacing, Poisson, a trace) with a FIFO queue; "
          "unset = fixed when rate_hz is set, else closed", label="arrival", section=_WL,
-         hint="closed | fixed | poisson | trace",
+         hint="closed | fixed | poisson | trace", term="{value} arrivals", glance="set",
          flag=Flag("--arrival", help="how requests come: closed loop, or open arrivals at --rate (fixed spacing or "
                    "Poisson) or from --trace, waiting in a FIFO queue; default: fixed with --rate, else closed")),
     Knob("workload.max_queue", int, 0, minimum=0, maximum=INT32_MAX, note="0 = one second of requests",
