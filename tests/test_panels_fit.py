@@ -91,7 +91,9 @@ async def test_no_panel_cuts_a_word_at_80x24_or_120x40(size: tuple[int, int], re
         # what the walkthrough lost: each shape's response p99, every idle-gap bucket, the service p99
         model = app.screen.query_one("#model", Panel).text.plain
         shown = [line for line in model.split("\n") if line.startswith(("seq=", "shape seq="))]
-        assert shown and all("resp" in line for line in shown), model
+        assert all("resp" in line for line in shown), model
+        summary = [line for line in model.split("\n") if "p99 by seq: " in line]  # shapes without a line of their own
+        assert shown or summary, model
         if size == (120, 40) and replicas == 1:
             assert len(shown) == 3, model
         spin = app.screen.query_one("#spin", Panel).text.plain
@@ -128,8 +130,29 @@ def test_shapes_that_do_not_fit_are_counted_not_dropped_silently() -> None:
     t = open_traffic()
     monitor.traffic = replace(t, shapes=t.shapes * 3)  # nine shapes
     out = model_panel(monitor.snapshot(), 64, 9).plain.split("\n")
-    assert out[-1].startswith("+7 more shapes: seq=128, seq=16"), out
+    assert out[-1].startswith("+7 more, ") and "p99 by seq: 128 " in out[-1], out  # the rest on one line
+    assert out[-1].endswith((" ms", " · +1", " · +2", " · +3")), out  # what does not fit is counted
     assert len(out) == 9 and all(len(line) <= 64 for line in out)
+
+
+def test_with_room_for_one_line_every_shape_shares_it() -> None:
+    """At 80×24 the model panel had room for the first shape only, and the others were not shown at all."""
+    from ortop.tui.panels.model import model_panel, shapes_summary
+
+    monitor = FakeMonitor()
+    monitor.traffic = open_traffic()
+    shapes = monitor.traffic.shapes
+    line = shapes_summary(shapes, 60, more=False).plain
+    expect = " · ".join(f"{r.label.split('=')[1]} {r.response.p99:.3g}" for r in shapes)
+    assert line == f"response p99 by seq: {expect} ms", line
+    snap = monitor.snapshot()
+    full = model_panel(snap, 40, 40).plain.split("\n")
+    rows = len([x for x in full if x.startswith("shape ") or x.startswith("seq=")])
+    assert rows == len(shapes)
+    height = next(i for i, x in enumerate(full) if x.startswith(("shape ", "seq="))) + 1  # one line for the shapes
+    out = model_panel(snap, 40, height).plain.split("\n")
+    [line] = [x for x in out if "p99 by seq: " in x]
+    assert line.count(" · ") == len(shapes) - 1 and line.endswith(" ms"), out  # every shape on it
 
 
 def test_an_event_never_leaves_a_unit_alone_on_its_line() -> None:

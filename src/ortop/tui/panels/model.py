@@ -83,6 +83,23 @@ def shape_line(row: Any, width: int) -> Text:
     ], width)
 
 
+def shapes_summary(rows: Sequence[Any], width: int, more: bool) -> Text:
+    """Shapes that get no line of their own, on one line: each one's response p99, the figure a request of that
+    size waits in all (``resp p99 by batch: 1 10.0 · 8 21.3 · 32 45.1 ms``); ``more``: after shapes shown whole
+    (``+2 more, resp p99 …``). Shapes that do not fit are counted at the end, never dropped silently."""
+    parts = [r.label.split("=", 1) for r in rows]
+    one_dim = all(len(p) == 2 for p in parts) and len({p[0] for p in parts}) == 1
+    items = [f"{p[1] if one_dim else r.label} {fmt_ms(r.response.p99)}" for p, r in zip(parts, rows)]
+    by = f" by {parts[0][0]}" if one_dim else ""
+    lead = f"+{len(rows)} more, " if more else ""
+    forms = []
+    for k in range(len(items), 0, -1):  # more shapes before longer words
+        for head in (f"{lead}response p99{by}: ", f"{lead}resp p99{by}: ", f"{lead}p99{by}: "):
+            rest = f" · +{len(items) - k}" if k < len(items) else ""
+            forms.append(Text(head + " · ".join(items[:k]) + " ms" + rest, no_wrap=True, end=""))
+    return fit(forms, width)
+
+
 def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) -> Text:
     """Model name and shape, the fed inputs, providers requested vs active, build times, state and settings."""
     lines: list[Text] = []
@@ -177,12 +194,11 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
         lines.append(fit([Text(f, style="bold yellow", end="") for f in pace], width))
     shapes = traffic.shapes if traffic is not None else ()
     room = height - len(lines)  # the shapes come before the notes (a mix's notes are about its first shape)
-    shown = shapes if len(shapes) <= room else shapes[: max(0, room - 1) if room >= 2 else room]
+    shown = shapes if len(shapes) <= room else shapes[: max(0, room - 1)]
     for row in shown:  # a shape mix: what each size costs
         lines.append(shape_line(row, width))
-    if len(shown) < len(shapes) and room >= 2:
-        left = shapes[len(shown):]
-        lines.append(fit([f"+{len(left)} more shapes: {', '.join(r.label for r in left)}"], width))
+    if len(shown) < len(shapes) and room >= 1:  # the others on one line: each one's response p99
+        lines.append(shapes_summary(shapes[len(shown):], width, more=bool(shown)))
     # Warnings (a free dim left at an implausible 1) first and whole, wrapped at words; plain notes after, cut.
     notes = sorted(snap.notes, key=lambda n: note_level(n) != "warning")
     for note in notes:
