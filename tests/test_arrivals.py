@@ -90,6 +90,23 @@ def test_a_full_queue_sheds_the_newest_arrivals_and_counts_them():
     assert disp.arrived == 31  # arrivals up to 30 ms (0..30), taken in or shed
 
 
+def test_a_windows_sheds_are_those_that_arrived_in_it_however_late_they_are_taken_in():
+    # Arrivals every 1 ms, room for 3 waiting; the window is [5 ms, 15 ms). Request 0 runs from 0 to 10 ms, and
+    # the next claim comes late, at 40 ms, as on a busy host: it takes in 10..40 at once, and sheds all but three.
+    disp = A.Dispatcher(A.offsets(A.FIXED, 1000.0, 0), A.shape_ids(1, None, 0), start_ns=0, max_queue=3)
+    assert disp.claim(0).index == 0
+    disp.watch_window(5_000_000, 15_000_000)
+    disp.claim(10_000_000)  # 1..10 arrived: 1, 2, 3 queued, 4..10 shed; of those, 5..10 in the window
+    assert disp.window_dropped == 6
+    disp.claim(40_000_000)  # 11..40 taken in late: 11 queued, 12..40 shed; of those, 12, 13, 14 in the window
+    assert disp.dropped == 7 + 29
+    assert disp.window_dropped == 6 + 3  # the counter read now would say 36
+    # 3 and 11 still wait (2 was taken at 40 ms): 3 arrived before the window, 11 inside it
+    assert disp.waiting_before(15_000_000) == 2 and disp.waiting_before(15_000_000, since_ns=5_000_000) == 1
+    disp.watch_window(41_000_000, 42_000_000)
+    assert disp.window_dropped == 0
+
+
 def test_waiting_before_counts_the_queued_and_the_due_not_yet_taken_in():
     # Arrivals every 1 ms from t=0; one claim at 2.5 ms takes request 0 and queues 1 and 2.
     disp = A.Dispatcher(A.offsets(A.FIXED, 1000.0, 0), A.shape_ids(1, None, 0), start_ns=0, max_queue=100)

@@ -128,7 +128,10 @@ class Dispatcher:
     """The FIFO queue between arrivals and servers. Not thread-safe by itself: servers claim under one lock.
 
     Counters (read under the same lock): ``arrived`` requests that came (taken or shed), ``dropped`` shed on a
-    full queue, ``queue_max`` the longest queue seen, ``queue_len`` the queue now (as of the last claim).
+    full queue, ``queue_max`` the longest queue seen, ``queue_len`` the queue now (as of the last claim), and
+    ``window_dropped`` those shed of the arrivals inside the window set by :meth:`watch_window`. A request is shed
+    when a server next takes arrivals in, which on a busy host can come well after it arrived: counted by its
+    arrival time, a measuring block's sheds are its own, not those of the moment it was read.
     """
 
     def __init__(self, arrivals: Iterator[np.ndarray], shapes: Iterator[np.ndarray], start_ns: int,
@@ -143,6 +146,8 @@ class Dispatcher:
         self.arrived = 0
         self.dropped = 0
         self.queue_max = 0
+        self._window = (0, 0)               # [start, end) ns of arrivals whose sheds window_dropped counts
+        self.window_dropped = 0
 
     @property
     def queue_len(self) -> int:
@@ -167,6 +172,8 @@ class Dispatcher:
                     self.queue_max = len(self._queue)
             else:
                 self.dropped += 1
+                if self._window[0] <= a < self._window[1]:
+                    self.window_dropped += 1
             self._next += 1
 
     def claim(self, now: int) -> Request | None:
@@ -185,15 +192,22 @@ class Dispatcher:
         shape = self._shape.get(i)
         return Request(i, a, 0 if shape is None else shape)
 
-    def waiting_before(self, t_ns: int) -> int:
-        """Requests that arrived before ``t_ns`` and no server has taken yet: queued, or due but not taken in."""
-        n = sum(1 for _, a in self._queue if a < t_ns)
+    def watch_window(self, start_ns: int, end_ns: int) -> None:
+        """Count from now on the sheds of arrivals in [start_ns, end_ns) (``window_dropped``, from 0). Arrivals at
+        or after ``start_ns`` must not have been taken in yet: set it before any server looks past ``start_ns``."""
+        self._window = (start_ns, end_ns)
+        self.window_dropped = 0
+
+    def waiting_before(self, t_ns: int, since_ns: int = 0) -> int:
+        """Requests that arrived before ``t_ns`` (and at or after ``since_ns``) that no server has taken yet:
+        queued, or due but not taken in."""
+        n = sum(1 for _, a in self._queue if since_ns <= a < t_ns)
         j = self._next
         while True:
             a = self._arrival(j)
             if a is None or a >= t_ns:
                 return n
-            n += 1
+            n += a >= since_ns
             j += 1
 
     def ended(self) -> bool:

@@ -15,6 +15,7 @@ before this run). The cpu columns are -1 with more than one caller, where one pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -312,12 +313,33 @@ class Loop:
         self._said = (arrived, dropped)
         return d_arr, d_drop, qlen, qmax
 
-    def waiting_before(self, t_ns: int) -> int:
-        """Open arrivals: requests that arrived before ``t_ns`` and have not started yet, over every queue."""
+    def waiting_before(self, t_ns: int, since_ns: int = 0) -> int:
+        """Open arrivals: requests that arrived before ``t_ns`` (at or after ``since_ns``) and have not started yet,
+        over every queue."""
         n = 0
         for q, lock in zip(self.queues, self.locks):
             with lock:
-                n += q.waiting_before(t_ns)
+                n += q.waiting_before(t_ns, since_ns)
+        return n
+
+    def watch_window(self, length_ns: int) -> int:
+        """A measuring window starts now and lasts ``length_ns``: every queue counts the sheds of the arrivals
+        inside it (read by :meth:`window_shed`). Returns its start, read with every queue held, so that no arrival
+        after it was taken in (or shed) before the count began."""
+        with contextlib.ExitStack() as held:
+            for lock in self.locks:
+                held.enter_context(lock)
+            start = time.perf_counter_ns()
+            for q in self.queues:
+                q.watch_window(start, start + length_ns)
+        return start
+
+    def window_shed(self) -> int:
+        """The requests shed of those that arrived in the window :meth:`watch_window` set, over every queue."""
+        n = 0
+        for q, lock in zip(self.queues, self.locks):
+            with lock:
+                n += q.window_dropped
         return n
 
     def halt(self) -> None:

@@ -74,7 +74,7 @@ class _Block:
     def begin_recording(self) -> None:
         self.loop.take()  # settle runs: not recorded
         self.loop.traffic()
-        self.t_start = time.perf_counter_ns()
+        self.t_start = self.loop.watch_window(self.block_ns)  # open arrivals: the window's sheds, counted as they come
         self.cpu_start = time.process_time_ns()
         self.recording = True
         self.deadline = self.t_start + self.block_ns
@@ -327,7 +327,8 @@ class Worker:
         alt = self.alt
         assert alt is not None and alt.block is not None
         b = alt.block
-        unserved = b.loop.waiting_before(b.rec_end) if b.rec_end else 0
+        unserved = b.loop.waiting_before(b.rec_end, b.t_start) if b.rec_end else 0
+        shed = b.loop.window_shed() if b.rec_end else 0
         b.loop.halt()
         t_end = time.perf_counter_ns()
         cpu_end = time.process_time_ns()
@@ -340,13 +341,14 @@ class Worker:
             arrival = R.arrival_ns(rows)
             rows = rows[(arrival >= b.t_start) & (arrival < b.rec_end)]
             t_end, cpu_end = b.rec_end, b.cpu_end
-            _, dropped, qlen, qmax = b.window_traffic or (0, 0, 0, 0)
+            _, _, qlen, qmax = b.window_traffic or (0, 0, 0, 0)
             qmax = max(qmax, b.traffic[3]) if b.traffic else qmax
-            # arrived in the window: served, shed, or still waiting after the drain (as good as shed). Not the
-            # queues' counter read once the window had closed: on a busy host that read comes late, and counted
-            # arrivals after the window's end as offered within it (offered read 26 % over the rate asked).
-            arrived = len(rows) + dropped + unserved
-            b.traffic = (arrived, dropped + unserved, qlen, qmax)
+            # arrived in the window: served, shed, or still waiting after the drain (as good as shed), each by its
+            # arrival time. Not the queues' counters read once the window had closed: on a busy host that read
+            # comes late, and counted arrivals after the window's end as offered within it (offered read 26 % over
+            # the rate asked), and their sheds as the window's.
+            arrived = len(rows) + shed + unserved
+            b.traffic = (arrived, shed + unserved, qlen, qmax)
         else:
             rows = rows[rows[:, R.Col.START] >= b.t_start]
         cid = b.loop.config_id
