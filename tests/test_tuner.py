@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -629,7 +630,9 @@ def test_tune_main_end_to_end(matmul_model, capsys, tmp_path) -> None:
     assert d["trials"] and all(t["status"] in ("ok", "failed", "dropped") for t in d["trials"])
     assert d["baseline"]["p50_ms"] is not None
     assert d["best"]["verdict"] in (BETTER, KEEP)
-    profile_mod.load(save_path)
+    saved = profile_mod.load(save_path)
+    # what `ortop profiles list` shows for it: what it was tuned for, and whether it gained
+    assert saved.description.startswith(f"ortop tune on {os.path.basename(matmul_model)}: lowest p50 latency, ")
 
 
 def test_tune_bad_input_exits_2(tmp_path, capsys, matmul_model) -> None:

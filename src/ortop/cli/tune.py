@@ -171,6 +171,15 @@ def workload_text(profile: Any) -> str:
     return ", ".join(parts)
 
 
+def save_description(result: Any, model_path: str) -> str:
+    """What ``profiles list`` shows for a saved result whose start profile had no description of its own."""
+    c = result.comparison
+    gain = (f"{c.change_pct:+.1f} % against the start profile" if result.verdict == "better" and c is not None
+            else "no gain found: the start profile")
+    what = objective_text(result.objective, result.max_p99_ms)
+    return f"ortop tune on {os.path.basename(model_path)}: {what}, {gain}"
+
+
 def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: _dt.datetime) -> str:
     """The saved profile's header comment: what was measured, where, when, and with what confidence."""
     c = result.comparison
@@ -365,7 +374,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         from dataclasses import replace
 
-        best = replace(result.best, model=profile_model or "")
+        best = replace(result.best, model=profile_model or "",
+                       description=result.best.description or save_description(result, model_path))
         when = _dt.datetime.now(_dt.timezone.utc)
         header = save_header(result, model_path, host, gpus, when)
         fsutil.write_text(args.save, best.to_toml(header=header), protect=[model_path], what="profile")
