@@ -107,6 +107,26 @@ def test_a_windows_sheds_are_those_that_arrived_in_it_however_late_they_are_take
     assert disp.window_dropped == 0
 
 
+def test_waiting_before_agrees_with_counting_the_queue_one_by_one():
+    """The count is a binary search over the queue (the drain asks every millisecond, holding the servers' lock):
+    the same as counting each waiting request, on Poisson arrivals with sheds, at any window."""
+    rng = np.random.default_rng(7)
+    disp = A.Dispatcher(A.offsets(A.POISSON, 5000.0, seed=3), A.shape_ids(1, None, 0), start_ns=0, max_queue=40)
+    now = 0
+    for _ in range(60):
+        now += int(rng.integers(1, 20)) * 1_000_000
+        disp.claim(now)
+        queued = [a for _, a in disp._queue]
+        for _ in range(5):
+            since, t = sorted(int(x) for x in rng.integers(0, now + 5_000_000, 2))
+            due = 0
+            j = disp._next
+            while (a := disp._arrival(j)) is not None and a < t:
+                due += a >= since
+                j += 1
+            assert disp.waiting_before(t, since) == sum(since <= a < t for a in queued) + due
+
+
 def test_waiting_before_counts_the_queued_and_the_due_not_yet_taken_in():
     # Arrivals every 1 ms from t=0; one claim at 2.5 ms takes request 0 and queues 1 and 2.
     disp = A.Dispatcher(A.offsets(A.FIXED, 1000.0, 0), A.shape_ids(1, None, 0), start_ns=0, max_queue=100)

@@ -198,10 +198,22 @@ class Dispatcher:
         self._window = (start_ns, end_ns)
         self.window_dropped = 0
 
+    def _queued_before(self, t_ns: int) -> int:
+        """How many queued requests arrived before ``t_ns``: the queue is in arrival order, so a binary search (the
+        drain asks every millisecond, holding the lock the servers claim under; a scan of a long queue starved them)."""
+        q, lo, hi = self._queue, 0, len(self._queue)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if q[mid][1] < t_ns:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def waiting_before(self, t_ns: int, since_ns: int = 0) -> int:
         """Requests that arrived before ``t_ns`` (and at or after ``since_ns``) that no server has taken yet:
         queued, or due but not taken in."""
-        n = sum(1 for _, a in self._queue if since_ns <= a < t_ns)
+        n = self._queued_before(t_ns) - (self._queued_before(since_ns) if since_ns else 0)
         j = self._next
         while True:
             a = self._arrival(j)
