@@ -142,6 +142,20 @@ def test_headless_table(matmul_model, env):
         json.loads(text)
 
 
+def test_a_percentile_beyond_the_runs_measured_reads_a_dash_and_says_what_it_needs(matmul_model, env):
+    """p999 of a few hundred runs would be the slowest run under another name."""
+    from ortop.cli.run import _latency_line
+
+    lat = {"mean": 1.0, "p50": 0.9, "p90": 1.5, "p99": 2.5, "p999": 4.0, "max": 4.1}
+    assert _latency_line(lat, 559).endswith("p99 2.500  p999 —  max 4.100  (p999 needs 1,000 runs)")
+    assert "p99 —  p999 —" in _latency_line(lat, 50) and _latency_line(lat, 50).endswith("(p99 needs 100 runs)")
+    assert "—" not in _latency_line(lat, 1000)
+    r = ortop(matmul_model, "--headless", "--duration", 1, "--threads", 1, "--rate", 50, env=env)  # ~50 runs
+    assert r.returncode == 0, r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("latency ms")]
+    assert "p999 —" in line and "needs" in line, r.stdout
+
+
 def test_json_stdout_stays_clean_on_a_provider_fallback(matmul_model, env):
     r = ortop(matmul_model, "--headless", "--duration", 1, "--json", "--threads", 1,
               "--provider", "NoSuchExecutionProvider", env=env)

@@ -108,3 +108,17 @@ def test_throughput_scales_from_zero_so_a_small_dip_is_not_a_crash() -> None:
     assert blocks <= {"▇", "█"}, thr
     assert "thr: from 0" in lines(latency.latency_panel(series, LatencyStats(), LatencyStats(), 100, 97.0, 0.5, 60,
                                                          8))[-1]
+
+
+@pytest.mark.parametrize(("runs", "shown", "left_out"), [
+    (40, ("p50 ",), ("p99 ", "p99.9")),     # p99 of 40 runs would be the slowest of them
+    (500, ("p50 ", "p99 "), ("p99.9",)),    # p99.9 needs 1,000
+    (1234, ("p50 ", "p99 ", "p99.9 "), ()),
+])
+def test_the_all_runs_line_leaves_out_a_percentile_its_runs_cannot_give(runs: int, shown: tuple, left_out: tuple
+                                                                        ) -> None:
+    window = LatencyStats(runs, 1.1, 1.0, 1.5, 1.6, 2.0, 2.5, 0.9, 3.0)
+    out = lines(latency.latency_panel(_series(5), window, window, runs, 812.0, 0.5, 60, 6, window_rate=200.0))
+    total = out[5]
+    assert total.startswith(f"all {runs:,} runs: p50 1.00"), out
+    assert all(k in total for k in shown) and not any(k in total for k in left_out), total

@@ -295,6 +295,18 @@ def _slo_lines(d: dict) -> list[str]:
             f"{_f(s['value_ms'])} ms; {share}of {s['requests']} requests over it)"]
 
 
+def _latency_line(lat: dict, runs: int) -> str:
+    """The latency figures; a percentile that fewer than one run lies beyond (p999 of 559 runs) would be the
+    slowest run under another name: it reads "—", and the line says how many runs it needs."""
+    from ortop.measure.stats import resolved, runs_needed
+
+    keys = ("mean", "p50", "p90", "p99", "p999", "max")
+    cells = [f"{k} {_f(lat[k])}" if resolved(k, runs) else f"{k} —" for k in keys]
+    short = [k for k in keys if not resolved(k, runs)]
+    note = f"  ({short[0]} needs {runs_needed(short[0]):,} runs)" if short else ""
+    return "latency ms  " + "  ".join(cells) + note
+
+
 def format_summary(d: dict) -> str:
     lat, cpu = d["latency_ms"], d["cpu"]
     lines = [
@@ -307,7 +319,7 @@ def format_summary(d: dict) -> str:
         f"{_f(d['session']['first_run_ms'], '{:.2f}')} ms",
         f"runs        {d['runs']} in {d['duration_s']:.1f} s (+{d['warmup_runs']} warm-up), "
         f"{_f(d['throughput_per_s'], '{:.1f}')} runs/s",
-        "latency ms  " + "  ".join(f"{k} {_f(lat[k])}" for k in ("mean", "p50", "p90", "p99", "p999", "max")),
+        _latency_line(lat, d["runs"]),
         *_traffic_lines(d),
         *_slo_lines(d),
         f"cpu         {_f(cpu['cpu_ms_per_run'])} ms/run, {_f(cpu['cpu_ms_between_runs_per_s'], '{:.1f}')} ms/s "

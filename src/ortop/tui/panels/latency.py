@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.measure.stats import Bucket, LatencyStats, spark
+from ortop.measure.stats import Bucket, LatencyStats, resolved, spark
 from ortop.tui.panels._format import finite, fit, fmt_ms, fmt_rate, join_lines
 
 
@@ -123,17 +123,21 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
         for i, k in enumerate(keys):
             t.append(("" if i == 0 else sep) + ("p99.9" if k == "p999" else k) + " ", style="dim")
             t.append(fmt_ms(getattr(latency, k)))
-        t.append(" ms", style="dim")
+        if keys:
+            t.append(" ms", style="dim")
         if rate:
             t.append(" · ", style="dim")
             t.append(fmt_rate(throughput), style="bold")
         return t
 
-    lead = f"all {runs:,} runs: "
-    total = fit([total_form(("p50", "p99", "p999"), " · ", lead, True),
-                 total_form(("p50", "p99", "p999"), " ", lead, True),
-                 total_form(("p50", "p99"), " ", lead, True),
-                 total_form(("p50", "p99"), " ", f"all {runs:,}: ", False)], width)
+    # a percentile fewer than one run lies beyond is left out: it would be the slowest run under another name
+    full = tuple(k for k in ("p50", "p99", "p999") if resolved(k, runs))
+    short = tuple(k for k in ("p50", "p99") if resolved(k, runs))
+    lead = f"all {runs:,} runs" + (": " if full else "")
+    total = fit([total_form(full, " · ", lead, True),
+                 total_form(full, " ", lead, True),
+                 total_form(short, " ", lead, True),
+                 total_form(short, " ", f"all {runs:,}" + (": " if short else ""), False)], width)
 
     split = split_line(traffic, width)
     if split is not None and height >= 5:  # the split is worth more than the totals

@@ -109,7 +109,8 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             (f"last {window_s:g} s: N runs", f"the runs that ended in the last {_s(window_s)} (the "
              "same span as the figures above): their count, p90 and max"),
             ("all 8,413 runs: p50…", f"{since}: its run count, p50, p99, p99.9 over {kept}, and "
-             "runs/s over its whole measured time"),
+             "runs/s over its whole measured time; p99 shows from 100 runs and p99.9 from 1,000 (with fewer, "
+             "no run lies beyond them)"),
             ("queue a/b + service c/d", "open arrivals (poisson, fixed, trace): response = wait in the queue + service "
              "(inside Run()), p50/p99 ms over all runs (q, svc when narrow); the sparklines are then response "
              "time, counted from each arrival; N shed: requests dropped past the queue limit"),
