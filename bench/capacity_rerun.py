@@ -22,7 +22,8 @@ Runs are sequential and nothing else should run on the host meanwhile (the drift
 The reproduce command is printed first.
 
     python bench/capacity_rerun.py MODEL [MODEL ...] [--runs 10] [--budget 60] [--slo MS | --slo-factor 8]
-                                   [--dim SYM=N ...] [--shape NAME=1x3x96x96 ...] [--threads 1] [--keep FILE.jsonl]
+                                   [--dim SYM=N ...] [--shape NAME=1x3x96x96 ...] [--threads 1] [--no-spinning]
+                                   [--keep FILE.jsonl]
 """
 
 from __future__ import annotations
@@ -90,14 +91,15 @@ def main() -> int:
     ap.add_argument("--slo-factor", type=float, default=8.0)
     ap.add_argument("--dim", action="append", default=[])
     ap.add_argument("--shape", action="append", default=[])
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (0: ORT's default)")
+    ap.add_argument("--no-spinning", action="store_true", help="the pool's spin-wait off (a tail set by wake-ups)")
     ap.add_argument("--keep", metavar="FILE.jsonl", help="also write every search's JSON result, one line each")
     a = ap.parse_args()
     if a.runs < 2:
         ap.error("--runs must be at least 2 (each interval is set against the other runs)")
     print("reproduce: python bench/capacity_rerun.py " + shlex.join(sys.argv[1:]), flush=True)
     common = [x for d in a.dim for x in ("--dim", d)] + [x for s in a.shape for x in ("--shape", s)]
-    common += ["--threads", str(a.threads)]
+    common += ["--threads", str(a.threads)] + (["--no-spinning"] if a.no_spinning else [])
     keep = open(a.keep, "w") if a.keep else None
     seed = 5000
     try:
@@ -127,7 +129,8 @@ def main() -> int:
                 print(f"  run {k + 1:>2}: {cap:8.1f}/s  interval "
                       + (f"{iv[0]:8.1f}–{iv[1]:8.1f}/s" if iv else "—".center(20))
                       + f"  (tail {terms.get('tail_sd')}, drift {terms.get('drift_sd')}, bracket "
-                        f"{terms.get('bracket_sd')}; slow share {noise.get('slow_share')})  "
+                        f"{terms.get('bracket_sd')}; slope {terms.get('slope')}; "
+                        f"slow share {noise.get('slow_share')})  "
                         f"{time.monotonic() - t:.0f} s", flush=True)
             for k, h in enumerate(held(runs)):
                 if h is False:

@@ -16,7 +16,15 @@ from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.config.profile import Profile
 from ortop.engine.capacity_search import CapacitySearch
 from ortop.measure.queue import capacity_spread, queue_model
-from ortop.measure.rerun import CONFIDENCE, bracket_sd, drift_sd, rerun_interval, tail_sd
+from ortop.measure.rerun import (
+    CONFIDENCE,
+    bracket_sd,
+    drift_gain,
+    drift_sd,
+    local_slope,
+    rerun_interval,
+    tail_sd,
+)
 from ortop.measure.slo import Slo
 from tests.models import make_conv_model, make_matmul_model
 from tests.test_cli import ortop
@@ -105,6 +113,42 @@ def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confide
     held = [ivs[i].contains(caps[j]) for i in range(len(ivs)) for j in (i + 1, i - 1) if 0 <= j < len(ivs)]
     share = float(np.mean(held))
     assert 0.84 <= share <= 0.96, share
+
+
+def _flat_reruns(slope: float, use_slope: bool) -> float:
+    """Share of reruns held, on a curve metric = m0 · (rate / r0) ** slope whose whole shape scales with the host's
+    pace f (metric(rate) → f · metric(f · rate)): its capacity moves as f ** −(1 + 1 / slope)."""
+    rng = np.random.default_rng(11)
+    sigma, true = 0.05, 100.0
+    caps, ivs = [], []
+    for _ in range(400):
+        state = rng.normal(0, sigma)
+        blocks = [list(np.exp(state + rng.normal(0, sigma, 4))) for _ in range(5)]
+        cap = true * math.exp(-state * (1 + 1 / slope))
+        lo, hi = cap / 1.05, cap * 1.05
+        metric_lo, metric_hi = 20.0 * (lo / cap) ** slope, 20.0 * (hi / cap) ** slope  # crossing 20 ms at cap
+        k = local_slope(lo, hi, metric_lo, metric_hi) if use_slope else math.nan
+        assert not use_slope or k == pytest.approx(slope)
+        iv = rerun_interval(cap, tail=0.0, drift=drift_sd(blocks), bracket=bracket_sd(lo, hi), slope=k)
+        caps.append(cap)
+        ivs.append(iv)
+    held = [ivs[i].contains(caps[j]) for i in range(len(ivs)) for j in (i + 1, i - 1) if 0 <= j < len(ivs)]
+    return float(np.mean(held))
+
+
+def test_a_flat_curve_moves_the_capacity_further_than_the_pace_and_the_interval_counts_it():
+    """Where the SLO metric barely climbs with the rate (a tail set by wake-ups, not queueing), a small change of
+    pace moves the capacity far: at slope 0.4, 3.5 × the pace. One for one, the interval held a rerun about half the
+    time; scaled by the slope read between the bracket's ends, about 90 %."""
+    assert drift_gain(math.nan) == 1.0 and drift_gain(4.0) == pytest.approx(1.25) and drift_gain(0.4) == 3.5
+    assert drift_gain(-0.2) == drift_gain(0.0) == 11.0  # a flat or falling reading is capped, not infinite
+    assert local_slope(100, 110, 20.0, 20.0) == 0.0 and math.isnan(local_slope(100, math.inf, 20.0, 30.0))
+    one_for_one, scaled = _flat_reruns(0.4, use_slope=False), _flat_reruns(0.4, use_slope=True)
+    assert one_for_one < 0.7, one_for_one
+    assert 0.84 <= scaled <= 0.97, scaled
+    iv = rerun_interval(100.0, tail=0.01, drift=0.02, bracket=0.01, slope=0.4)
+    assert iv.flat and iv.drift_sd == pytest.approx(0.07) and iv.as_dict()["flat"] is True
+    assert not rerun_interval(100.0, tail=0.01, drift=0.02, bracket=0.01, slope=3.0).flat
 
 
 # ---- on a real model ------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 
 from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_workload_args, apply_flags
 from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
+from ortop.measure.rerun import drift_gain
 
 SEARCH_BUDGET_S = 120.0
 CERTIFY_BUDGET_S = 300.0   # ortop.engine.certify.BUDGET_S (not imported here: the parser stays light)
@@ -166,6 +167,12 @@ def format_result(result: Any, *, plot: bool = True) -> str:
                      f"{_rate(s.ceiling_per_s):>6}/s  {s.floor_ms:.3g} ms")
         if s.note:
             lines.append(f"     {s.note}")
+        iv = s.interval(slo) if s.met else None
+        if iv is not None and iv.flat:
+            lines.append(f"     flat: {slo.metric} barely climbs with the rate where it crosses {slo.ms:g} ms (slope "
+                         f"{max(iv.slope, 0):.2f} in log–log): its level is set by stalls or wake-ups more than by "
+                         f"queueing. The interval moves with the host's pace ×{drift_gain(iv.slope):.1f}, but a rerun "
+                         "that finds the tail's level moved can land outside it")
         for n in s.notes:
             lines.append(f"     input: {n}")
     if any(s.met and not s.failed for s in result.searches):

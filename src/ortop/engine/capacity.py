@@ -64,7 +64,15 @@ from ortop.config.profile import Profile
 from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.noise import HostNoise
 from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model
-from ortop.measure.rerun import CONFIDENCE, RerunInterval, bracket_sd, drift_sd, rerun_interval, tail_sd
+from ortop.measure.rerun import (
+    CONFIDENCE,
+    RerunInterval,
+    bracket_sd,
+    drift_sd,
+    local_slope,
+    rerun_interval,
+    tail_sd,
+)
 from ortop.measure.slo import Slo
 from ortop.measure.stats import json_num, t95
 
@@ -303,8 +311,10 @@ class Search:
             queues = max((p.queues for p in pooled), default=1)
             self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)))
         drift = drift_sd([p.block_service_ms() for p in self.points.values()])
+        a, b = self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None
+        slope = local_slope(self.lo, self.hi, a.estimate(slo), b.estimate(slo)) if a and b else math.nan
         return rerun_interval(cap, tail=self._tail[1], drift=drift, bracket=bracket_sd(self.lo, self.hi),
-                              confidence=confidence)
+                              confidence=confidence, slope=slope)
 
     def label(self) -> str:
         """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""

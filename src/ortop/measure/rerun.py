@@ -27,6 +27,11 @@ Three sources, each a standard deviation of the capacity's log (capacity is a ra
         this host's slow drift). So both carry the block-to-block spread: √2 × that sd. The extrapolation assumes
         the host's pace is stationary over minutes; a host that moves further over hours than over minutes is
         beyond what one search can see, and the interval does not claim it.
+        One for one holds where the SLO metric climbs steeply with the rate, at a queue's knee. A pace f times
+        slower scales the whole curve, metric(rate) → f · metric(f · rate), so where the metric's local slope
+        in log–log is k the capacity moves (1 + 1/k) times as far as the pace (:func:`drift_gain`). A flat curve
+        (a tail set by stalls or wake-ups, not by queueing: k well under 1) turns a small change of pace into a
+        large one of capacity; k is read from the bracket's two ends.
     (c) The search's resolution (:func:`bracket_sd`). The capacity is interpolated inside a bracket the search
         narrows to 10 %; a rerun's bisection puts its own bracket elsewhere on the grid. The capacity's position
         inside the bracket is taken as uniform over it in log: sd = ln(hi / lo) / √12.
@@ -71,6 +76,12 @@ class RerunInterval:
     drift_sd: float = 0.0
     bracket_sd: float = 0.0
     missing: tuple[str, ...] = field(default=())
+    slope: float = math.nan  # the SLO metric's log–log slope at the crossing, which scaled the drift term
+
+    @property
+    def flat(self) -> bool:
+        """The metric barely climbs with the rate where it crosses the SLO: reruns can land far apart."""
+        return math.isfinite(self.slope) and self.slope < FLAT_SLOPE
 
     @property
     def sd(self) -> float:
@@ -81,7 +92,8 @@ class RerunInterval:
 
     def as_dict(self) -> dict[str, Any]:
         return {"tail_sd": json_num(self.tail_sd, 4), "drift_sd": json_num(self.drift_sd, 4),
-                "bracket_sd": json_num(self.bracket_sd, 4), "missing": list(self.missing)}
+                "bracket_sd": json_num(self.bracket_sd, 4), "missing": list(self.missing),
+                "slope": json_num(self.slope, 3), "flat": self.flat}
 
 
 def tail_sd(spread: float) -> float:
@@ -104,6 +116,26 @@ def drift_sd(block_means_by_rate: Sequence[Sequence[float]]) -> float:
     return math.sqrt(2 * ss / dof) if dof else math.nan
 
 
+FLAT_SLOPE = 1.0     # below this log–log slope at the crossing, a capacity moves more than the host's pace
+SLOPE_FLOOR = 0.1    # the gain is capped at 1 + 1 / SLOPE_FLOOR: a slope read as 0 or below is a flat curve
+
+
+def local_slope(lo: float, hi: float, metric_lo: float, metric_hi: float) -> float:
+    """The SLO metric's slope in log–log between the bracket's ends (its rates and their estimates); nan when
+    either is missing."""
+    if not (0 < lo < hi and math.isfinite(hi) and metric_lo > 0 and metric_hi > 0
+            and math.isfinite(metric_lo) and math.isfinite(metric_hi)):
+        return math.nan
+    return math.log(metric_hi / metric_lo) / math.log(hi / lo)
+
+
+def drift_gain(slope: float) -> float:
+    """How many times the host's pace a capacity moves: 1 + 1/k at the crossing's slope k (1 without one)."""
+    if not math.isfinite(slope):
+        return 1.0
+    return 1.0 + 1.0 / max(slope, SLOPE_FLOOR)
+
+
 def bracket_sd(lo: float, hi: float) -> float:
     """Term (c): the sd of log of a point uniform in log over the bracket ``lo``…``hi``; nan when it is not closed."""
     if not (0 < lo <= hi and math.isfinite(hi)):
@@ -112,8 +144,10 @@ def bracket_sd(lo: float, hi: float) -> float:
 
 
 def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float,
-                   confidence: float = CONFIDENCE) -> RerunInterval:
-    """The interval from the three terms (nan: not had, counted zero and named in ``missing``)."""
+                   confidence: float = CONFIDENCE, slope: float = math.nan) -> RerunInterval:
+    """The interval from the three terms (nan: not had, counted zero and named in ``missing``), the drift term
+    scaled by :func:`drift_gain` at ``slope``."""
+    drift = drift * drift_gain(slope) if math.isfinite(drift) else drift
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be a fraction in (0, 1); got {confidence!r}")
     terms = {"tail": tail, "drift": drift, "bracket": bracket}
@@ -122,6 +156,6 @@ def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float
     z = NormalDist().inv_cdf((1 + confidence) / 2)
     sd = math.sqrt(a * a + b * b + c * c)
     if not (estimate > 0 and math.isfinite(estimate)):
-        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing)
+        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope)
     return RerunInterval(estimate, estimate * math.exp(-z * sd), estimate * math.exp(z * sd), confidence,
-                         a, b, c, missing)
+                         a, b, c, missing, slope)
