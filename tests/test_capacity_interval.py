@@ -188,7 +188,8 @@ def test_a_search_carries_its_interval_the_hosts_noise_and_goodput(tmp_path: Pat
     assert p["met"], ({k: v for k, v in p.items() if k != "points"}, p["points"], d["warnings"])
     lo, hi = p["interval"]
     assert lo <= p["capacity_per_s"] <= hi and p["interval_confidence"] == 0.9
-    assert set(p["interval_terms"]) == {"tail_sd", "drift_sd", "bracket_sd", "missing"}
+    assert set(p["interval_terms"]) == {"tail_sd", "drift_sd", "bracket_sd", "missing", "slope", "flat"}
+    assert isinstance(p["interval_terms"]["flat"], bool)
     noise = d["host_noise"]
     assert noise["steal_pct"] == pytest.approx(10.0)
     assert 0 < noise["cpu_pressure_pct"] <= 100
