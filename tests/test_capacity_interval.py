@@ -277,3 +277,12 @@ def test_the_report_says_the_interval_what_decided_each_point_goodput_and_the_ho
     assert "90 % interval 75.0–105/s" in html and "<td>75.0 … 105/s</td>" in html
     assert "decided by" in html and "long-run estimate" in html and "within the SLO /s" in html and "99.5" in html
     assert "steal 1.5 %" in html and "sits within the host" in html
+
+
+def test_a_flat_crossing_is_said_in_the_report_beside_its_interval():
+    from ortop.report import capacity_page
+
+    steep = capacity_page(_data(interval_terms={"slope": 4.0, "flat": False}))
+    flat = capacity_page(_data(interval_terms={"slope": 0.3, "flat": True}))
+    assert "flat:" not in steep
+    assert "flat: the SLO metric barely climbs with the rate" in flat and "can land outside the interval" in flat

@@ -693,3 +693,12 @@ async def test_a_real_search_draws_its_points_and_leaves_no_worker(matmul_model:
     while _children() - before and time.monotonic() < end:
         time.sleep(0.1)
     assert not _children() - before
+
+
+def test_a_flat_crossing_says_a_rerun_can_land_outside_its_interval():
+    """18 ms at 200/s, 21 ms at 300/s: the p99 barely climbs where it crosses 20 ms (slope 0.38 in log–log)."""
+    flat = decided_result({0: {200.0: 18.0, 300.0: 21.0}}, SLO20, ("running",))
+    said = panel.verdict(flat, True).plain
+    assert "where a rerun is expected to land) · flat: p99 barely climbs with the rate here" in said, said
+    steep = decided_result({0: {200.0: 8.0, 300.0: 30.0}}, SLO20, ("running",))
+    assert "flat" not in panel.verdict(steep, True).plain

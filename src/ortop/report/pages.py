@@ -285,9 +285,12 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
         span = p.get("interval")
         conf = p.get("interval_confidence") or 0.9
         interval = f"{num(span[0], 1)} … {num(span[1], 1)}/s" if span and None not in span else "—"
+        flat = "" if not (p.get("interval_terms") or {}).get("flat") else (
+            "flat: the SLO metric barely climbs with the rate where it crosses (a tail set by stalls or wake-ups): "
+            "a rerun can land outside the interval")
         rows.append((i, curve_label(p), cap, interval, f"{num(lo, 1)} … {num(hi, 1)}/s",
                      f"{num(p.get('ceiling_per_s'), 1)}/s",
-                     "; ".join(x for x in (p.get("note") or "", *(p.get("input_notes") or ())) if x)))
+                     "; ".join(x for x in (p.get("note") or "", flat, *(p.get("input_notes") or ())) if x)))
         classes.append("best" if i == best and len(results) > 1 else "")
     if best is None:
         verdict = f"No profile meets {slo_text} at any rate measured here."

@@ -284,6 +284,9 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
     if iv is not None and math.isfinite(iv.lo):
         t.append(f" ({iv.confidence * 100:g} % interval {fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi)}: "
                  "where a rerun is expected to land)", style="dim")
+        if iv.flat:  # the tail's level, not the queue, decides here: a rerun can land outside (measure.rerun)
+            t.append(f" · flat: {result.slo.metric} barely climbs with the rate here, a rerun can land outside it",
+                     style="yellow")
     for s in result.searches:
         if s.index == top:
             continue
