@@ -238,11 +238,6 @@ def region(text: str, start_mark: str, end_mark: str, make: Callable[[], str]) -
     return text[:start + len(start_mark)] + "\n" + make() + text[end:]
 
 
-def readme_region(text: str) -> str | None:
-    """``text`` (the README) with the exit-code table between its markers made anew; None without both markers."""
-    return region(text, START, END, exit_codes_table)
-
-
 REGIONS: dict[Path, tuple[str, str, Callable[[], str]]] = {
     README: (START, END, exit_codes_table),
     LIVE_VIEW: (KEYS_START, KEYS_END, keys_table),

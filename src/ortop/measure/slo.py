@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ortop.errors import UsageError
+from ortop.measure.stats import QUANTILE
 
 SLO_METRICS = ("p50", "p90", "p95", "p99", "p999", "mean")
-QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 
 
 @dataclass(frozen=True)

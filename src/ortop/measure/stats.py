@@ -83,18 +83,18 @@ class LatencyStats:
         return {k: _json_num(getattr(self, k)) for k in ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")}
 
 
-PERCENTILE_SHARE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}  # each percentile's share of runs
 
 
 def runs_needed(key: str) -> int:
     """The fewest runs a percentile can be read from: at least one run beyond it (p99: 100, p999: 1,000). Below,
     it is the slowest run under another name."""
-    return math.ceil(1 / (1 - PERCENTILE_SHARE[key]) - 1e-9)
+    return math.ceil(1 / (1 - QUANTILE[key]) - 1e-9)
 
 
 def resolved(key: str, runs: int) -> bool:
     """Whether ``runs`` runs are enough for the percentile ``key`` (``mean``, ``min``, ``max``: always)."""
-    return key not in PERCENTILE_SHARE or runs >= runs_needed(key)
+    return key not in QUANTILE or runs >= runs_needed(key)
 
 
 def _json_num(x: float) -> float | None:

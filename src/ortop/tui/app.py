@@ -281,15 +281,18 @@ class OrtopApp(App[int]):
     def action_toggle_spinning(self) -> None:
         self._quick(quick.spinning(self.current_profile()))
 
+    def _ceiling(self, profile: Profile) -> float | None:
+        """The throughput these settings reached in a closed loop in this session (None: never run closed)."""
+        measured = no_load(self.monitor.snapshot().history, profile)
+        return measured.ceiling_per_s if measured is not None else None
+
     def action_cycle_rate(self) -> None:
         profile = self.current_profile()
-        measured = no_load(self.monitor.snapshot().history, profile)
-        self._quick(quick.rate(profile, measured.ceiling_per_s if measured is not None else None))
+        self._quick(quick.rate(profile, self._ceiling(profile)))
 
     def action_cycle_arrival(self) -> None:
         profile = self.current_profile()
-        measured = no_load(self.monitor.snapshot().history, profile)
-        self._quick(quick.arrival(profile, measured.ceiling_per_s if measured is not None else None))
+        self._quick(quick.arrival(profile, self._ceiling(profile)))
 
     def action_cycle_affinity(self) -> None:
         sample = self.meters.cpu_sample  # the cores the CPU panel shows (None before the first sample: this host's)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ortop.config import knobs
 from ortop.config.profile import Profile
+from ortop.measure.arrivals import CLOSED, FIXED, POISSON, TRACE, mode_of
 
 # The knobs the quick keys turn: the keys' footer labels and notification titles are these knobs' short labels.
 THREADS = "session.intra_op_num_threads"
@@ -101,9 +102,14 @@ def spinning(profile: Profile) -> Quick:
 def rate_presets(ceiling_per_s: float) -> tuple[float, ...]:
     """The paced rates R offers for a measured ceiling (closed-loop runs per second): RATE_SHARES of it, each
     rounded to a readable rate."""
+    return tuple(_readable_rate(share * ceiling_per_s) for share in RATE_SHARES)
+
+
+def _readable_rate(hz: float) -> float:
+    """A paced rate rounded to a readable one (within 10 %: 1, 1.2, 1.5 … 9 × a power of ten)."""
     from ortop.tui.noload import NICE_RATES, nice
 
-    return tuple(nice(share * ceiling_per_s, steps=NICE_RATES) for share in RATE_SHARES)
+    return nice(hz, steps=NICE_RATES)
 
 
 def rate(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
@@ -129,7 +135,7 @@ def rate(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
         info = (f"paced at {nxt:g} Hz, a fixed rate: no closed loop of these settings measured yet (from a closed "
                 "loop, R paces at 50 % and 10 % of its throughput)")
     changes: Changes = {RATE: nxt}
-    if nxt == 0.0 and profile.workload.arrival in ("fixed", "poisson"):
+    if nxt == 0.0 and profile.workload.arrival in (FIXED, POISSON):
         changes[ARRIVAL] = None  # open arrivals need a rate: back to a closed loop is back to no arrival mode
         info += f" (the {profile.workload.arrival} arrivals end with the rate; w brings Poisson back)"
     return Quick(changes, what=label(RATE), info=info)
@@ -139,7 +145,6 @@ def arrival(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
     """Arrivals evenly paced ↔ Poisson at the same rate. From a closed loop, Poisson at POISSON_SHARE of
     ``ceiling_per_s`` (the closed loop measured for these settings), rounded: near capacity, where the queue
     shows. Without a measured ceiling a closed loop stays, said why; a replayed trace keeps its own times."""
-    from ortop.measure.arrivals import CLOSED, FIXED, POISSON, TRACE, mode_of
     from ortop.tui.panels._format import fmt_rate
 
     what = label(ARRIVAL)
@@ -158,9 +163,7 @@ def arrival(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
         return Quick(message="a closed loop of these settings is not measured yet: once it is, w offers Poisson "
                              f"arrivals at {POISSON_SHARE:.0%} of its throughput (R paces at a fixed rate now)"
                              .replace("%", " %"), what=what)
-    from ortop.tui.noload import NICE_RATES, nice
-
-    rate_hz = nice(POISSON_SHARE * ceiling_per_s, steps=NICE_RATES)
+    rate_hz = _readable_rate(POISSON_SHARE * ceiling_per_s)
     return Quick({ARRIVAL: POISSON, RATE: rate_hz}, what=what,
                  info=f"Poisson arrivals at {POISSON_SHARE:.0%} of the measured {fmt_rate(ceiling_per_s)}: "
                       f"{rate_hz:g} Hz; response = queue + service".replace("%", " %"))
