@@ -23,7 +23,8 @@ from tests.models import make_chained_activations_model, make_matmul_model
 # These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
 pytestmark = pytest.mark.sharing
 
-MEMORY_KEYS = {"rss_mb", "rss_peak_mb", "rss_growth_mb", "host_used_mb", "host_available_mb", "gpu_mb", "leak"}
+MEMORY_KEYS = {"rss_mb", "rss_peak_mb", "rss_growth_mb", "host_used_mb", "host_available_mb", "gpu_mb", "leak",
+               "rss_start_mb", "rss_low_mb", "rss_since_start_mb", "rebuild_growth"}
 
 
 def wait_for(cond, timeout: float, what: str):

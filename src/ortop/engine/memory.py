@@ -74,6 +74,78 @@ def leak_check(t_s: Sequence[float], rss_bytes: Sequence[float]) -> Leak | None:
     return Leak(rise / MB, span, meds[0] / MB)
 
 
+# Growth across rebuilds: the worker's RSS right after building the same settings again, against the first time
+# it built them. An arena or a cache fills once; a session that is never freed adds its whole footprint on every
+# build. REBUILD_MIN_MB and REBUILD_MIN_FRACTION keep allocator slack (a few MB a build) out.
+REBUILD_MIN_MB = 64.0
+REBUILD_MIN_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class RebuildGrowth:
+    """The worker holds more after building the same settings again: ``first_mb`` after their first build,
+    ``now_mb`` after their latest, ``builds`` of them in this worker, ``rebuilds`` builds of any settings."""
+
+    first_mb: float
+    now_mb: float
+    builds: int
+    rebuilds: int
+
+    def text(self) -> str:
+        return (f"RSS after building the same settings again: {self.first_mb:.0f} → {self.now_mb:.0f} MB "
+                f"(+{self.now_mb - self.first_mb:.0f} MB over {self.rebuilds} rebuilds, {self.builds} of these "
+                "settings) — rebuilds are not freeing what they built")
+
+
+def rebuild_growth(builds: Sequence[tuple[str, int]]) -> RebuildGrowth | None:
+    """Growth across rebuilds in one worker, from (settings key, RSS right after the build) in build order, or
+    None. Each settings' latest build is compared with its first; the largest rise that passes both floors counts."""
+    first: dict[str, tuple[int, int]] = {}  # key -> (index, rss) of its first build
+    found: RebuildGrowth | None = None
+    counts: dict[str, int] = {}
+    for i, (key, rss) in enumerate(builds):
+        counts[key] = counts.get(key, 0) + 1
+        if key not in first:
+            first[key] = (i, rss)
+            continue
+        rise = rss - first[key][1]
+        if rise >= REBUILD_MIN_MB * MB and rise >= REBUILD_MIN_FRACTION * first[key][1]:
+            if found is None or rise > (found.now_mb - found.first_mb) * MB:
+                found = RebuildGrowth(first[key][1] / MB, rss / MB, counts[key], i - first[key][0])
+    return found
+
+
+class WorkerMemory:
+    """One worker's memory across its builds: its RSS after the first build, its low point since, and the RSS
+    after each build by settings (bounded: a working day of rebuilds keeps the last MAX_BUILDS)."""
+
+    MAX_BUILDS = 256
+
+    def __init__(self) -> None:
+        self.start: int | None = None
+        self.low: int | None = None
+        self.builds: list[tuple[str, int]] = []
+        self.growth: RebuildGrowth | None = None
+
+    def sample(self, rss: int) -> None:
+        if rss >= 0 and self.start is not None:
+            self.low = rss if self.low is None else min(self.low, rss)
+
+    def built(self, key: str, rss: int) -> RebuildGrowth | None:
+        """Record a build; the growth across rebuilds when it is found now for the first time (to log once)."""
+        if rss < 0:
+            return None
+        if self.start is None:
+            self.start = rss
+        self.sample(rss)
+        self.builds.append((key, rss))
+        del self.builds[:-self.MAX_BUILDS]
+        if self.growth is not None:
+            return None
+        self.growth = rebuild_growth(self.builds)
+        return self.growth
+
+
 @dataclass(frozen=True)
 class MemoryInfo:
     """The memory figures of a snapshot (bytes; None where unknown)."""
@@ -85,6 +157,16 @@ class MemoryInfo:
     host_available: int | None = None
     series: tuple[float, ...] = ()       # the running configuration's RSS (bytes), about one value a second
     leak: Leak | None = None
+    rss_start: int | None = None         # the worker's RSS after its first build (its start, warm)
+    rss_low: int | None = None           # the worker's lowest RSS since then
+    rebuild: RebuildGrowth | None = None  # growth across rebuilds of the same settings, once found
+
+    @property
+    def since_start(self) -> int | None:
+        """RSS now against the worker's start: what every build and run since has kept."""
+        if self.rss is None or self.rss_start is None:
+            return None
+        return self.rss - self.rss_start
 
     @property
     def growth(self) -> int | None:

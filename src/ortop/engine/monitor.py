@@ -29,7 +29,7 @@ import numpy as np
 from ortop import model as model_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
 from ortop.engine.events import EventLog, built_text, worker_line
-from ortop.engine.memory import leak_check
+from ortop.engine.memory import WorkerMemory, leak_check
 from ortop.engine.placement import build_message
 from ortop.engine.readout import Readout
 from ortop.engine.snapshot import (
@@ -91,6 +91,12 @@ class Monitor(Verification, Readout):
         self._next_temp_id = 0
         self._current: ConfigStore | None = None
         self._pending: ConfigStore | None = None
+        # The row id of the live build the worker is working on (sent, not answered yet). While one is in flight a
+        # newer apply only replaces ``_pending``: the worker builds the latest settings next, not every one asked
+        # for on the way (ten quick presses build two sessions, not ten), and a superseded build's session is
+        # dropped as soon as it is answered (kept, each held the model's weights and arena for good).
+        self._in_flight: int | None = None
+        self._worker_mem = WorkerMemory()
         self._good: Profile | None = None
         self._state: State = State.STARTING
         self._state_since = 0.0
@@ -226,6 +232,8 @@ class Monitor(Verification, Readout):
             self._worker_key = profile.restart_key()
             self._worker_offset = None
             self._in_worker = set()
+            self._in_flight = None
+            self._worker_mem = WorkerMemory()
             self._worker_has_session = False
             self._set_state(State.BUILDING)
             return self._send_build(profile)
@@ -235,8 +243,26 @@ class Monitor(Verification, Readout):
             cid = self._new_row_id()
             changes = changes_between(self.start_profile, profile)
             self._pending = ConfigStore(cid, profile, label=label_of(changes), changes=changes, started=self.now())
+            if self._in_flight is not None:
+                return cid  # sent when the build under way is answered (_answered)
+            self._in_flight = cid
         self._send(build_message(cid, profile))
         return cid
+
+    def _answered(self, cid: int, built: bool) -> None:
+        """The worker answered the build of row ``cid``: a superseded one's session is dropped, and the latest
+        settings asked for meanwhile are built next."""
+        if cid != self._in_flight:
+            return
+        self._in_flight = None
+        superseded = cid not in self._stores and (self._pending is None or self._pending.config_id != cid)
+        if built and superseded:
+            self._send(P.Drop(cid))
+            self._in_worker.discard(cid)
+        pending = self._pending
+        if pending is not None and pending.config_id != cid:
+            self._in_flight = pending.config_id
+            self._send(build_message(pending.config_id, pending.profile))
 
     def _send(self, msg: Any) -> None:
         w = self._worker
@@ -297,11 +323,17 @@ class Monitor(Verification, Readout):
                 elif msg.config_id in self._stores:
                     self._stores[msg.config_id].info = msg.info
                     self._in_worker.add(msg.config_id)
+                self._answered(msg.config_id, built=True)
             elif isinstance(msg, P.BuildFailed):
+                superseded = msg.config_id == self._in_flight and self._pending is not None \
+                    and self._pending.config_id != msg.config_id
                 if self._pending is not None and self._pending.config_id == msg.config_id:
                     self._build_failed(msg.message)
                 elif msg.config_id in self._stores:
                     self._event("error", f"session #{msg.config_id} failed to build: {msg.message}")
+                elif superseded:
+                    self._event("warning", f"superseded settings #{msg.config_id} failed to build: {msg.message}")
+                self._answered(msg.config_id, built=False)
             elif isinstance(msg, P.BlockDone):
                 c = self._stores.get(msg.config_id)
                 if c is not None:
@@ -378,6 +410,9 @@ class Monitor(Verification, Readout):
         self._current = pending
         self._stores[cid] = pending
         self._good = pending.profile
+        growth = self._worker_mem.built(repr(pending.profile.to_dict(full=True)), info.get("rss_after", -1))
+        if growth is not None:
+            self._event("warning", f"memory: {growth.text()}")
         self._fatal = None
         self._series.mark(self.now())
         requested = [p for p in info["providers_requested"] if p != "CPUExecutionProvider"]
@@ -419,6 +454,7 @@ class Monitor(Verification, Readout):
             rss = getattr(msg, "rss", -1)
             if rss >= 0:
                 self._rss_sample(c, rss)
+                self._worker_mem.sample(rss)
         if len(rows):  # response time: service plus the time the request waited (open arrivals)
             self._series.add(t, R.response_ms(rows))
 

@@ -20,7 +20,7 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
 from ortop.engine.events import EventLog
-from ortop.engine.memory import MemoryInfo, host_memory
+from ortop.engine.memory import MemoryInfo, WorkerMemory, host_memory
 from ortop.engine.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import MIN_VERDICT_RUNS, sequential_verdict
@@ -54,6 +54,7 @@ class Readout:
     _restarts: int
     _verify: Any
     _record_cache: dict[int, tuple[tuple, float, ConfigRecord]]   # config id -> (key, when, record)
+    _worker_mem: WorkerMemory
 
     # The monitor's methods this part calls.
     now: Callable[[], float]
@@ -114,8 +115,10 @@ class Readout:
         if cur is None:
             return MemoryInfo(host_total=host[0], host_available=host[1])
         built = cur.info.get("rss_after", -1)
+        wm = self._worker_mem
         return MemoryInfo(rss=cur.rss_last, rss_peak=cur.rss_peak, rss_built=built if built >= 0 else None,
-                          host_total=host[0], host_available=host[1], series=tuple(cur.rss[-120:]), leak=cur.leak)
+                          host_total=host[0], host_available=host[1], series=tuple(cur.rss[-120:]), leak=cur.leak,
+                          rss_start=wm.start, rss_low=wm.low, rebuild=wm.growth)
 
     def snapshot(self) -> Snapshot:
         host = host_memory()  # /proc/meminfo: read outside the lock

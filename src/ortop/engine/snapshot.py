@@ -247,6 +247,10 @@ def memory_summary(m: MemoryInfo, gpu: Any = None) -> dict[str, Any]:
         "host_available_mb": mb(m.host_available),
         "gpu_mb": gpu_mb,
         "leak": m.leak.text() if m.leak is not None else None,
+        "rss_start_mb": mb(m.rss_start),
+        "rss_low_mb": mb(m.rss_low),
+        "rss_since_start_mb": None if m.since_start is None else round(m.since_start / 2**20, 1),
+        "rebuild_growth": m.rebuild.text() if m.rebuild is not None else None,
     }
 
 

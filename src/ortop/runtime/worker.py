@@ -415,7 +415,8 @@ class Worker:
         old = self.sessions.pop(config_id, None)
         if old is not None:
             old.close()
-        del old
+            del old
+            release_memory()
         self.sessions[config_id] = new
         self.send(P.Built(config_id, {
             "create_ms": new.create_ns / 1e6,

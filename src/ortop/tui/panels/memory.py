@@ -1,5 +1,6 @@
-"""The memory panel: the worker's RSS (now, peak, growth since the build), the host's memory, the worker's GPU
-memory, a leak warning, and each configuration's peak RSS with its change against the row before it."""
+"""The memory panel: the worker's RSS (now, peak, change since the worker's start, its low point, change since the
+build), the host's memory, the worker's GPU memory, a leak or rebuild-growth warning, and each configuration's peak
+RSS with its change against the row before it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from ortop.tui.panels.history import row_change
 
 TITLE = "Memory · worker RSS"
 MB = 2 ** 20
+GROWTH_MB = 64          # growth since the worker's start shown in yellow beyond this much and GROWTH_FRACTION of it
+GROWTH_FRACTION = 0.25
 
 
 def _mb(n: float | None) -> str:
@@ -36,10 +39,29 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
     head.append(_mb(mem.rss), style=WORKER_STYLE)
     head.append("  peak ", style="dim")
     head.append(_mb(mem.rss_peak).removesuffix(" MB") if mem.rss is not None else _mb(mem.rss_peak))
+    # The change since the worker's start (its first build) first: a change against the current build alone hides
+    # what earlier builds kept. Then the low point and the change since this build, where the width allows.
+    since = mem.since_start
     growth = mem.growth
-    if growth is not None:  # MB, like the figures before it
+    if since is not None:  # MB, like the figures before it
         head.append("  ")
-        head.append(_signed_mb(growth).removesuffix(" MB"), style="yellow" if growth > 64 * MB else "")
+        grown = since > GROWTH_MB * MB and since > GROWTH_FRACTION * (mem.rss_start or 0)
+        head.append(_signed_mb(since).removesuffix(" MB"), style="yellow" if grown else "")
+        head.append(" since start", style="dim")
+        extra = []
+        if mem.rss_low is not None:
+            extra.append(("low ", _mb(mem.rss_low).removesuffix(" MB")))
+        if growth is not None:
+            extra.append((_signed_mb(growth).removesuffix(" MB"), " since build"))
+        for a, b in extra:
+            if len(head.plain) + 3 + len(a) + len(b) > width:
+                break
+            head.append(" · ", style="dim")
+            head.append(a, style="dim" if a == "low " else "")
+            head.append(b, style="" if a == "low " else "dim")
+    elif growth is not None:
+        head.append("  ")
+        head.append(_signed_mb(growth).removesuffix(" MB"), style="yellow" if growth > GROWTH_MB * MB else "")
         head.append(" since build", style="dim")
     lines.append(head)
 
@@ -58,7 +80,9 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
         host.append(fmt_bytes(worker_gpu), style=WORKER_STYLE)
     lines.append(host)
 
-    if mem.leak is not None:
+    if mem.rebuild is not None:
+        lines.append(Text(clip("⚠ " + mem.rebuild.text(), width), style="yellow", no_wrap=True, end=""))
+    elif mem.leak is not None:
         lines.append(Text(clip("⚠ " + mem.leak.text(), width), style="yellow", no_wrap=True, end=""))
     elif len(mem.series) >= 2 and width > 10:
         lo, hi = min(mem.series), max(mem.series)

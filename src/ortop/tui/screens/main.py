@@ -114,8 +114,8 @@ class MainScreen(Screen[None]):
         q("#gpu", Panel).show(lambda w, h: gpu.gpu_panel(m.gpu, m.gpu_history, w, h), m.gpu)
         mem = snap.memory
         q("#memory", Panel).show(lambda w, h: memory.memory_panel(mem, snap.history, m.gpu, w, h),
-                                 (mem.rss, mem.rss_peak, (mem.host_available or 0) >> 24, mem.leak,
-                                  mem.series[-1:], len(mem.series),
+                                 (mem.rss, mem.rss_peak, (mem.host_available or 0) >> 24, mem.leak, mem.rebuild,
+                                  mem.rss_low, mem.series[-1:], len(mem.series),
                                   tuple((h.config_id, h.rss_peak, h.rss_delta) for h in snap.history), m.gpu))
         q("#latency", Panel).show(lambda w, h: latency.latency_panel(
             snap.series, snap.window, snap.latency, snap.runs, snap.throughput_per_s, bucket_s, w, h,
