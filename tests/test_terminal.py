@@ -2,7 +2,7 @@
 
 The terminal's hang-up is the SSH case: the kernel sends SIGHUP and then SIGCONT to the foreground process group.
 Whatever the order of ``q`` and the hang-up, the process must end (not linger with a thread spinning on the dead
-terminal), keep the settings in last-session.toml and take its worker with it.
+terminal), keep the settings for `--resume` and take its worker with it.
 """
 
 from __future__ import annotations
@@ -144,7 +144,11 @@ def run_tty(tmp_path):
 
 
 def last_session(tmp_path: Path) -> Path:
-    return tmp_path / "state" / "ortop" / "last-session.toml"
+    """Where the fixture's ortop keeps its model's last session (the store's name for it, under this state dir)."""
+    from ortop.config.store import last_session_path, state_dir
+
+    name = last_session_path(tmp_path / "mm.onnx").relative_to(state_dir())
+    return tmp_path / "state" / "ortop" / name
 
 
 def assert_gone(procs: list[psutil.Process]) -> None:

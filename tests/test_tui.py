@@ -198,7 +198,7 @@ async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path:
         app.handle_signal(signal.SIGHUP)  # what the SIGHUP handler calls
         await pilot.pause()
     assert app.return_code == 0
-    path = last_session_path()
+    path = last_session_path(monitor.snapshot().profile.model)
     assert path.is_relative_to(tmp_path)
     assert profile_mod.load(path) == monitor.snapshot().profile
     import json
@@ -225,7 +225,7 @@ async def test_space_pauses_and_resumes_and_q_keeps_the_session(monitor: Monitor
         await pilot.press("q")
         await pilot.pause()
     assert app.finished and app.return_code == 0
-    assert profile_mod.load(last_session_path()) == monitor.snapshot().profile
+    assert profile_mod.load(last_session_path(monitor.snapshot().profile.model)) == monitor.snapshot().profile
 
 
 async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_path: Path) -> None:
@@ -387,7 +387,7 @@ def test_actions_name_and_write_files(tmp_path: Path, monkeypatch) -> None:
     summary = tmp_path / "summary.json"
     assert actions.finish_session(snap, summary_path=summary, duration_s=1.0, gpu_sample=None,
                                   ui_cost={"cpu_s": 0.1}) == []
-    assert profile_mod.load(last_session_path()) == snap.profile
+    assert profile_mod.load(last_session_path(snap.profile.model)) == snap.profile
     import json
 
     assert json.loads(summary.read_text())["monitor"] == {"cpu_s": 0.1}

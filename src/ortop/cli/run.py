@@ -1,6 +1,7 @@
 """``ortop [run] MODEL``: the live view, or with ``--headless`` a measurement printed as a table or JSON.
 
-The start profile is the last session's (``--resume``) or ``--profile``'s, with each flag on top (flags win).
+The start profile is the last session's (``--resume``: the model's, or with no MODEL the latest of any model) or
+``--profile``'s, with each flag on top (flags win).
 Either mode can serve Prometheus metrics (``--metrics-port``) and stream live figures as JSON lines (``--jsonl``);
 both are bound or opened before any session is built, so a port in use is bad input, not a late failure.
 """
@@ -33,7 +34,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    "start profile names, else the built-in demo model)")
     p.add_argument("--demo", action="store_true", help="run the built-in demo model")
     p.add_argument("--profile", metavar="PROFILE", help="start from this profile (a TOML path or a profile name)")
-    p.add_argument("--resume", action="store_true", help="start from the last session's settings")
+    p.add_argument("--resume", action="store_true",
+                   help="start from MODEL's last session's settings (with no MODEL: the latest session of any model, "
+                        "named on stderr)")
     add_workload_args(p, session=True)
     p.add_argument("--strict-providers", action="store_true",
                    help="fail instead of warning when a requested provider is not active (silent CPU fallback)")
@@ -152,13 +155,10 @@ def open_outputs(args: argparse.Namespace, protect: list[str]) -> Outputs:
 def effective_profile(args: argparse.Namespace, model_path: str) -> Any:
     """The start profile: last session or --profile, then each flag on top (flags win)."""
     from ortop.config import profile as P
-    from ortop.config.store import last_session_path, resolve_profile
+    from ortop.config.store import resolve_profile
 
     if args.resume:
-        path = last_session_path()
-        if not path.exists():
-            raise UsageError(f"--resume: no last session saved yet ({path})")
-        prof = P.load(path)
+        prof = _resumed(model_path, named=args.model or model_path).profile
     elif args.profile:
         prof = P.load(resolve_profile(args.profile))
     else:
@@ -185,14 +185,35 @@ def _demo() -> str:
 
 def _profile_model(args: argparse.Namespace) -> str:
     from ortop.config import profile as P
-    from ortop.config.store import last_session_path, resolve_profile
+    from ortop.config.store import resolve_profile
 
     if args.resume:
-        path = last_session_path()
-        return P.load(path).model if path.exists() else ""
+        s = _resumed(None)
+        print(f"ortop: resuming the last session of {s.model} (saved {s.when()})", file=sys.stderr, flush=True)
+        return str(s.model)
     if args.profile:
         return P.load(resolve_profile(args.profile)).model
     return ""
+
+
+def _resumed(model: str | None, named: str = "") -> Any:
+    """The saved session ``--resume`` starts from: ``model``'s, or with None the latest of any model. None saved
+    is a UsageError; so is none for ``model`` (``named``: the model as typed), which names the latest instead of
+    falling back to it, since another model's settings are rarely what was meant."""
+    from ortop.config.errors import ProfileError
+    from ortop.config.store import last_session, sessions_dir
+
+    found = last_session(model)
+    if found is not None:
+        return found
+    try:
+        latest = last_session() if model is not None else None
+    except ProfileError:  # a broken file of another model: the hint is left out, the error below stands
+        latest = None
+    if latest is None:
+        raise UsageError(f"--resume: no last session saved yet ({sessions_dir()})")
+    raise UsageError(f"--resume: no last session for {named or model}; `ortop --resume` alone resumes the latest "
+                     f"(of {latest.model}, saved {latest.when()})")
 
 
 def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | None = None) -> int:
