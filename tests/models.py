@@ -174,3 +174,10 @@ def make_chained_activations_model(path: str | os.PathLike, n: int = 6, mb: int 
         prev = out
     return save(model_of(nodes, [_vi("x", "float32", [elems])], [_vi("y", "float32", [elems])],
                          name="chained"), path)
+
+
+def make_slow_model(path: str | os.PathLike, batch: int = 512, n: int = 2048) -> str:
+    """A model that runs about ten times a second on one thread of this kind of host (x [512, 2048] @ W [2048, 2048],
+    ~2 GFLOP a run; 18 runs/s at batch 256 here): the pace of a text-line recognizer on wide lines or a detector at
+    full size, where a figure sized in seconds for a fast model holds a handful of runs."""
+    return make_matmul_model(path, n=n, batch=batch)
