@@ -361,6 +361,26 @@ def test_variance_under_a_shape_mix_is_judged_within_each_shape() -> None:
     assert judge_variance(Trial(Profile(), steady)) == []
 
 
+def test_per_shape_evidence_reads_as_the_rest_of_ortop_words_figures() -> None:
+    """The evidence was a raw dump: ``seq_len=53 runs 12, p50_ms 18.1, p99_ms 72.34, p99_over_p50 3.997``."""
+    from ortop.doctor.report import evidence_text, format_finding
+
+    few = Figures(1012, 20.0, 80.0, 1.0, (shape("seq_len=53", 18.1, 72.34, runs=12),
+                                          shape("seq_len=128", 0.4567, 1234.6, runs=1000)))
+    [f] = judge_variance(Trial(Profile(), few))
+    said = evidence_text(f.evidence["per_shape"])
+    assert said == "seq_len=53: 12 runs, p50 18.1 ms, p99 72.3 ms; seq_len=128: 1,000 runs, p50 0.457 ms, p99 1235 ms"
+    lines = format_finding(f, width=200)
+    [line] = [x for x in lines if "per_shape:" in x]
+    assert line.endswith(f"per_shape: {said}")
+    # the JSON keeps its keys
+    assert f.as_dict()["evidence"]["per_shape"]["seq_len=53"] == {"runs": 12, "p50_ms": 18.1, "p99_ms": 72.34,
+                                                                  "p99_over_p50": 4.0}
+    assert evidence_text({"runs": 3, "p50_ms": None, "p99_ms": 2.0}) == "3 runs, p50 —, p99 2.00 ms"
+    more = {"runs": 3, "p50_ms": 1.0, "p99_ms": 2.0, "cpu_ms_per_run": 0.5}  # a key words would lose: kept inline
+    assert evidence_text(more) == "runs 3, p50_ms 1, p99_ms 2, cpu_ms_per_run 0.5"
+
+
 def check_judged_by_shape(res, sizes: tuple[str, ...], exact_runs: bool) -> None:
     """The measured result of a real shape mix: per-shape figures from the worker's rows, and a variance finding
     (if any) judged on them."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.events import built_text, worker_line
@@ -54,3 +56,41 @@ def test_sessions_built_for_a_comparison_leave_the_row_numbers_dense(matmul_mode
     temps = [mon._new_id(), mon._new_id()]
     rows.append(mon._new_row_id())
     assert rows == [0, 1] and all(t > TEMP_ID_BASE for t in temps) and len(set(temps)) == 2
+
+
+def test_a_grouped_repeat_moves_to_its_latest_time_so_the_log_stays_in_time_order():
+    """A repeat was counted where it first came with its newest time: the panel read 145.6 before 118.9."""
+    from ortop.engine.events import EventLog
+
+    log = EventLog()
+    log.add(100.0, "warning", "ORT: slow node")
+    log.add(118.9, "info", "rebuilt: allow_spinning: default → off")
+    log.add(145.6, "warning", "ORT: slow node")
+    log.add(150.0, "info", "statistics reset")
+    events = log.items()
+    assert [e.t for e in events] == [118.9, 145.6, 150.0]
+    assert [(e.text, e.count) for e in events][1] == ("ORT: slow node", 2)
+    log.add(151.0, "warning", "ORT: slow node")
+    assert [e.t for e in log.items()] == [118.9, 150.0, 151.0] and log.items()[-1].count == 3
+
+
+def test_the_events_panel_shows_events_in_time_order_whatever_order_they_come_in():
+    from ortop.engine.snapshot import Event
+    from ortop.tui.panels.events import events_panel
+
+    events = [Event(10.0, "info", "first"), Event(145.6, "warning", "grouped", 4), Event(118.9, "info", "between")]
+    lines = events_panel(events, 60, 3).plain.split("\n")
+    assert [line.split()[0] for line in lines] == ["10.0", "118.9", "145.6"], lines
+    assert lines[-1].endswith("grouped ×4")
+    newest = events_panel(events, 60, 2).plain.split("\n")  # two lines: the two newest by time, not by place
+    assert [line.split()[0] for line in newest] == ["118.9", "145.6"], newest
+
+
+@pytest.mark.parametrize(("seconds", "said"), [
+    (10.9423, "11 s"), (6.0, "6 s"), (6.5, "6.5 s"), (9.96, "10 s"), (13.04, "13 s"), (0.25, "0.25 s"),
+    (120.4, "120 s"),
+])
+def test_a_duration_in_an_event_is_rounded_as_one_reads_it(seconds: float, said: str):
+    from ortop.engine.events import seconds_text
+
+    assert seconds_text(seconds) == said

@@ -130,8 +130,8 @@ def test_shapes_that_do_not_fit_are_counted_not_dropped_silently() -> None:
     t = open_traffic()
     monitor.traffic = replace(t, shapes=t.shapes * 3)  # nine shapes
     out = model_panel(monitor.snapshot(), 64, 9).plain.split("\n")
-    assert out[-1].startswith("+7 more, ") and "p99 by seq: 128 " in out[-1], out  # the rest on one line
-    assert out[-1].endswith((" ms", " · +1", " · +2", " · +3")), out  # what does not fit is counted
+    assert out[-1].startswith("+7 more (m), ") and "p99 by seq: 128 " in out[-1], out  # the rest on one line
+    assert out[-1].endswith((" ms", " · +1", " · +2", " · +3", " · +4")), out  # what does not fit is counted
     assert len(out) == 9 and all(len(line) <= 64 for line in out)
 
 

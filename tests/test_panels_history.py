@@ -155,3 +155,17 @@ def test_a_verdict_with_its_metric_fits_the_table_at_80_and_120_columns() -> Non
             used = history.label_width(width) + 2 + sum(
                 max(len(row[i].plain), len(history.HISTORY_COLUMNS[i])) + 2 for i in cols if i != 2)
             assert used <= width, (width, used, [row[i].plain for i in cols])
+
+
+def test_a_narrow_table_drops_columns_by_rank_and_says_which() -> None:
+    """At 80 columns the table lost p99 and throughput and kept runs; now the lowest-ranked go first (runs, then
+    CPU/run), and the title names what went, which the detail line under the table gives."""
+    names = {w: [history.HISTORY_COLUMNS[i] for i in history.columns(w)] for w in (60, 70, 80, 120)}
+    assert names[120] == list(history.HISTORY_COLUMNS)
+    assert names[80] == ["", "#", "change from the row before", "p50 ms", "p99 ms", "thr", "verdict"]
+    assert names[70] == ["", "#", "change from the row before", "p50 ms", "p99 ms", "verdict"]
+    assert "p50 ms" in names[60] and "verdict" in names[60]
+    assert history.hidden(80) == ("runs", "CPU/run") and history.hidden(120) == ()
+    assert history.title_text(80).plain.endswith("· more (runs, CPU/run) below")
+    assert history.title_text(120).plain.endswith("· the selected one in full below")
+    assert history.label_width(120) == 46 and history.label_width(80) >= 20  # the change column keeps its room

@@ -34,11 +34,14 @@ def test_status_line_names_model_state_and_configuration() -> None:
 
     snap = FakeMonitor(n_configs=2).snapshot()
     line = status.status_line(snap, 120).plain
-    assert line == " ortop  resnet-ish.onnx  ● measuring 12 s  #1 threads 2"  # compact: changes from the start
+    # compact: changes from the start, then how requests arrive
+    assert line == " ortop  resnet-ish.onnx  ● measuring 12 s  #1 threads 2 · closed loop"
     snap3 = FakeMonitor().snapshot()  # #2: 2 threads, spinning off, paced at 100 Hz
-    assert status.status_line(snap3, 120).plain.endswith("#2 threads 2 · spin off · 100 Hz")
-    narrow = status.status_line(snap3, 64).plain
-    assert narrow.endswith("#2 threads 2…") and len(narrow) <= 64  # cut after a whole term, never mid-word
+    assert status.status_line(snap3, 120).plain.endswith("#2 threads 2 · spin off · 100 Hz fixed")
+    narrow = status.status_line(snap3, 72).plain
+    # the changes cut after a whole term, never mid-word; the rate and the arrival mode kept
+    assert narrow.endswith("#2 threads 2… · 100 Hz fixed") and len(narrow) <= 72
+    assert status.status_line(snap3, 64).plain.endswith("#2 100 Hz fixed")  # no room for the changes
 
 
 def test_model_panel_shows_the_pending_change_while_building() -> None:

@@ -643,7 +643,7 @@ async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_wo
         assert shown["^p"].description == "more"  # h, ^s, o, e… are not dropped silently
         left_out_reach_the_palette(app, shown)
         status = panel_text(app, "status")
-        assert status.rstrip().endswith("#2 threads 2 · spin off · 100 Hz")
+        assert status.rstrip().endswith("#2 threads 2… · 100 Hz fixed")  # the rate and arrivals kept, whole
     async with fake_app(tmp_path).run_test(size=(120, 40)) as pilot:  # the screens' keys too at 120
         await pilot.pause()
         keys = list(pilot.app.screen.query(FooterKey))

@@ -55,6 +55,8 @@ async def test_capital_r_cycles_the_paced_rate_and_nothing_else(tmp_path: Path) 
 
 
 async def test_capital_r_from_a_rate_outside_the_cycle_goes_to_a_closed_loop(tmp_path: Path) -> None:
+    """No ceiling is known for these settings: the preset rates may not fit the model, so a closed loop, which
+    measures one."""
     monitor = FakeMonitor(profile=profile_mod.merge(Profile(), **{"workload.rate_hz": 250.0}), n_configs=1)
     app = app_over(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -92,8 +94,8 @@ async def test_capital_r_without_a_measured_closed_loop_keeps_the_fixed_rates_an
         await pilot.press("R")
         await pilot.pause()
         assert [p.workload.rate_hz for p in monitor.applied] == [100.0]
-        assert monitor.events[-1].text.startswith(f"{quick.label(quick.RATE)}: paced at 100 Hz, a fixed rate: no "
-                                                  "closed loop of these settings measured yet")
+        assert monitor.events[-1].text.startswith(f"{quick.label(quick.RATE)}: paced at 100 Hz, a preset rate: "
+                                                  "these settings are not measured yet")
 
 
 def test_the_paced_rates_follow_the_closed_loop_of_the_same_settings():
@@ -109,8 +111,15 @@ def test_the_paced_rates_follow_the_closed_loop_of_the_same_settings():
     ceiling = history[1].throughput_per_s
     presets = quick.rate_presets(ceiling)
     assert presets == (200.0, 35.0)  # 184 and 37 runs/s, rounded
-    # 120 Hz is no preset: a closed loop next, and Poisson arrivals (which need a rate) end with it
-    assert quick.rate(paced, ceiling).changes == {quick.RATE: 0.0, quick.ARRIVAL: None}
+    # 120 Hz is no preset: the next one below it, the Poisson arrivals kept; above them all, the first
+    assert quick.rate(paced, ceiling).changes == {quick.RATE: 35.0}
+    assert quick.rate(profile_mod.merge(paced, **{"workload.rate_hz": 900.0}), ceiling).changes == {quick.RATE: 200.0}
+    # below them all, a closed loop
+    assert quick.rate(profile_mod.merge(paced, **{"workload.rate_hz": 20.0}), ceiling).changes == {
+        quick.RATE: 0.0, quick.ARRIVAL: None}
+    # from the last preset a closed loop, and the Poisson arrivals (which need a rate) end with it
+    low = profile_mod.merge(paced, **{"workload.rate_hz": 35.0})
+    assert quick.rate(low, ceiling).changes == {quick.RATE: 0.0, quick.ARRIVAL: None}
     near = profile_mod.merge(two, **{"workload.rate_hz": 180.0})  # set from a ceiling read a moment before
     assert quick.rate(near, ceiling).changes == {quick.RATE: 35.0}
     at_half = profile_mod.merge(paced, **{"workload.rate_hz": 200.0})
@@ -231,19 +240,135 @@ def test_w_from_a_closed_loop_offers_poisson_near_the_measured_ceiling_or_says_w
     assert quick.arrival(trace, 376.0).noop
 
 
-async def test_w_then_capital_r_goes_poisson_then_back_to_a_closed_loop(tmp_path: Path) -> None:
+async def test_w_then_capital_r_keeps_poisson_and_comes_back_to_it_after_the_closed_loop(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)  # ORT's defaults in a closed loop, measured
+    ceiling = monitor.history[0].throughput_per_s
+    half, tenth = quick.rate_presets(ceiling)
     app = app_over(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         await pilot.pause()
         poisson = monitor.applied[-1].workload
-        assert poisson.arrival == "poisson" and poisson.rate_hz > 0
+        assert poisson.arrival == "poisson" and poisson.rate_hz > half
         assert monitor.events[-1].text.startswith(f"{quick.label(quick.ARRIVAL)}: Poisson arrivals at 80 %")
-        await pilot.press("R")  # a rate outside R's cycle: a closed loop, and the arrival mode ends with the rate
+        seen = await press_each(pilot, monitor, "R", 4, lambda p: (p.workload.rate_hz, p.workload.arrival))
+        # 80 % is no preset: 50 %, 10 %, a closed loop (the arrivals end with the rate), then Poisson at 50 % again
+        assert seen == [(half, "poisson"), (tenth, "poisson"), (0.0, None), (half, "poisson")]
+        said = [e.text for e in monitor.events if e.text.startswith(quick.label(quick.RATE))]
+        assert said[1].startswith(f"{quick.label(quick.RATE)}: Poisson arrivals at 10 % of the measured")
+        assert "(the poisson arrivals end with the rate; the next R comes back to them)" in said[2]
+        assert said[3].endswith(f"{half:g} Hz (Poisson, as last run; w paces them evenly)")
+
+
+def _poisson_production(service_p50_ms: float = 55.0) -> FakeMonitor:
+    """A slow model under its production workload: Poisson arrivals at 15 Hz, service p99 about 96 ms, response
+    (queue + service) higher; no closed loop of its settings has run."""
+    poisson = profile_mod.merge(Profile(), **{"workload.rate_hz": 15.0, "workload.arrival": "poisson"})
+    monitor = FakeMonitor(profile=poisson, n_configs=1, p50_ms=150.0)
+    monitor.service_p50_ms = service_p50_ms
+    return monitor
+
+
+def _ran_a_while(monitor: FakeMonitor) -> None:
+    """The configuration just applied has run a few seconds: its runs and throughput are in."""
+    rec = monitor.history[-1]
+    monitor.history[-1] = replace(rec, latency=replace(rec.latency, runs=600),
+                                  throughput_per_s=1000.0 / rec.latency.p50 * 0.97)
+
+
+async def test_capital_r_under_a_running_poisson_workload_paces_from_its_service_time_and_keeps_poisson(
+        tmp_path: Path) -> None:
+    """From 15 Hz Poisson, R offered a closed loop and then 25 Hz evenly paced: the production arrivals were lost.
+    Now the rates come from the service time the Poisson workload measures (1 / mean service), and Poisson stays;
+    after the closed loop R comes back to it."""
+    monitor = _poisson_production()
+    snap = monitor.snapshot()
+    assert no_load(snap.history, snap.profile) is None  # no closed loop ran: only the service time can tell
+    mean_ms = snap.traffic.service.mean
+    half, tenth = quick.rate_presets(1000.0 / mean_ms)
+    assert (half, tenth) == (9.0, 1.5)  # 17/s: 15 Hz is near it, where the queue grows
+    app = app_over(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        seen = []
+        for _ in range(4):
+            await pilot.press("R")
+            await pilot.pause()
+            seen.append((monitor.applied[-1].workload.rate_hz, monitor.applied[-1].workload.arrival))
+            _ran_a_while(monitor)
+        assert seen[:3] == [(half, "poisson"), (tenth, "poisson"), (0.0, None)]
+        # the closed loop has run: its measured throughput sets the rate now, and the Poisson arrivals are back
+        closed = monitor.history[-2]
+        assert seen[3] == (quick.rate_presets(closed.throughput_per_s)[0], "poisson")
+        said = [e.text for e in monitor.events if e.text.startswith(quick.label(quick.RATE))]
+        assert said[0] == (f"{quick.label(quick.RATE)}: Poisson arrivals at 50 % of the estimated 17/s (1 / mean "
+                           f"service {mean_ms:.3g} ms under the running Poisson arrivals): 9 Hz")
+
+
+def test_the_service_time_stands_in_only_for_the_running_settings_once_measured():
+    """The open arrivals' service time stands in for the same settings at another rate, not for other settings, not
+    before MIN_RUNS runs, and never before a closed loop of the settings that has run."""
+    from ortop.tui.noload import MIN_RUNS, measured
+
+    monitor = _poisson_production()
+    snap = monitor.snapshot()
+    other_rate = profile_mod.merge(snap.profile, **{"workload.rate_hz": 3.0, "workload.arrival": None})
+    m = measured(snap, other_rate)
+    assert m is not None and m.under_arrivals and m.p99_ms == snap.traffic.service.p99
+    assert m.ceiling_per_s == pytest.approx(1000.0 / snap.traffic.service.mean)
+    two = profile_mod.merge(snap.profile, **{"workload.concurrency": 2})  # other settings: nothing stands in
+    assert measured(snap, two) is None
+    monitor.history[0] = replace(monitor.history[0], latency=replace(monitor.history[0].latency, runs=MIN_RUNS - 1))
+    assert measured(monitor.snapshot(), snap.profile) is None  # too few runs to tell
+    closed = replace(monitor.history[0], config_id=1, profile=profile_mod.merge(
+        snap.profile, **{"workload.rate_hz": 0.0, "workload.arrival": None}), latency=snap.history[0].latency,
+        throughput_per_s=123.0)
+    monitor.history = [replace(monitor.history[0], latency=snap.history[0].latency), closed, monitor.history[0]]
+    m = measured(monitor.snapshot(), snap.profile)  # running Poisson again, after a closed loop of its settings
+    assert m is not None and not m.under_arrivals and m.ceiling_per_s == 123.0
+
+
+async def test_tune_limits_fit_the_service_time_of_a_running_poisson_workload(tmp_path: Path) -> None:
+    """Under the production workload tune's l offered p99 ≤ 2 … 50 ms to a model whose p99 is about 100 ms."""
+    from ortop.tui.screens.tune import P99_LIMITS_MS, TuneScreen
+
+    monitor = _poisson_production()
+    assert 90.0 < monitor.snapshot().traffic.service.p99 < 100.0
+    app = app_over(monitor, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("t")
         await pilot.pause()
-        closed = monitor.applied[-1].workload
-        assert closed.rate_hz == 0.0 and closed.arrival is None and len(monitor.applied) == 2
+        screen = app.screen
+        assert isinstance(screen, TuneScreen)
+        assert screen.limits == (None, 150.0, 200.0, 250.0, 400.0) != P99_LIMITS_MS
+        await pilot.press("l")
+        assert screen.max_p99_ms == 150.0
+
+
+async def test_the_status_line_says_the_rate_and_the_arrival_mode_at_80_columns(tmp_path: Path) -> None:
+    """At 80×24 the settings line was cut before the rate, and nothing else said how requests arrived."""
+    from ortop.tui.widgets import Panel
+
+    monitor = _poisson_production()
+    monitor.history.append(replace(monitor.history[0], config_id=1, profile=profile_mod.merge(
+        monitor.start_profile, **{"session.intra_op_num_threads": 2, "session.allow_spinning": False,
+                                  "session.dynamic_block_base": 4, "session.inter_op_num_threads": 2})))
+    app = app_over(monitor, tmp_path)
+
+    def status() -> str:
+        return app.screen_stack[0].query_one("#status", Panel).text.plain
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.tick()
+        await pilot.pause()
+        line = status()
+        assert line.rstrip().endswith("#1 threads 2… · 15 Hz poisson") and len(line) <= 80, line  # changes cut
+        # R: 50 % of the ceiling the service time gives, then (9 Hz not measured yet) a closed loop
+        for cid, shown in ((2, "9 Hz poisson"), (3, "closed loop")):
+            await pilot.press("R")
+            await pilot.pause()
+            app.tick()
+            await pilot.pause()
+            assert status().rstrip().endswith(f" #{cid} threads 2… · {shown}"), status()
 
 
 async def test_a_pins_the_running_pool_on_the_fake_host(tmp_path: Path) -> None:

@@ -45,6 +45,25 @@ def test_main_screen_many_cores_no_gpu(snap_compare) -> None:
     assert snap_compare(fake_app(cores=64, no_gpu=True), terminal_size=(80, 24), run_before=settle)
 
 
+def test_main_screen_under_poisson_arrivals_says_them_at_80x24(snap_compare) -> None:
+    """The production workload of a slow model (Poisson at 15 Hz): at 80×24 the status line keeps the rate and the
+    arrival mode when it cuts the changes."""
+    from ortop.config import profile as profile_mod
+    from ortop.config.profile import Profile
+    from ortop.tui.widgets import Panel
+
+    poisson = profile_mod.merge(Profile(), **{"workload.rate_hz": 15.0, "workload.arrival": "poisson"})
+    app = fake_app(profile=poisson, n_configs=2, p50_ms=150.0)
+    app.monitor.service_p50_ms = 55.0
+
+    async def before(pilot) -> None:
+        await settle(pilot)
+        line = app.screen.query_one("#status", Panel).text.plain
+        assert line.rstrip().endswith("#1 threads 2 · 15 Hz poisson"), line
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
 def test_main_screen_256_cores_building(snap_compare) -> None:
     app = fake_app(cores=256, no_gpu=True)
     monitor = app.monitor
@@ -77,6 +96,14 @@ def test_settings_screen_refuses_bad_affinity(snap_compare) -> None:
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_history_screen(snap_compare, size: tuple[int, int]) -> None:
     assert snap_compare(fake_app(), terminal_size=size, press=["h"], run_before=settle)
+
+
+def test_shapes_screen(snap_compare) -> None:
+    from tests.fakes.shapes import shape_mix
+
+    app = fake_app()
+    app.monitor.traffic = shape_mix(16)  # sixteen lengths, the longest two short of 100 runs
+    assert snap_compare(app, terminal_size=(120, 40), press=["m"], run_before=settle)
 
 
 def test_help_screen(snap_compare) -> None:

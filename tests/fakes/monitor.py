@@ -20,6 +20,8 @@ from ortop.config.replicas import split_cores
 from ortop.engine.memory import MemoryInfo
 from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
 from ortop.engine.snapshot import ReplicaFigures, RowVerdict, VerifyProgress
+from ortop.engine.traffic import Traffic
+from ortop.measure.arrivals import CLOSED, mode_of
 from ortop.measure.stats import Bucket, LatencyStats
 from tests.fakes.model import fake_model_info
 
@@ -54,6 +56,9 @@ class FakeMonitor:
         self.verifying: VerifyProgress | None = None
         self.pending: Profile | None = None
         self.traffic = None  # an engine.traffic.Traffic the snapshots carry (open arrivals, a shape mix)
+        # set (and traffic None): the snapshots carry the running configuration's traffic figures as its arrivals
+        # make them, its service time at this p50 (ms) under open arrivals (see _traffic)
+        self.service_p50_ms: float | None = None
         self.providers_active = providers_active
         self.replica_figures = self._replicas(replicas, pin_replicas, host_cores)  # seeded; the tests may swap them
         self.events: list[Event] = [
@@ -101,8 +106,25 @@ class FakeMonitor:
             throughput_per_s=cur.throughput_per_s if cur else math.nan, cpu=cur.cpu if cur else CpuCost(),
             series=series, events=tuple(self.events), history=tuple(self.history), worker_pid=self.worker_pid(),
             restarts=0, verifying=self.verifying, memory=self._memory(cur), replicas=self.replica_figures,
-            window_span_s=self.window_s, window_rate_per_s=80.0 if cur else math.nan, traffic=self.traffic,
+            window_span_s=self.window_s, window_rate_per_s=80.0 if cur else math.nan, traffic=self._traffic(cur),
         )
+
+    def _traffic(self, cur: ConfigRecord | None) -> Traffic | None:
+        """``traffic`` when set; else, with ``service_p50_ms``, the running configuration's figures under its open
+        arrivals (none in a closed loop): served at the offered rate, every run's service time at that p50, a few
+        ms of queue."""
+        if self.traffic is not None or self.service_p50_ms is None or cur is None:
+            return self.traffic
+        w = cur.profile.workload
+        mode = mode_of(w)
+        if mode == CLOSED:
+            return None
+        runs = cur.latency.runs
+        service = _latency(random.Random(cur.config_id), self.service_p50_ms, runs) if runs else LatencyStats()
+        queue = _latency(random.Random(cur.config_id + 1), 3.0, runs) if runs else LatencyStats()
+        rate = float(w.rate_hz) * int(w.replicas)
+        return Traffic(mode=mode, offered_per_s=rate, asked_per_s=float(w.rate_hz), served_per_s=rate, dropped=0,
+                       queue_max=4, queue_len=0, service=service, queue=queue)
 
     @staticmethod
     def _replicas(n: int, pinned: bool, host_cores: int) -> tuple[ReplicaFigures, ...]:

@@ -5,6 +5,7 @@ first, with what was seen, what to do and the profile change that does it. ``--j
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Mapping
 from typing import Any
@@ -15,10 +16,48 @@ LABEL = {"error": "ERROR", "warning": "WARNING", "info": "info"}
 INDENT = 9          # the column where a finding's text starts, after its severity
 
 
+FIGURES = ("runs", "p50_ms", "p99_ms")   # the keys of one shape's figures (measured._shape_dict) ...
+IMPLIED = ("p99_over_p50",)             # ... and one the text leaves out: the message names the spread it judged
+
+
+def ms_text(x: Any) -> str:
+    """Milliseconds with three significant figures, as the rest of ortop writes them: 0.123, 1.23, 18.1, 123."""
+    if not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "—"
+    a = abs(x)
+    if a < 0.9995:
+        return f"{x:.3f}"
+    if a < 9.995:
+        return f"{x:.2f}"
+    if a < 99.95:
+        return f"{x:.1f}"
+    return f"{x:.0f}"
+
+
+def is_figures(v: Any) -> bool:
+    """Whether ``v`` is one shape's figures and nothing else (other keys would be lost in words)."""
+    return isinstance(v, Mapping) and all(k in v for k in FIGURES) and set(v) <= {*FIGURES, *IMPLIED}
+
+
+def figures_text(v: Mapping[str, Any]) -> str:
+    """Runs and percentiles in words: ``12 runs, p50 18.1 ms, p99 72.3 ms`` (not ``runs 12, p50_ms 18.1, …``)."""
+    runs = v["runs"]
+    parts = [f"{runs:,} runs" if isinstance(runs, int) else f"{runs} runs"]
+    for key in ("p50", "p99"):
+        ms = ms_text(v[f"{key}_ms"])
+        parts.append(f"{key} {ms}" + ("" if ms == "—" else " ms"))
+    return ", ".join(parts)
+
+
 def evidence_text(v: Any) -> str:
-    """An evidence value as text: a comparison as its sentence, lists and maps inline, empty lists as a dash."""
+    """An evidence value as text: a comparison as its sentence, figures in words, figures by name (per shape) as
+    ``seq_len=53: 12 runs, p50 18.1 ms, p99 72.3 ms; …``, other lists and maps inline, empty lists as a dash."""
     if isinstance(v, Mapping) and "text" in v:  # a comparison: its sentence says it all
         return str(v["text"])
+    if is_figures(v):
+        return figures_text(v)
+    if isinstance(v, Mapping) and v and all(is_figures(x) for x in v.values()):
+        return "; ".join(f"{k}: {figures_text(x)}" for k, x in v.items())
     if isinstance(v, Mapping):
         return ", ".join(f"{k} {evidence_text(x)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):

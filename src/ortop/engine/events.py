@@ -7,6 +7,7 @@ anything else a library printed) as a level and a text.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
@@ -38,6 +39,18 @@ def worker_line(line: str) -> tuple[str, str]:
     return ("warning" if "warn" in line.lower() else "info"), "worker: " + line
 
 
+def seconds_text(s: float) -> str:
+    """A duration an event states, rounded as one reads it: ``11 s`` from 10 s up, ``6.5 s`` below, ``0.25 s``
+    under a second (``interleaving them for 10.9423 s`` read as a measurement to a tenth of a millisecond)."""
+    if not math.isfinite(s):
+        return "? s"
+    if abs(s) >= 9.95:
+        return f"{s:.0f} s"
+    if abs(s) >= 0.995:
+        return f"{s:.1f}".removesuffix(".0") + " s"
+    return f"{s:.2g} s"
+
+
 def built_text(info: dict, before: Profile | None, after: Profile, why: str = "") -> str:
     """The event of a session built: its times, and what changed from the configuration it replaced (not from
     the start: turning spinning back on reads ``allow_spinning: off → default``). A rebuild that changed no setting
@@ -61,12 +74,15 @@ class EventLog:
         self._events: list[Event] = []
 
     def add(self, t: float, level: str, text: str) -> None:
-        """Add an event at ``t``, or count it on a recent one with the same level and text (moved to ``t``)."""
+        """Add an event at ``t``, or count it on a recent one with the same level and text, which moves to ``t``
+        and so to the end: the log stays in time order (a repeat left where it first came read 145.6 before
+        118.9)."""
         events = self._events
         for i in range(len(events) - 1, max(-1, len(events) - GROUP_WINDOW), -1):
             e = events[i]
             if e.text == text and e.level == level:
-                events[i] = replace(e, count=e.count + 1, t=t)
+                del events[i]
+                events.append(replace(e, count=e.count + 1, t=max(t, e.t)))
                 return
         events.append(Event(t, level, text))
         if len(events) > KEEP:

@@ -3,7 +3,8 @@ row's record (percentiles, throughput, CPU cost, memory and the verdict against 
 runs have not changed, and the frozen :class:`Snapshot` a view reads.
 
 :class:`Readout` is a mixin: it reads the monitor's stores, state and events under the monitor's lock; they are
-declared here for the type checker and set by the monitor. It writes nothing but its own record cache.
+declared here for the type checker and set by the monitor. It writes nothing but its own record cache, and lets
+a replaced configuration's ring give back the room it no longer needs (:meth:`ConfigStore.settle`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
-from ortop.engine.events import EventLog
+from ortop.engine.events import EventLog, seconds_text
 from ortop.engine.memory import MemoryInfo, WorkerMemory, host_memory
 from ortop.engine.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
 from ortop.engine.store import ConfigStore
@@ -32,12 +33,18 @@ WINDOW_MIN_RUNS = 20         # the recent window widens (up to WINDOW_MAX_S) unt
 WINDOW_MAX_S = 30.0          # headline p99 over a few runs is one run
 RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
                              # recomputed at most this often; finished configurations are computed once
+STALE_SHARE = 0.01           # …and, once its ring holds many runs, only when this share of them is new (or the
+STALE_MAX_S = 30.0           # figures are this old): their cost per second then follows the rate, not the ring's
+                             # fill. At 20 runs a second the ring fills over 40 minutes, and recomputed every
+                             # second the UI's CPU grew with it (1.3 % of a core over minutes 5–15, 3.4 % at 50 000
+                             # runs). The counters (throughput, offered, served, shed, the queue) stay current.
 
 
 class Readout:
     """The monitor's figures (see the module docstring)."""
 
-    # The monitor's state this part reads (set in Monitor.__init__); it writes only the record cache.
+    # The monitor's state this part reads (set in Monitor.__init__); it writes only the record cache (and settles
+    # replaced configurations' rings).
     model_path: str
     info: ModelInfo
     start_profile: Profile
@@ -65,14 +72,16 @@ class Readout:
         v = self._verify
         if v is not None and v.config_id == c.config_id:
             il = v.interleaving
-            done = f" {il.elapsed():.0f}/{v.seconds:g} s" if il is not None and il.phase == "measuring" else ""
+            measuring = il is not None and il.phase == "measuring"
+            done = f" {il.elapsed():.0f}/{seconds_text(v.seconds)}" if measuring else ""
             return RowVerdict("verifying", f"verifying…{done}",
                               f"interleaving #{c.config_id} with #{v.against_id}{done}", (), "", v.against_id)
         if c.verdict is not None:
             return c.verdict
         if prev is None:
             return ""
-        verdict = sequential_verdict(prev.config_id, prev.profile, prev.latency_ms(), c.profile, rows[:, T.RESPONSE])
+        verdict = sequential_verdict(prev.config_id, prev.profile, prev.ring.kept()[:, T.RESPONSE], c.profile,
+                                     rows[:, T.RESPONSE])
         if verdict.kind == "measuring" and c is not self._current:
             # it will get no more runs: the row settles, saying why there is no verdict
             few = c if len(rows) < MIN_VERDICT_RUNS else prev
@@ -82,16 +91,20 @@ class Readout:
                               f"{MIN_VERDICT_RUNS}", (), verdict.metric, prev.config_id)
         return verdict
 
-    def _record(self, c: ConfigStore, prev: ConfigStore | None) -> ConfigRecord:
-        rows = c.ring.view()
-        lat = stats.latency_stats(rows[:, T.RESPONSE])
+    def _record(self, c: ConfigStore, prev: ConfigStore | None, earlier: ConfigRecord | None = None) -> ConfigRecord:
+        """A configuration's record; with ``earlier`` (its record computed before) the figures over its kept runs
+        (percentiles, verdict, CPU between runs) are taken from it and only the counters are read again."""
+        if earlier is None:
+            rows = c.ring.kept()  # percentiles and medians: the buffer's order will do, and no copy of the ring
+            lat, verdict, between = stats.latency_stats(rows[:, T.RESPONSE]), self._row_verdict(c, prev, rows), None
+        else:
+            lat, verdict, between = earlier.latency, earlier.verdict, earlier.cpu.cpu_ms_between_runs_per_s
         delta = None
         if prev is not None and c.rss_peak is not None and prev.rss_peak is not None:
             delta = c.rss_peak - prev.rss_peak
         return ConfigRecord(c.config_id, c.label, c.profile, c.started, c.info.get("create_ms", math.nan),
                             c.info.get("first_run_ms", math.nan), tuple(c.info.get("providers_active", ())), lat,
-                            c.throughput(), c.cost(rows), self._row_verdict(c, prev, rows), False, c.changes,
-                            c.rss_peak, delta)
+                            c.throughput(), c.cost(between), verdict, False, c.changes, c.rss_peak, delta)
 
     def _record_cached(self, c: ConfigStore, prev: ConfigStore | None, now: float) -> ConfigRecord:
         """A configuration's record, recomputed only when its runs (or its predecessor's) changed, and for the
@@ -107,6 +120,13 @@ class Readout:
                 c is self._current and now - hit[1] < RECORD_REFRESH_S and hit[0][4:] == key[4:]
                 and hit[2].latency.runs >= 0.9 * len(c.ring))):  # stale by < 1 s and < 10 % of the runs
             return hit[2]
+        if hit is not None and c is self._current and hit[0][2:] == key[2:] and fresh_enough(
+                c.runs - hit[0][0], len(c.ring), now - hit[1]):
+            rec = self._record(c, prev, earlier=hit[2])  # the counters read again, the rest kept
+            self._record_cache[c.config_id] = (hit[0], hit[1], rec)
+            return rec
+        if c.row and self._current is not None and c is not self._current:
+            c.settle()  # replaced: it gets no more runs
         rec = self._record(c, prev)
         self._record_cache[c.config_id] = (key, now, rec)
         return rec
@@ -141,7 +161,7 @@ class Readout:
             if cur is not None:
                 # the rate is over the time the loop has run since it last started (a build, a pause, a verification)
                 since = max(cur.started, self._state_since if self._state == State.MEASURING else cur.started)
-                window, span, rate = recent_window(cur.ring.view(), now, self.window_s, now - since)
+                window, span, rate = recent_window(recent_rows(cur.ring, now), now, self.window_s, now - since)
             info = cur.info if cur is not None else {}
             requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
             active = tuple(info.get("providers_active", ()))
@@ -158,26 +178,55 @@ class Readout:
                 series=self._series.buckets(now), events=self._events.items(), history=tuple(history),
                 worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
                 memory=self._memory(cur, host),
-                replicas=self._live_cached("replicas", cur, now, cur.replicas) if cur is not None else (),
-                traffic=self._live_cached("traffic", cur, now, cur.traffic) if cur is not None else None,
+                replicas=(self._live_cached("replicas", cur, now, cur.replicas, cur.replicas_now)
+                          if cur is not None else ()),
+                traffic=(self._live_cached("traffic", cur, now, cur.traffic, cur.traffic_now)
+                         if cur is not None else None),
                 window_span_s=span, window_rate_per_s=rate,
             )
 
-    def _live_cached(self, what: str, c: ConfigStore, now: float, compute: Callable[[], Any]) -> Any:
+    def _live_cached(self, what: str, c: ConfigStore, now: float, compute: Callable[[], Any],
+                     refresh: Callable[[Any], Any]) -> Any:
         """The running configuration's ``what`` (its traffic figures, its replicas' figures: percentiles over every
-        kept run), recomputed when its runs changed, at most every RECORD_REFRESH_S. Computed on every snapshot,
-        their cost grew with the ring (7 ms a snapshot at 50 000 runs with open arrivals, several a second): the
-        UI's CPU rose from 3.8 % to 7 % of a core as the ring filled, and stayed there."""
+        kept run), recomputed when its runs changed, at most every RECORD_REFRESH_S, and once the ring holds many
+        runs only when a share of them is new (see STALE_SHARE): in between, ``refresh`` reads the counters into
+        the figures kept. Computed on every snapshot, their cost grew with the ring (7 ms a snapshot at 50 000 runs
+        with open arrivals, several a second): the UI's CPU rose from 3.8 % to 7 % of a core as the ring filled."""
         cache: dict[tuple[str, int], tuple[int, float, Any]] = self.__dict__.setdefault("_live_cache", {})
         hit = cache.get((what, c.config_id))
         if hit is not None and (hit[0] == c.runs or now - hit[1] < RECORD_REFRESH_S):
             return hit[2]
+        if hit is not None and fresh_enough(c.runs - hit[0], len(c.ring), now - hit[1]):
+            value = refresh(hit[2])
+            cache[(what, c.config_id)] = (hit[0], hit[1], value)
+            return value
         value = compute()
         cache[(what, c.config_id)] = (c.runs, now, value)
         if len(cache) > 8:  # configurations no longer running
             for key in [k for k in cache if k[1] != c.config_id]:
                 del cache[key]
         return value
+
+
+def fresh_enough(new_runs: int, kept: int, age_s: float) -> bool:
+    """Whether figures over a ring of ``kept`` runs, computed ``age_s`` ago with ``new_runs`` fewer runs, still
+    stand: fewer than STALE_SHARE of the ring is new and they are younger than STALE_MAX_S (a reset, which takes
+    the runs back, never)."""
+    return 0 <= new_runs < STALE_SHARE * kept and age_s < STALE_MAX_S
+
+
+def recent_rows(ring: stats.Ring, now: float, margin: int = 1000) -> np.ndarray:
+    """The ring's rows that :func:`recent_window` reads: those of the last WINDOW_MAX_S seconds and ``margin`` rows
+    before them (batches of concurrent callers interleave), taken from the newest back, never a copy of the whole
+    ring: the live view asks for it on every refresh, and a full ring is 50 000 rows."""
+    n = len(ring)
+    k = min(n, 2 * margin)
+    while True:
+        rows = ring.tail(k)
+        start = int(np.searchsorted(rows[:, T.T_S], now - WINDOW_MAX_S, side="left"))
+        if start >= margin or k >= n:
+            return rows[max(0, start - margin):]
+        k = min(n, 2 * k)
 
 
 def recent_window(rows: np.ndarray, now: float, window_s: float,

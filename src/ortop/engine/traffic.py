@@ -85,13 +85,16 @@ class GapRow:
 
 @dataclass(frozen=True)
 class ShapeRow:
-    """One distinct input shape of a mix or a trace."""
+    """One distinct input shape of a mix or a trace: its runs, their share of all runs, and its requests' time in
+    the queue, in Run() (service) and in all (response = queue + service), each over its own runs."""
 
     shape: dict[str, list[int]]
     label: str
     runs: int
     service: stats.LatencyStats
     response: stats.LatencyStats
+    queue: stats.LatencyStats = field(default_factory=stats.LatencyStats)
+    share: float = math.nan     # of the runs of every shape (0…1)
 
     def as_dict(self) -> dict[str, Any]:
         return {"shape": self.shape, "label": self.label, "runs": self.runs,
@@ -181,15 +184,20 @@ def idle_gaps(rows: np.ndarray) -> tuple[GapRow, ...]:
 
 
 def shape_rows(rows: np.ndarray, shapes: list[dict[str, list[int]]], labels: list[str]) -> tuple[ShapeRow, ...]:
-    """One row per distinct input shape that ran (only when there are several)."""
+    """One row per distinct input shape of the mix, in the mix's order (only when there are several): its runs
+    among ``rows`` (the ring's), their share of them, and queue, service and response over that shape's runs alone.
+    A shape that has not run yet has 0 runs and no figures."""
     if len(shapes) < 2 or not len(rows):
         return ()
     out = []
     ids = rows[:, SHAPE].astype(np.int64)
+    order = np.argsort(ids, kind="stable")  # one pass over the ring, not one mask per shape
+    bounds = np.searchsorted(ids[order], np.arange(len(shapes) + 1), side="left")
     for k, (shape, label) in enumerate(zip(shapes, labels)):
-        sel = rows[ids == k]
-        out.append(ShapeRow(shape, label, len(sel), stats.latency_stats(sel[:, SERVICE]),
-                            stats.latency_stats(sel[:, RESPONSE])))
+        sel = order[bounds[k]:bounds[k + 1]]  # gathered a column at a time: whole rows are 9 columns of a full ring
+        out.append(ShapeRow(shape, label, len(sel), stats.latency_stats(rows[sel, SERVICE]),
+                            stats.latency_stats(rows[sel, RESPONSE]), stats.latency_stats(rows[sel, QUEUE]),
+                            len(sel) / len(rows)))
     return tuple(out)
 
 

@@ -22,6 +22,7 @@ from ortop.config.profile import Profile
 from ortop.engine import ab
 from ortop.engine import traffic as T
 from ortop.engine.bench.plan import period_ms, verify_seconds
+from ortop.engine.events import seconds_text
 from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import not_comparable, primary_metric, verdict_from
@@ -122,7 +123,7 @@ class Verification:
             self._generation += 1
             self._set_state(State.VERIFYING)
             self._event("info", f"verifying #{config_id} against #{against_id}: interleaving them for "
-                                f"{seconds:g} s")
+                                f"{seconds_text(seconds)}")
             v.thread = threading.Thread(target=self._verify_run, args=(v, base.profile, row.profile), daemon=True,
                                         name="ortop-verify")
             v.thread.start()

@@ -1,4 +1,5 @@
-"""Every file the UI writes, in one place: saved profiles, exports, last-session.toml and the --summary JSON.
+"""Every file the UI writes, in one place: saved profiles, exports, the model's last session (for --resume) and the
+--summary JSON.
 
 The app calls these with what a screen returned; screens only compute names (:func:`profile_path`). Nothing here
 imports Textual: each function is plain I/O over :mod:`ortop.config`, :mod:`ortop.engine` and
@@ -155,9 +156,9 @@ def gpu_summary(sample: Any) -> Any:
 
 def finish_session(snap: Any, *, summary_path: str | os.PathLike | None, duration_s: float, gpu_sample: Any,
                    ui_cost: dict[str, float]) -> list[str]:
-    """What ending the app writes: last-session.toml (once anything ran) and, when asked for, the same JSON summary
-    as headless mode plus what the UI process itself cost. Returns one message per file that could not be written.
-    """
+    """What ending the app writes: the model's last session for --resume (once anything ran) and, when asked for, the
+    same JSON summary as headless mode plus what the UI process itself cost. Returns one message per file that could
+    not be written."""
     from ortop.config.store import save_last_session
 
     errors: list[str] = []

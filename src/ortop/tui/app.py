@@ -34,6 +34,7 @@ from textual.screen import Screen
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
+from ortop.measure.arrivals import FIXED, POISSON, mode_of
 from ortop.model import ModelError
 from ortop.tui import actions, messages, quick
 from ortop.tui._compat import (
@@ -45,7 +46,7 @@ from ortop.tui._compat import (
 )
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.meters import MeterState
-from ortop.tui.noload import no_load
+from ortop.tui.noload import NoLoad, measured
 from ortop.tui.panels._format import BUSY_STATES  # a rebuild under way: its elapsed time counts every tick
 from ortop.tui.screens.capacity import CapacityScreen, SearchFactory
 from ortop.tui.screens.capacity import Choices as CapacityChoices
@@ -59,6 +60,7 @@ from ortop.tui.screens.main import MainScreen
 from ortop.tui.screens.open import OpenScreen
 from ortop.tui.screens.save import SaveAs, SaveScreen
 from ortop.tui.screens.settings import SettingsScreen
+from ortop.tui.screens.shapes import ShapesScreen
 from ortop.tui.screens.tune import TunerFactory, TuneScreen
 
 if TYPE_CHECKING:
@@ -138,7 +140,7 @@ class OrtopApp(App[int]):
         self.exit(0)
 
     def finish(self) -> None:
-        """Write last-session.toml and the --summary JSON once, whichever way the app ends."""
+        """Keep the last session (for --resume) and write the --summary JSON once, whichever way the app ends."""
         if self.finished:
             return
         self.finished = True
@@ -188,7 +190,7 @@ class OrtopApp(App[int]):
                 if self._main_visible():
                     self.draw_main(snap)
                 top = self.screen_stack[-1] if self.screen_stack else None
-                if isinstance(top, HistoryScreen) and top.is_mounted:
+                if isinstance(top, (HistoryScreen, ShapesScreen)) and top.is_mounted:
                     top.refresh_data(snap)
         except NoMatches:
             pass  # a screen being composed or torn down between two ticks
@@ -281,18 +283,27 @@ class OrtopApp(App[int]):
     def action_toggle_spinning(self) -> None:
         self._quick(quick.spinning(self.current_profile()))
 
-    def _ceiling(self, profile: Profile) -> float | None:
-        """The throughput these settings reached in a closed loop in this session (None: never run closed)."""
-        measured = no_load(self.monitor.snapshot().history, profile)
-        return measured.ceiling_per_s if measured is not None else None
+    def _no_load(self, profile: Profile) -> NoLoad | None:
+        """These settings at no load in this session: their closed loop, else the running open arrivals' service
+        time (None: neither measured yet)."""
+        return measured(self.monitor.snapshot(), profile)
+
+    def _open_arrivals(self, profile: Profile) -> str:
+        """The open arrival mode R comes back to from a closed loop: the latest this session ran (``profile``, then
+        the history's rows, newest first), fixed when none."""
+        profiles = (profile, *(r.profile for r in reversed(self.monitor.snapshot().history)))
+        return next((m for m in (mode_of(p.workload) for p in profiles) if m in (FIXED, POISSON)), FIXED)
 
     def action_cycle_rate(self) -> None:
         profile = self.current_profile()
-        self._quick(quick.rate(profile, self._ceiling(profile)))
+        m = self._no_load(profile)
+        self._quick(quick.rate(profile, m.ceiling_per_s if m else None, arrivals=self._open_arrivals(profile),
+                               estimate=m.estimate() if m else ""))
 
     def action_cycle_arrival(self) -> None:
         profile = self.current_profile()
-        self._quick(quick.arrival(profile, self._ceiling(profile)))
+        m = self._no_load(profile)
+        self._quick(quick.arrival(profile, m.ceiling_per_s if m else None, estimate=m.estimate() if m else ""))
 
     def action_cycle_affinity(self) -> None:
         sample = self.meters.cpu_sample  # the cores the CPU panel shows (None before the first sample: this host's)
@@ -326,6 +337,10 @@ class OrtopApp(App[int]):
         if not isinstance(self.screen, HistoryScreen):
             self.push_screen(HistoryScreen(self.snap))
 
+    def action_shapes(self) -> None:
+        if not isinstance(self.screen, ShapesScreen):
+            self.push_screen(ShapesScreen(self.monitor.snapshot()))
+
     def action_doctor(self) -> None:
         if not isinstance(self.screen, DoctorScreen):
             gpus = getattr(self.meters.gpu_sample, "devices", ())
@@ -334,14 +349,13 @@ class OrtopApp(App[int]):
     def action_tune(self) -> None:
         if not isinstance(self.screen, TuneScreen):
             profile = self.current_profile()
-            self.push_screen(TuneScreen(profile, tuner_factory=self.tuner_factory,
-                                        no_load=no_load(self.monitor.snapshot().history, profile)))
+            self.push_screen(TuneScreen(profile, tuner_factory=self.tuner_factory, no_load=self._no_load(profile)))
 
     def action_capacity(self) -> None:
         if not isinstance(self.screen, CapacityScreen):
             profile = self.current_profile()
             self.push_screen(CapacityScreen(profile, search_factory=self.capacity_factory,
-                                            no_load=no_load(self.monitor.snapshot().history, profile),
+                                            no_load=self._no_load(profile),
                                             choices=self.capacity_choices))
 
     def action_settings(self) -> None:

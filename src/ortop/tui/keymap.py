@@ -34,6 +34,8 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("s", "settings", "settings", "edit every knob of the profile and apply it", short="set", rank=2),
     Key("h", "history", "history", "the history of configurations (Enter re-applies a row)", short="hist",
         rank=15),
+    Key("m", "shapes", "shapes", "shapes: each input shape of the running mix with its runs, its share of the "
+        "requests, and queue, service and response p50/p99", footer=False),
     Key("d", "doctor", "doctor", "the doctor: what is wrong with this session, and the profile change that fixes "
         "it (Enter applies it)", short="doc", rank=14),
     Key("t", "tune", "tune", "tune: race candidate settings against the running ones for a budget and show a "
@@ -47,7 +49,10 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("p", "toggle_spinning", quick.label(quick.SPIN),
         "toggle the intra-op pool's spinning (allow_spinning off / default)", rank=4),
     Key("R", "cycle_rate", quick.label(quick.RATE), "cycle the paced rate: closed loop → 50 % → 10 % of the "
-        "throughput measured in a closed loop (100 Hz → 10 Hz until one is) → closed loop", rank=5),
+        "throughput measured in a closed loop, or estimated from the service time under open arrivals (100 Hz → "
+        "10 Hz until either is) → closed loop; another rate steps to the cycle's next rate below it (a closed loop "
+        "while neither is measured). The arrival mode stays (Poisson stays Poisson); it ends with the closed loop "
+        "and comes back after it", rank=5),
     Key("a", "cycle_affinity", quick.label(quick.AFFINITY), "pin the intra-op pool, one thread a core: on the last "
         "cores → on the first cores → unpinned (cores counted from 0, as htop does; from ORT's default the thread "
         "count it runs is set with the pin)", short="pin", rank=9),

@@ -112,41 +112,68 @@ def _readable_rate(hz: float) -> float:
     return nice(hz, steps=NICE_RATES)
 
 
-def rate(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
-    """The next paced rate: closed loop → 50 % → 10 % of ``ceiling_per_s`` (the throughput the live session
-    measured for these settings in a closed loop), rounded, → closed loop; a rate outside the cycle goes to a
-    closed loop. Without a measured ceiling, RATE_CYCLE's fixed rates, said as such."""
+def _ceiling_text(ceiling_per_s: float, estimate: str) -> str:
+    """``the measured 24/s``, or ``the estimated 16/s (1 / mean service 62 ms under …)``."""
     from ortop.tui.panels._format import fmt_rate
 
+    said = fmt_rate(ceiling_per_s)
+    return f"the estimated {said} ({estimate})" if estimate else f"the measured {said}"
+
+
+def rate(profile: Profile, ceiling_per_s: float | None = None, *, arrivals: str = FIXED, estimate: str = "") -> Quick:
+    """The next paced rate: closed loop → 50 % → 10 % of ``ceiling_per_s`` (the throughput the live session
+    measured for these settings in a closed loop, or, with ``estimate`` saying how, one estimated from the service
+    time of the open arrivals running them), rounded, → closed loop. The cycle steps down: a rate outside it goes to
+    the next of its rates below it (a production rate stays open, at a rate that fits the model), or to a closed
+    loop when none is below. Without a ceiling, RATE_CYCLE's preset rates, said as such, and a rate outside them
+    goes to a closed loop, which measures one.
+
+    The arrival mode is kept: from one rate to the next, Poisson stays Poisson and evenly paced stays evenly paced.
+    A closed loop has no arrivals, so the mode ends with the rate; from the closed loop, R comes back to
+    ``arrivals``, the open mode the live session last ran (the app reads it from the history; fixed when none)."""
     r = profile.workload.rate_hz
+    mode = mode_of(profile.workload)
+    if mode == TRACE:
+        return Quick(message="a trace is replayed: its requests come at the times it gives, not at a rate",
+                     what=label(RATE))
     measured = ceiling_per_s is not None and math.isfinite(ceiling_per_s) and ceiling_per_s > 0
     cycle = (0.0, *rate_presets(ceiling_per_s)) if measured and ceiling_per_s else RATE_CYCLE
     # a preset set from a ceiling read a moment earlier (the closed loop's last figures come in after it stops) is
     # still that preset: the shares are five times apart, so a quarter either way names one alone
     tol = 0.25 if measured else 1e-6
     at = next((i for i, x in enumerate(cycle) if math.isclose(x, r, rel_tol=tol, abs_tol=1e-9)), None)
-    nxt = cycle[(at + 1) % len(cycle)] if at is not None else 0.0
+    below = next((x for x in cycle[1:] if x < r), 0.0) if measured else 0.0
+    nxt = cycle[(at + 1) % len(cycle)] if at is not None else below
+    changes: Changes = {RATE: nxt}
     if nxt == 0.0:
         info = "closed loop: runs back to back"
-    elif measured and ceiling_per_s:
+        if profile.workload.arrival in (FIXED, POISSON):  # set, not implied by a rate alone
+            changes[ARRIVAL] = None  # open arrivals need a rate: back to a closed loop is back to no arrival mode
+            info += f" (the {mode} arrivals end with the rate; the next R comes back to them)"
+        return Quick(changes, what=label(RATE), info=info)
+    back = mode == CLOSED  # from a closed loop: the open mode last run comes back
+    to = (arrivals if arrivals in (FIXED, POISSON) else FIXED) if back else mode
+    if back:
+        if to == POISSON:
+            changes[ARRIVAL] = POISSON
+        elif profile.workload.arrival is not None:
+            changes[ARRIVAL] = None  # unset with a rate: evenly paced
+    how = "Poisson arrivals" if to == POISSON else "paced"
+    if measured and ceiling_per_s:
         share = RATE_SHARES[cycle.index(nxt) - 1]
-        info = f"paced at {share:.0%} of the measured {fmt_rate(ceiling_per_s)}: {nxt:g} Hz".replace("%", " %")
+        info = f"{how} at {share:.0%} of {_ceiling_text(ceiling_per_s, estimate)}: {nxt:g} Hz".replace("%", " %")
     else:
-        info = (f"paced at {nxt:g} Hz, a fixed rate: no closed loop of these settings measured yet (from a closed "
-                "loop, R paces at 50 % and 10 % of its throughput)")
-    changes: Changes = {RATE: nxt}
-    if nxt == 0.0 and profile.workload.arrival in (FIXED, POISSON):
-        changes[ARRIVAL] = None  # open arrivals need a rate: back to a closed loop is back to no arrival mode
-        info += f" (the {profile.workload.arrival} arrivals end with the rate; w brings Poisson back)"
+        info = (f"{how} at {nxt:g} Hz, a preset rate: these settings are not measured yet (once a closed loop or "
+                "open arrivals of them are, R paces at 50 % and 10 % of the throughput they give)")
+    if back and to == POISSON:
+        info += " (Poisson, as last run; w paces them evenly)"
     return Quick(changes, what=label(RATE), info=info)
 
 
-def arrival(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
+def arrival(profile: Profile, ceiling_per_s: float | None = None, *, estimate: str = "") -> Quick:
     """Arrivals evenly paced ↔ Poisson at the same rate. From a closed loop, Poisson at POISSON_SHARE of
     ``ceiling_per_s`` (the closed loop measured for these settings), rounded: near capacity, where the queue
     shows. Without a measured ceiling a closed loop stays, said why; a replayed trace keeps its own times."""
-    from ortop.tui.panels._format import fmt_rate
-
     what = label(ARRIVAL)
     mode = mode_of(profile.workload)
     r = profile.workload.rate_hz
@@ -165,7 +192,7 @@ def arrival(profile: Profile, ceiling_per_s: float | None = None) -> Quick:
                              .replace("%", " %"), what=what)
     rate_hz = _readable_rate(POISSON_SHARE * ceiling_per_s)
     return Quick({ARRIVAL: POISSON, RATE: rate_hz}, what=what,
-                 info=f"Poisson arrivals at {POISSON_SHARE:.0%} of the measured {fmt_rate(ceiling_per_s)}: "
+                 info=f"Poisson arrivals at {POISSON_SHARE:.0%} of {_ceiling_text(ceiling_per_s, estimate)}: "
                       f"{rate_hz:g} Hz; response = queue + service".replace("%", " %"))
 
 

@@ -26,7 +26,8 @@ def event_text(text: str) -> str:
 
 
 def events_panel(events: Sequence[Any], width: int, height: int) -> Text:
-    """The newest events that fit ``height`` lines, newest last, with ``×N`` for grouped repeats.
+    """The newest events that fit ``height`` lines, in time order, newest last, with ``×N`` for grouped repeats
+    (a grouped repeat at the time of its latest).
 
     A long event wraps at words under its text (a warning or an error up to three lines, others two; the newest
     get the room first), so a warning with the flag that fixes it is read whole instead of cut mid-word.
@@ -38,7 +39,8 @@ def events_panel(events: Sequence[Any], width: int, height: int) -> Text:
     room = max(1, width - INDENT)
     blocks: list[list[Text]] = []
     used = 0
-    for e in reversed(list(events)[-height:]):
+    ordered = sorted(events, key=lambda e: e.t)  # stable: events of one time keep the order they came in
+    for e in reversed(ordered[-height:]):
         count = f" ×{e.count}" if e.count > 1 else ""
         style = LEVEL_STYLE.get(e.level, "")
         left = height - used

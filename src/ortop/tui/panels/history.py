@@ -25,18 +25,43 @@ from ortop.tui.panels._format import (
 )
 
 HISTORY_COLUMNS = ("", "#", "change from the row before", "runs", "p50 ms", "p99 ms", "thr", "CPU/run", "verdict")
-NARROW_COLUMNS = (0, 1, 2, 3, 4, 7, 8)  # below 100 columns: p99 and throughput go (the detail line has the rest)
+CHANGE = 2       # the change column: it takes the room the others leave, at least MIN_CHANGE cells
+MIN_CHANGE = 16
+# cells each other column is given (its widest cell and padding): the change column gets the rest
+RESERVED = {0: 3, 1: 3, 3: 8, 4: 8, 5: 8, 6: 9, 7: 9, 8: 24}
+DROP_ORDER = (3, 7, 6, 5, 4)  # what a narrow table leaves out first: runs, CPU/run, then thr, p99 and p50 (the
+#                               detail line has them all); the verdict stays
+NARROW_COLUMNS = (0, 1, 2, 4, 5, 6, 8)  # at 80 columns: runs and CPU/run go, p99 and throughput stay
 
 
 def columns(width: int) -> tuple[int, ...]:
-    """Which of HISTORY_COLUMNS a table ``width`` cells wide shows."""
-    return NARROW_COLUMNS if width < 100 else tuple(range(len(HISTORY_COLUMNS)))
+    """Which of HISTORY_COLUMNS a table ``width`` cells wide shows: all that fit beside a change column of
+    MIN_CHANGE cells, the lowest-ranked left out first (DROP_ORDER)."""
+    shown = set(range(len(HISTORY_COLUMNS)))
+    for i in DROP_ORDER:
+        if 2 + MIN_CHANGE + sum(RESERVED[c] for c in shown if c != CHANGE) <= width:
+            break
+        shown.discard(i)
+    return tuple(sorted(shown))
 
 
 def label_width(width: int) -> int:
-    """Cells left for the change column in a table ``width`` cells wide (the others and cell padding take the
-    rest; they are a fixed width)."""
-    return max(16, width - (60 if width < 100 else 74))  # room for a verdict with its metric: "p50 −40.7 % unverified"
+    """Cells left for the change column in a table ``width`` cells wide (the other columns shown and cell padding
+    take the rest)."""
+    return max(MIN_CHANGE, width - 2 - sum(RESERVED[c] for c in columns(width) if c != CHANGE))
+
+
+def hidden(width: int) -> tuple[str, ...]:
+    """The columns a table ``width`` cells wide leaves out, by name (their figures are in the detail line)."""
+    shown = columns(width)
+    return tuple(HISTORY_COLUMNS[i] for i in range(len(HISTORY_COLUMNS)) if i not in shown)
+
+
+def title_text(width: int) -> Text:
+    """The history's title, with a hint of the columns a narrow table leaves out: ``more (runs, CPU/run) below``."""
+    more = hidden(width)
+    hint = f"more ({', '.join(more)}) below" if more else "the selected one in full below"
+    return Text.assemble(("History", "bold"), (f"  what each configuration changed · {hint}", "dim"))
 
 VERDICT_KINDS = ("measuring", "unverified", "verifying", "faster", "slower", "no difference", "undecided",
                  "not comparable")

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ortop.config.diff import glance_terms
 from ortop.model.feeds import note_level
+from ortop.tui.keymap import MAIN_KEYS, key_display
 from ortop.tui.panels._format import (
     BUSY_STATES,
     DASH,
@@ -83,19 +84,23 @@ def shape_line(row: Any, width: int) -> Text:
     ], width)
 
 
+SHAPES_KEY = next(key_display(k) for k in MAIN_KEYS if k.action == "shapes")  # the screen that lists them all
+
+
 def shapes_summary(rows: Sequence[Any], width: int, more: bool) -> Text:
     """Shapes that get no line of their own, on one line: each one's response p99, the figure a request of that
     size waits in all (``resp p99 by batch: 1 10.0 · 8 21.3 · 32 45.1 ms``); ``more``: after shapes shown whole
-    (``+2 more, resp p99 …``). Shapes that do not fit are counted at the end, never dropped silently."""
+    (``+2 more (m), resp p99 …``, naming the key of the screen that lists every shape). Shapes that do not fit are
+    counted at the end, never dropped silently."""
     parts = [r.label.split("=", 1) for r in rows]
     one_dim = all(len(p) == 2 for p in parts) and len({p[0] for p in parts}) == 1
     items = [f"{p[1] if one_dim else r.label} {fmt_ms(r.response.p99)}" for p, r in zip(parts, rows)]
     by = f" by {parts[0][0]}" if one_dim else ""
-    lead = f"+{len(rows)} more, " if more else ""
+    lead = f"+{len(rows)} more ({SHAPES_KEY}), " if more else ""
     forms = []
     for k in range(len(items), 0, -1):  # more shapes before longer words
         for head in (f"{lead}response p99{by}: ", f"{lead}resp p99{by}: ", f"{lead}p99{by}: "):
-            rest = f" · +{len(items) - k}" if k < len(items) else ""
+            rest = f" · +{len(items) - k}" + ("" if more else f" ({SHAPES_KEY})") if k < len(items) else ""
             forms.append(Text(head + " · ".join(items[:k]) + " ms" + rest, no_wrap=True, end=""))
     return fit(forms, width)
 

@@ -10,7 +10,14 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ortop.tui.panels.history import HISTORY_COLUMNS, columns, history_detail, history_rows, label_width
+from ortop.tui.panels.history import (
+    HISTORY_COLUMNS,
+    columns,
+    history_detail,
+    history_rows,
+    label_width,
+    title_text,
+)
 from ortop.tui.screens._base import FromScreen, Responsive, Rows
 from ortop.tui.widgets import FitFooter
 
@@ -64,9 +71,7 @@ class HistoryScreen(Responsive, Rows, Screen[None]):
         self._columns: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(("History", "bold"), ("  what each configuration changed · the selected one"
-                                                          " in full below", "dim")),
-                     id="history-title")
+        yield Static(title_text(self.app.size.width), id="history-title")  # names the columns a narrow one drops
         table: DataTable[Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="history-detail")

@@ -46,7 +46,7 @@ from ortop.tui.screens.job import JobScreen, job_bindings
 
 BUDGETS_S = (30.0, 60.0, 120.0, 300.0)
 P99_LIMITS_MS: tuple[float | None, ...] = (None, 2.0, 5.0, 10.0, 20.0, 50.0)  # "least CPU with p99 ≤ 5 ms"
-LIMIT_FACTORS = (1.2, 1.5, 2.0, 4.0)  # with a measured closed loop: these × its p99, rounded up to readable values
+LIMIT_FACTORS = (1.2, 1.5, 2.0, 4.0)  # with a p99 at no load measured: these × it, rounded up to readable values
 DEFAULT_BUDGET_S = 60.0
 HEADER_FORMS = {"dimension": ("dimension", ""), "change %": ("change %", "Δ %"), "pairs": ("pairs", "n"),
                 "verdict / reason": ("verdict / reason", "verdict")}
@@ -104,7 +104,8 @@ class TuneScreen(JobScreen[TuneResult, Row]):
                  budget_s: float = DEFAULT_BUDGET_S, no_load: NoLoad | None = None) -> None:
         super().__init__()
         self.start_profile = profile
-        # p99 limits that fit the model: a few times what the running settings' closed loop measured, when it has
+        # p99 limits that fit the model: a few times the running settings' p99 at no load, when measured (their
+        # closed loop's, or their service p99 under the running open arrivals: :func:`ortop.tui.noload.measured`)
         self.limits: tuple[float | None, ...] = ((None, *slo_presets(no_load.p99_ms, LIMIT_FACTORS))
                                                  if no_load is not None else P99_LIMITS_MS)
         self.objective = default_objective(profile)
