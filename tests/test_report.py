@@ -257,6 +257,22 @@ def test_the_capacity_page_draws_every_point_and_names_the_best():
     assert ">5</text>" in page and ">20</text>" in page and "mathdefault" not in page
 
 
+def test_the_capacity_curve_draws_a_point_the_queue_model_decided_small_and_says_so():
+    """As in the text curve: a point is drawn at what it measured, small when the long-run estimate decided it."""
+    from ortop.report.figures import capacity_curves
+
+    measured = capacity_curves(CAPACITY)
+    data = copy.deepcopy(CAPACITY)
+    data["profiles"][0]["points"][3]["decided_by"] = "long-run estimate"  # 180/s: met, p99 10.1 ms
+    estimated = capacity_curves(data)
+    assert estimated != measured  # the one point's marker changed
+    radius = r'<path id="cap[^"]*" d="M 0 ([\d.]+)'
+    assert re.findall(radius, measured)[3:5] == ["3.25", "3.25"]  # profile 0's met points, full size …
+    assert re.findall(radius, estimated)[3:5] == ["3.25", "2"]  # … and the estimated one small
+    for svg in (measured, estimated):  # the legend says both sizes
+        assert ">measured<" in svg and "queue-model long-run estimate (too few requests to measure its p99)" in svg
+
+
 def test_a_capacity_page_whose_brackets_overlap_names_no_best():
     data = copy.deepcopy(CAPACITY)
     data["best_separated"] = False

@@ -10,6 +10,7 @@ then waits until the test allows more or the search is stopped, so the screen ca
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,16 +27,19 @@ from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.capacity import CapacityResult, Point, Search, Slo, grid
+from ortop.engine.capacity import BY_MEASURED, BY_MODEL, CapacityResult, Point, Search, Slo, grid
 from ortop.engine.capacity_search import idle_miss
 from ortop.errors import RuntimeFailure, UsageError
+from ortop.measure.ratio import capacity_ratio, ratio_text
+from ortop.report import curve as report_curve
 from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.panels import capacity as panel
+from ortop.tui.panels._format import fmt_rate
 from ortop.tui.screens import HelpScreen, SaveScreen
 from ortop.tui.screens import capacity as screen_mod
 from ortop.tui.screens.capacity import CapacityScreen
 from tests.fakes import FakeMonitor, StepClock
-from tests.test_capacity import decided_result
+from tests.test_capacity import decided_result, mm1
 from tests.test_tui_tune import _children, resource_tracker, spy_pause_resume, until  # noqa: F401  (a fixture)
 
 SIZE = (120, 40)
@@ -181,10 +185,11 @@ def test_the_curve_marks_each_knee_where_the_slo_is_crossed_between_its_brackets
     assert len(knees) == 2
     # each knee's column lies between the columns of its bracket's two points, on text_curve's own axis
     for (lo_mark, hi_mark), col in ((("●", "○"), knees[0]), (("▲", "△"), knees[1])):
-        lo_col = max(line.rfind(lo_mark) for line in lines[1:-3])
-        hi_col = max(line.find(hi_mark) for line in lines[1:-3])
+        lo_col = max(line.rfind(lo_mark) for line in lines[1:-4])
+        hi_col = max(line.find(hi_mark) for line in lines[1:-4])
         assert lo_col < col < hi_col, (lo_col, col, hi_col)
-    knee_line = lines[-1]
+    knee_line = lines[-2]  # under the axis's labels; the marks' legend last
+    assert lines[-1].strip().startswith("● ○ ▲ △ measured  • ◦ ▴ ▵ ")
     assert knee_line.index("↑275/s") == knees[0] and knee_line.index("↑533/s") == knees[1]
     # the knee's dotted column runs from under the SLO line down to the axis
     slo_row = next(i for i, line in enumerate(lines) if "┄" in line)
@@ -195,7 +200,61 @@ def test_the_curve_marks_each_knee_where_the_slo_is_crossed_between_its_brackets
 def test_the_curve_before_any_point_and_without_a_knee():
     assert panel.curve(None, 80, 18).plain == "the curve is drawn here as each point is measured"
     res = _result({0: {300.0: 30.0}})
-    assert panel.curve(res, 80, 18).plain.split("\n")[-1].strip() == "knee  none yet: no point has met the SLO"
+    assert panel.curve(res, 80, 18).plain.split("\n")[-2].strip() == "knee  none yet: no point has met the SLO"
+
+
+def _judged_by_the_long_run() -> CapacityResult:
+    """One profile's points decided by the engine's own rule, their blocks carrying what each request cost its server
+    (M/M/1, 4 ms a request; p99 ≤ 50 ms): at 100/s one block's clump of requests over the SLO (p99 measured 80 ms)
+    in a queue whose long run is 28 ms, met; at 150/s requests over it in every block, missed as measured; at 200/s
+    a calm stretch (12 ms measured) of a queue whose long run is 79 ms, missed."""
+    slo = Slo("p99", 50.0)
+    rng = np.random.default_rng(2)
+    s = Search(0, "running", Profile(), ceiling_per_s=250.0, floor_ms=4.0, hi=250.0)
+    blocks = {100.0: [np.r_[np.full(270, 9.0), np.full(30, 80.0)], *[np.full(300, 9.0)] * 3],
+              150.0: [np.r_[np.full(240, 9.0), np.full(60, 90.0)]] * 4,
+              200.0: [np.full(300, 12.0)] * 4}
+    for rate, responses in blocks.items():
+        p = s.points.setdefault(rate, Point(rate))
+        for r in responses:
+            p.add(r, 0.6, 300, 0, slo, busy=mm1(rng))
+        p.decide(slo)
+    s.lo, s.hi = 100.0, 150.0
+    return CapacityResult("/models/m.onnx", slo, [s], 10.0, 60.0)
+
+
+def test_the_curve_marks_the_points_the_queue_models_long_run_decided_and_its_legend_says_so():
+    """A point is drawn at what it measured; one the queue model's estimate decided is drawn small, so a met point
+    over the SLO's line (or a missed one under it) says why. The same marks in ``ortop capacity``'s curve."""
+    res = _judged_by_the_long_run()
+    pts = res.searches[0].points
+    assert [(pts[r].decision, pts[r].decided_by, pts[r].value(res.slo)) for r in (100.0, 150.0, 200.0)] == [
+        ("met", BY_MODEL, 80.0), ("not met", BY_MEASURED, 90.0), ("not met", BY_MODEL, 12.0)]
+    assert report_curve.BY_ESTIMATE == BY_MODEL  # the report's curve reads the engine's word from the dict
+    text = panel.curve(res, 120, 18)
+    lines = text.plain.split("\n")
+    slo_row = next(i for i, line in enumerate(lines) if "┄" in line)
+    plot = lines[1:lines.index(next(line for line in lines if "└" in line))]
+    row_of = {mark: next(i for i, line in enumerate(plot, 1) if mark in line) for mark in "•○◦"}
+    assert row_of["•"] < slo_row and row_of["○"] < slo_row < row_of["◦"]  # met over the line, missed under it
+    assert not any("●" in line for line in plot)  # no point met the SLO by what it measured
+    assert lines[-1] == (" " * panel.PREFIX + "● ○ measured  • ◦ the queue model's long-run estimate (too few "
+                         "requests to measure its p99)")
+    # the small marks in the profile's colour, as its others
+    line = text.split("\n")[row_of["•"]]
+    at = line.plain.index("•")
+    assert any(sp.start <= at < sp.end and "cyan" in str(sp.style) for sp in line.spans), line.spans
+    # narrower, the legend shortens its reason before it cuts a mark
+    assert panel.curve(res, 80, 18).plain.split("\n")[-1] == ("● ○ measured  • ◦ queue-model estimate (too few "
+                                                             "requests to measure its p99)")
+    assert panel.curve(res, 60, 18).plain.split("\n")[-1].strip() == "● ○ measured  • ◦ queue-model estimate"
+
+    plain = report_curve.text_curve(res.as_dict(), 64, 12).split("\n")
+    labels = next(i for i, line in enumerate(plain) if "offered requests/s" in line)
+    assert plain[labels + 1].strip() == report_curve.legend_forms(1, "p99")[0]
+    assert "├" in plain[labels + 2]  # then the capacity in its interval
+    for mark in "•○◦":
+        assert sum(line.count(mark) for line in plain[1:labels - 1]) == 1, mark
 
 
 def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_that_the_brackets_overlap():
@@ -208,9 +267,11 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
                                        ("▲ 2 replicas pinned", "533/s (440–647)", "400…600", "1.0k/s", "2",
                                         "serves more")]
     assert rows[1].style == "bold green" and rows[1].profile is profiles[1]
+    # the ratio judged by the two rerun intervals (apart here): ×1.89 × exp(± 1.645 · √(0.117² + 0.117²)), each
+    # interval's sd of log here its bracket's term alone, ln(1.5) / √12
     assert panel.verdict(res, True).plain == ("serves more  2 replicas pinned: 533/s within p99 ≤ 20 ms (90 % interval "
-                                               "440–647/s: where a rerun is expected to land) · ×1.89 "
-                                               "running (×1.33…×3.00 by the brackets)")
+                                               "440–647/s: where a rerun is expected to land) · 2 replicas pinned / "
+                                               "running: ×1.89 (90 % interval ×1.44–×2.48)")
     assert panel.verdict(res, False).plain.startswith("so far  2 replicas pinned: 533/s")
     detail = panel.detail(rows[1], res, profiles[0]).plain
     assert detail.startswith("2 replicas pinned  changes replicas 2 · pin replicas on\n"
@@ -222,11 +283,11 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     close = _result({0: {200.0: 8.0, 400.0: 30.0}, 1: {300.0: 10.0, 600.0: 40.0}})  # 200…400 against 300…600
     assert not close.separated(1) and res.separated(1)
     assert panel.rows(["running", "2 replicas pinned"], profiles, close, done=True)[1].cells[5] == "ahead"
-    assert panel.verdict(close, True).plain == (
+    assert panel.verdict(close, True).plain == (  # 262–505 against 360–695: overlapping, so no ratio is said
         "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms (90 % interval 360–695/s: where a rerun is expected to "
-        "land) · ×1.38 running (×0.75…×3.00 by the brackets)\n"
-        "the brackets overlap or lie within 10 %, so neither is shown to serve more: a longer budget (b) gives points "
-        "time to decide")
+        "land) · 2 replicas pinned / running: overlapping 90 % intervals: no detectable difference\n"
+        "the brackets overlap or lie within 10 % (the search resolution column), so neither is shown to serve more: a "
+        "longer budget (b) gives points time to decide")
     none = _result({0: {300.0: 30.0}, 1: {600.0: 40.0}})
     assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"
 
@@ -391,8 +452,29 @@ async def test_without_a_measured_closed_loop_the_presets_say_so_and_fall_back(t
     async with app.run_test(size=SIZE) as pilot:
         screen = await opened(pilot, app)
         assert screen.presets == screen_mod.SLO_MS and screen.slo_ms == 20.0
-        assert ("SLO presets p99 ≤ 5 · 10 · 20 · 50 · 100 ms: no closed loop of the running settings measured yet"
+        assert ("SLO presets p99 ≤ 5 · 10 · 20 · 50 · 100 ms: the running settings are not measured yet"
                 in text_of(screen, "cap-detail"))
+
+
+async def test_under_open_arrivals_the_presets_come_from_the_service_time(tmp_path: Path) -> None:
+    """The production workload (Poisson at 15 Hz, service p99 about 96 ms) gave presets of 5 … 100 ms and a default
+    of 20 ms until R left it for a closed loop. Its service time stands in for the p99 at no load, said as such."""
+    poisson = profile_mod.merge(Profile(), **{"workload.rate_hz": 15.0, "workload.arrival": "poisson"})
+    monitor = FakeMonitor(profile=poisson, n_configs=1, p50_ms=150.0)  # response: queue + service
+    monitor.service_p50_ms = 55.0
+    service = monitor.snapshot().traffic.service
+    assert 90.0 < service.p99 < 100.0
+    app = capacity_app(tmp_path, Factory(), monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        assert screen.presets == (150.0, 200.0, 400.0) and screen.slo_ms == 200.0
+        assert (f"SLO presets p99 ≤ 150 · 200 · 400 ms: 1.5×, 2×, 4× the service p99 under the running Poisson "
+                f"arrivals, {service.p99:.3g} ms (at 15 Hz, 6000 runs: the service time leaves the queue out"
+                in text_of(screen, "cap-detail"))
+        await pilot.press("L", "ctrl+u", *"80", "enter")
+        await pilot.pause()
+        assert (f"the model's own service p99 under the running Poisson arrivals is {service.p99:.3g} ms: no rate "
+                "meets p99 ≤ 80 ms" in text_of(screen, "cap-detail"))
 
 
 @pytest.mark.slow
@@ -587,6 +669,42 @@ async def test_the_table_filled_again_shows_every_name_whole(tmp_path: Path) -> 
         await pilot.pause()
         drawn = drawn_table(screen)
         assert "● running" in drawn and "▲ 2 replicas pinned" in drawn and "serves more" in drawn, drawn
+
+
+@pytest.mark.slow
+async def test_the_finished_screen_speaks_one_interval_and_the_bracket_only_as_the_search_resolution(
+        tmp_path: Path) -> None:
+    """Every range drawn as ``lo–hi`` is a capacity's 90 % rerun interval or the ratio built from two of them; the
+    bracket is drawn only in the column named the search's resolution, and the curve's legend says its marks."""
+    app = capacity_app(tmp_path, Factory())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened(pilot, app)
+        await pilot.press("g")
+        await until(pilot, lambda: screen.state == "done", "the search's result")
+        await pilot.pause()
+        drawn = "\n".join(strip.text for strip in screen._compositor.render_strips())
+        res = screen.result
+        assert res is not None and res.separated(1)
+        ivs = [s.interval(res.slo) for s in res.searches]
+        assert all(iv is not None for iv in ivs)
+
+        def rate(x: float) -> str:
+            return fmt_rate(x).removesuffix("/s")
+
+        ratio = capacity_ratio(ivs[1], ivs[0])
+        assert ratio is not None and not ratio.overlapping  # 300/s against 600/s: apart
+        ranges = set(re.findall(r"(×?\d[\d.]*k?)–(×?\d[\d.]*k?)", drawn))
+        assert ranges == {*((rate(iv.lo), rate(iv.hi)) for iv in ivs if iv is not None),
+                          (f"×{ratio.lo:.2f}", f"×{ratio.hi:.2f}")}, drawn
+        verdict = text_of(screen, "cap-verdict")
+        assert f" · 2 replicas pinned / running: {ratio_text(ivs[1], ivs[0])}" in verdict
+        assert "bracket" not in drawn.lower() and "…" not in verdict
+        header = drawn_table(screen).split("\n")[0]
+        assert "capacity (90 % interval)" in header and "search resolution /s" in header
+        for row, s in zip(cells(screen), res.searches):
+            assert row[2] == f"{rate(s.lo)}…{rate(s.hi)}"  # the search's last met and missed rates: its resolution
+        assert "● ○ ▲ △ measured  • ◦ ▴ ▵ the queue model's long-run estimate (too few requests to measure its p99)" \
+            in drawn
 
 
 @pytest.mark.slow

@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
+from ortop.report.curve import BY_ESTIMATE
+
 MARGIN_PCT = 2.0  # the comparison's margin (ortop.measure.compare.MARGIN_PCT): inside ±2 % is "no difference"
 VERDICT_COLOUR = {"faster": "#1e7a34", "better": "#1e7a34", "slower": "#b3261e", "no difference": "#5b6671",
                   "undecided": "#c27c0e"}
@@ -130,13 +132,16 @@ def forest(rows: Sequence[Mapping[str, Any]], *, prefix: str, xlabel: str = "cha
 
 
 MARKER = {"met": dict(marker="o"), "not met": dict(marker="X"), "undecided": dict(marker="o", mfc="white")}
+MEASURED_MS, ESTIMATED_MS = 6.5, 4.0  # a point's marker size: decided by what it measured, or by the queue model's
+                                      # long-run estimate (small, as in the text curve: ortop.report.curve)
 
 
 def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
     """Response time (the SLO's metric, p50 dashed) against offered rate for each profile, every point marked by its
-    decision, the SLO as a horizontal line, each capacity as a dotted vertical line in its interval's shaded band;
-    beside it, served (and, dotted, served within the SLO: goodput) against offered rate with the line y = x (points
-    under it were not served: the queue grew or requests were shed)."""
+    decision (small when the queue model's long-run estimate decided it, not what it measured), the SLO as a
+    horizontal line, each capacity as a dotted vertical line in its interval's shaded band; beside it, served (and,
+    dotted, served within the SLO: goodput) against offered rate with the line y = x (points under it were not
+    served: the queue grew or requests were shed)."""
     import matplotlib
     from matplotlib.lines import Line2D
 
@@ -163,7 +168,8 @@ def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
             for q in pts:
                 if _finite(q.get("slo_ms")):
                     style = MARKER.get(str(q.get("decision")), MARKER["undecided"])
-                    ax.plot([q["rate_per_s"]], [q["slo_ms"]], ls="none", color=colour, ms=6.5, mec=colour,
+                    size = ESTIMATED_MS if q.get("decided_by") == BY_ESTIMATE else MEASURED_MS
+                    ax.plot([q["rate_per_s"]], [q["slo_ms"]], ls="none", color=colour, ms=size, mec=colour,
                             **style)
             values += [v for _, v in line + p50]
             cap = p.get("capacity_per_s")
@@ -200,6 +206,9 @@ def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
         ax.grid(color="#eceff2", lw=0.6)
         keys = [Line2D([], [], ls="none", color="#1d232a", ms=6, **MARKER[d], label=d)  # type: ignore[arg-type]
                 for d in ("met", "not met", "undecided")]
+        sizes = ((MEASURED_MS, "measured"),
+                 (ESTIMATED_MS, f"queue-model long-run estimate (too few requests to measure its {metric})"))
+        keys += [Line2D([], [], ls="none", color="#1d232a", marker="o", ms=ms, label=label) for ms, label in sizes]
         handles, _ = ax.get_legend_handles_labels()
         ax.legend(handles=handles + keys, fontsize=8, frameon=False, loc="upper left")
         edge = top_rate * 1.05 if top_rate > 0 else 1.0

@@ -9,6 +9,7 @@ helper) are tested as plain functions, and the screen stays a thin layout over :
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,83 @@ ENV_NOTE = "changing the environment restarts the worker process (ORT reads it a
 
 class FieldError(ProfileError):
     """Text that cannot become a value for one field (a word where a number goes)."""
+
+
+# ---- bounds for this host ----------------------------------------------------------------------------------------
+# The form refuses what a profile or the command line may still ask for: a profile is portable, and a thread count
+# made for a bigger host is legitimate there. What the form is typed on is the host the worker runs on, so here a
+# count past a few threads per usable core is refused with its reason.
+
+# Threads per usable core the form accepts in one pool. Past a few threads per core a run measures the scheduler's
+# contention (threads queued for a core, spinning pool threads stealing each other's time slices), not the session;
+# 4 still leaves room for the oversubscription worth measuring (2 threads per core, an inter-op pool beside the
+# intra-op one).
+THREADS_PER_CORE = 4
+THREAD_KEYS = ("session.intra_op_num_threads", "session.inter_op_num_threads",
+               "session.global_intra_op_num_threads", "session.global_inter_op_num_threads")
+
+# The lowest paced rate the form accepts (0 stays the closed loop). A measurement rests on a few hundred runs
+# (RATE_FLOOR_RUNS: what a p99 needs to be more than the slowest run or two), and at 0.1 Hz those alone take 50
+# minutes; below it they take hours (300 runs at 0.01 Hz: 8.3 h).
+MIN_RATE_HZ = 0.1
+RATE_FLOOR_RUNS = 300
+
+
+@dataclass(frozen=True)
+class HostCores:
+    """The cores the worker may use (it inherits the editing process's CPU affinity and cgroup), and how that reads."""
+
+    cores: int
+    why: str  # "2 usable cores", "2 usable cores (cgroup quota 1.5 CPUs)"
+
+    @property
+    def thread_limit(self) -> int:
+        return self.cores * THREADS_PER_CORE
+
+
+def host_cores() -> HostCores:
+    """The CPUs this process may run on (``os.sched_getaffinity``: a cpuset or ``taskset``), bounded by the cgroup
+    CPU quota rounded up (``collectors.host.read_cpu_quota``)."""
+    from ortop.collectors.host import read_cpu_quota
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    cpus = max(1, cpus)
+    quota = read_cpu_quota()
+    if quota is not None and math.ceil(quota - 1e-9) < cpus:
+        n = max(1, math.ceil(quota - 1e-9))
+        return HostCores(n, f"{n} usable {'core' if n == 1 else 'cores'} (cgroup quota {quota:g} CPUs)")
+    return HostCores(cpus, f"{cpus} usable {'core' if cpus == 1 else 'cores'}")
+
+
+def _duration(seconds: float) -> str:
+    """``50 min``, ``8.3 h``, ``3.5 days``: how long a span is, in the unit that reads."""
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.2g} h"
+    if seconds < 100 * 86400:
+        return f"{seconds / 86400:.2g} days"
+    return "over 100 days"
+
+
+def rate_floor_error(rate_hz: float) -> str | None:
+    """Why a paced rate is too slow to measure with (None when it is 0, the closed loop, or at least the floor)."""
+    if not 0 < rate_hz < MIN_RATE_HZ:
+        return None
+    return (f"rate_hz must be 0 (closed loop) or >= {MIN_RATE_HZ:g}, got {rate_hz:g}: {RATE_FLOOR_RUNS} runs "
+            f"(a p99 worth reading) would take {_duration(RATE_FLOOR_RUNS / rate_hz)}")
+
+
+def thread_bound_error(key: str, value: int, cores: HostCores) -> str | None:
+    """Why a pool of ``value`` threads is refused on this host (None within ``cores × THREADS_PER_CORE``)."""
+    limit = cores.thread_limit
+    if value <= limit:
+        return None
+    return (f"{key.rpartition('.')[2]} must be <= {limit} on this host, got {value}: {cores.why} × "
+            f"{THREADS_PER_CORE} (more threads only measure contention)")
 
 
 def _get(profile: Profile, key: str) -> Any:
@@ -257,11 +335,13 @@ def _value(f: Field, text: str, intra: int) -> Any:
     return text.strip()
 
 
-def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
+def changes(profile: Profile, values: dict[str, str], cores: HostCores | None = None) -> dict[str, Any]:
     """The dotted-key changes the form asks for against ``profile`` (only knobs whose value differs).
 
     Raises FieldError for text that is not a value, or ProfileErrors with one entry per bad field, each carrying
-    its ``key`` so the screen can put the message beside it.
+    its ``key`` so the screen can put the message beside it. A changed rate below :data:`MIN_RATE_HZ` is refused,
+    and given ``cores`` (this host's), a changed thread count past :data:`THREADS_PER_CORE` per core; values the
+    profile already holds are left to it (a profile is portable).
     """
     errors: list[ProfileError] = []
     out: dict[str, Any] = {}
@@ -283,6 +363,11 @@ def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
             cur = _tri_text(cur) == "on"
         if v != cur:
             out[f.key] = v
+    bounded = [(k, rate_floor_error(v)) for k, v in out.items() if k == "workload.rate_hz" and isinstance(v, float)]
+    if cores is not None:
+        bounded += [(k, thread_bound_error(k, v, cores)) for k, v in out.items() if k in THREAD_KEYS and
+                    isinstance(v, int)]
+    errors += [FieldError(message, key=k) for k, message in bounded if message]
     provider = short_name(str(out.get("provider.name", profile.provider.name)))  # cuda or CUDAExecutionProvider
     for k, v in out.items():
         knob = knobs.find(k)
@@ -294,9 +379,9 @@ def changes(profile: Profile, values: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def build(profile: Profile, values: dict[str, str]) -> Profile:
+def build(profile: Profile, values: dict[str, str], cores: HostCores | None = None) -> Profile:
     """The profile the form describes: ``profile.merge(current, **changes)`` (validated like a file)."""
-    ch = changes(profile, values)
+    ch = changes(profile, values, cores)
     return profile_mod.merge(profile, **ch) if ch else profile
 
 

@@ -3,9 +3,15 @@ the verdict and a profile's detail, from a :class:`~ortop.engine.CapacityResult`
 offers to size beside the running profile.
 
 The curve is the reports' own (:func:`ortop.report.curve.text_curve`, the one ``ortop capacity`` prints), coloured here
-one colour per profile, with a dotted column and an arrow under the axis at each profile's capacity: the knee, the
-highest rate found to meet the SLO. The search moves on in its own thread while the screen draws, so the screen
-holds a copy of what it knew at each point (:func:`copy_result`). Nothing here imports Textual.
+one colour per profile, with a dotted column and an arrow under the axis at each profile's capacity: the knee, where
+the SLO is crossed between the rates found to meet it and to miss it; under that, the legend of the marks (a point
+decided by what it measured, or by the queue model's long-run estimate). The search moves on in its own thread
+while the screen draws, so the screen holds a copy of what it knew at each point (:func:`copy_result`).
+
+One interval speaks for a capacity: the one where a rerun is expected to land (:mod:`ortop.measure.rerun`), in the
+table and the verdict; two profiles' ratio is judged by their two intervals, in ``ortop capacity``'s words
+(:func:`ortop.measure.ratio.ratio_text`). The bracket, the last rates measured to meet and to miss the SLO, is shown
+only as the search's resolution. Nothing here imports Textual.
 """
 
 from __future__ import annotations
@@ -22,13 +28,17 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
 from ortop.engine import CapacityResult
 from ortop.measure.bracket import NOT_APART
-from ortop.report.curve import HOLLOW, MARKS, text_curve
+from ortop.measure.ratio import ratio_text
+from ortop.measure.rerun import CONFIDENCE
+from ortop.report.curve import FAMILIES, MARKS, legend_forms, text_curve
 from ortop.tui.panels._format import DASH, compact_changes, compact_text, fit, fmt_ms, fmt_rate
 
 STYLES = ("cyan", "magenta", "yellow", "green")     # one per profile, in the order of the search
 PREFIX = 9                                          # text_curve's y labels before the plot ("   12.1 ┤")
 RIGHT = 8                                           # room after the plot for " SLO 100"
-COLUMNS = ("profile", "capacity", "bracket /s", "ceiling", "points", "state")
+INTERVAL = f"{CONFIDENCE * 100:g} % interval"       # the capacity's: where a rerun is expected to land
+RESOLUTION = "search resolution /s"                 # the bracket, named for what it is
+COLUMNS = ("profile", f"capacity ({INTERVAL})", RESOLUTION, "ceiling", "points", "state")
 
 
 # ---- what to size beside the running profile ---------------------------------------------------------------------
@@ -111,10 +121,12 @@ def knee_columns(result: CapacityResult, width: int) -> dict[int, int]:
 
 def curve(result: CapacityResult | None, width: int, height: int) -> Text:
     """The curve in ``width`` × ``height`` cells: text_curve's plot, each profile's marks in its colour, the SLO
-    line in yellow, and each knee marked (a dotted column under the SLO line, an arrow and the rate below the
-    axis). A short note until the first point is measured."""
-    plot_w, plot_h = max(8, width - PREFIX - RIGHT), max(4, height - 4)
-    plain = text_curve(result.as_dict(), plot_w, plot_h, intervals=False) if result is not None else ""
+    line in yellow, each knee marked (a dotted column under the SLO line, an arrow and the rate below the axis),
+    and under it the legend of the marks: measured, or the queue model's long-run estimate. A short note until the
+    first point is measured."""
+    plot_w, plot_h = max(8, width - PREFIX - RIGHT), max(4, height - 5)
+    plain = (text_curve(result.as_dict(), plot_w, plot_h, intervals=False, legend=False) if result is not None
+             else "")
     if result is None or not plain:
         return Text("the curve is drawn here as each point is measured", style="dim")
     lines = plain.split("\n")
@@ -137,7 +149,7 @@ def curve(result: CapacityResult | None, width: int, height: int) -> Text:
         elif k == slo_line:
             line.stylize("yellow", PREFIX)
         for x, ch in enumerate(row):
-            for marks in (MARKS, HOLLOW):
+            for marks in FAMILIES:
                 if ch in marks:
                     line.stylize(STYLES[marks.index(ch) % len(STYLES)], x, x + 1)
             if ch == "┊":
@@ -146,7 +158,23 @@ def curve(result: CapacityResult | None, width: int, height: int) -> Text:
         out.append_text(_legend(line, result.slo.metric, width) if k == 0 else line)
         out.append("\n")
     out.append_text(_knee_line(result, knees))
+    out.append("\n")
+    out.append_text(_marks_legend(len(result.searches), result.slo.metric, width))
     return out
+
+
+def _marks_legend(n: int, metric: str, width: int) -> Text:
+    """The marks' legend (:func:`ortop.report.curve.legend_forms`) fitted to ``width``, each mark in its profile's
+    colour, the words dim: under the plot where it fits there, else from the left edge, before a shorter wording."""
+    forms = []
+    for plain in (f"{indent}{form}" for form in legend_forms(n, metric) for indent in (" " * PREFIX, "")):
+        t = Text(plain, style="dim")
+        for x, ch in enumerate(t.plain):
+            for marks in FAMILIES:
+                if ch in marks:
+                    t.stylize(f"not dim {STYLES[marks.index(ch) % len(STYLES)]}", x, x + 1)
+        forms.append(t)
+    return fit(forms, width)
 
 
 def _legend(line: Text, metric: str, width: int) -> Text:
@@ -213,16 +241,27 @@ def measured(s: Any) -> list[tuple[float, Any]]:
     return [(r, p) for r, p in sorted(s.points.items()) if p.blocks]
 
 
-def _bracket(s: Any) -> str:
+def _resolution(s: Any) -> str:
+    """The search's resolution: the highest rate measured to meet the SLO and the lowest measured not to (``lo…hi``,
+    never written as the capacity's interval is)."""
     if not math.isfinite(s.hi):
         return DASH
     return f"{fmt_rate(s.lo).removesuffix('/s') if s.lo > 0 else '0'}…{fmt_rate(s.hi).removesuffix('/s')}"
 
 
+def interval_text(s: Any, slo: Any) -> str:
+    """A decided capacity's 90 % interval, where a rerun is expected to land (``232–342``); "" without one."""
+    iv = s.interval(slo) if decided(s) else None
+    if iv is None or not math.isfinite(iv.lo):
+        return ""
+    return f"{fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi).removesuffix('/s')}"
+
+
 def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResult | None,
          done: bool = False) -> tuple[Row, ...]:
-    """A row per profile (its mark on the curve, its name): its capacity (the highest rate found to meet the SLO),
-    the bracket the true one lies in, the closed-loop ceiling, the points measured and where its search stands."""
+    """A row per profile (its mark on the curve, its name): its capacity (where the SLO is crossed) with its 90 %
+    interval once the search has ended, the search's resolution (the rates measured to meet and to miss the SLO),
+    the closed-loop ceiling, the points measured and where its search stands."""
     top = best(result) if result is not None and done else None
     out = []
     for i, (name, profile) in enumerate(zip(names, profiles)):
@@ -246,16 +285,18 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
             state, style = "searching", ""
         # no rate decided to meet it: unknown
         cap = fmt_rate(s.capacity(result.slo)) if decided(s) else ("0" if s.note else DASH)
-        if decided(s) and done and (iv := s.interval(result.slo)) is not None and math.isfinite(iv.lo):
-            cap += f" ({fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi).removesuffix('/s')})"
-        out.append(Row(i, name, (label, cap, _bracket(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))), state),
-                       style, profile))
+        if done and (iv := interval_text(s, result.slo)):
+            cap += f" ({iv})"
+        out.append(Row(i, name, (label, cap, _resolution(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))),
+                                 state), style, profile))
     return tuple(out)
 
 
 def verdict(result: CapacityResult | None, done: bool) -> Text:
-    """Which profile serves more within the SLO, by how much, and within what the brackets allow; while the brackets
-    overlap, the one ahead is not called the one that serves more."""
+    """Which profile serves more within the SLO, with its 90 % interval, and its ratio to each other one judged by
+    their two intervals, as ``ortop capacity`` says it (:func:`ortop.measure.ratio.ratio_text`: overlapping
+    intervals give no ratio); while the searches have not told them apart (:data:`NOT_APART`), the one ahead is not
+    called the one that serves more. The ratios come once the search has ended, with the intervals."""
     t = Text(no_wrap=False)
     if result is None:
         return t
@@ -290,17 +331,16 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
     for s in result.searches:
         if s.index == top:
             continue
-        if decided(s):  # a ratio only between two decided capacities
-            est, lo, hi = result.ratio(top, s.index)
-            t.append(f" · ×{est:.2f} {s.name} (×{lo:.2f}…×{hi:.2f} by the brackets)")
+        if decided(s):  # a ratio only between two decided capacities, and only with their intervals
+            if done:
+                t.append(f" · {b.name} / {s.name}: {ratio_text(iv, s.interval(result.slo))}")
         elif s.lo > 0:
             t.append(f" · {s.name} —: no rate decided")
         elif done:
             t.append(f" · {s.name} met it at no rate measured")
-    if done and not sure:
-        t.append(f"\n{NOT_APART}, so neither is shown to serve more: a longer budget (b) gives points time to "
-                 "decide",
-                 style="yellow")
+    if done and not sure:  # the brackets: each search's resolution, the table's column of that name
+        t.append(f"\n{NOT_APART} (the {RESOLUTION.removesuffix(' /s')} column), so neither is shown to serve more: a "
+                 "longer budget (b) gives points time to decide", style="yellow")
     return t
 
 

@@ -3,10 +3,11 @@
 
 Before the start, l cycles the SLO, L types one, b the budget and a the alternative sized beside the running profile
 (two pinned replicas, spinning the other way, twice or half the threads); g starts. The SLO presets fit the model in
-front of them: 1.5, 2 and 4 times the p99 the live session measured for the running settings in a closed loop
-(:mod:`ortop.tui.noload`), rounded up to readable values, the middle one first; 5 … 100 ms, said as such, until one
-is measured. What was chosen (the SLO, the budget, the alternative) is kept for the next opening in the same run
-(:class:`Choices`, held by the app). The search runs worker
+front of them: 1.5, 2 and 4 times the p99 the live session measured for the running settings in a closed loop, or
+until one has run their service p99 under the running open arrivals (:mod:`ortop.tui.noload`), rounded up to
+readable values, the middle one first; 5 … 100 ms, said as such, until either is measured. What was chosen (the SLO,
+the budget, the alternative) is kept for the next opening in the same run (:class:`Choices`, held by the app). The
+search runs worker
 processes of its own, so the screen asks the app to pause the live session first and to resume it once those
 workers are gone, whatever ended the search. Once it has ended, enter applies the highlighted profile to the live
 session and ctrl+s saves it, through the app (the job screen's messages); the screen holds no monitor.
@@ -66,7 +67,8 @@ BUDGETS_S = (30.0, 60.0, 120.0)
 DEFAULT_SLO_MS = 20.0
 DEFAULT_BUDGET_S = 60.0
 RUNNING_NAME = "running"
-HEADER_FORMS = {"bracket /s": ("bracket /s", "bracket"), "points": ("points", "n")}
+HEADER_FORMS = {panel.COLUMNS[1]: (panel.COLUMNS[1], "capacity"),  # the capacity drops its interval on a narrow screen
+                panel.RESOLUTION: (panel.RESOLUTION, "resolution /s", "resolution"), "points": ("points", "n")}
 HEADERS: tuple[Cell, ...] = tuple(HEADER_FORMS.get(name, (name,)) for name in panel.COLUMNS)
 
 
@@ -231,7 +233,7 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
                  choices: Choices | None = None, certify_factory: CertifyFactory | None = None) -> None:
         super().__init__()
         self.running_profile = profile
-        self.no_load = no_load        # the running settings' closed loop, as the live session measured it
+        self.no_load = no_load        # the running settings at no load: a closed loop's, or open arrivals' service
         self.presets = slo_presets(no_load.p99_ms, SLO_FACTORS) if no_load is not None else SLO_MS
         self.choices = choices if choices is not None else Choices()  # the app's: kept for the next opening
         self.slo_metric = "p99"
@@ -277,14 +279,14 @@ class CapacityScreen(JobScreen[CapacityResult, panel.Row]):
         shown = " · ".join(f"{x:g}" for x in self.presets)
         m = self.no_load
         if m is None:
-            return Text(f"SLO presets p99 ≤ {shown} ms: no closed loop of the running settings measured yet (run one "
-                        "for a few seconds, R to a closed loop, for presets that fit the model)", style="yellow")
+            return Text(f"SLO presets p99 ≤ {shown} ms: the running settings are not measured yet (a few seconds of "
+                        "them, in a closed loop or under open arrivals, give presets that fit the model)",
+                        style="yellow")
         factors = ", ".join(f"{f:g}×" for f in SLO_FACTORS)
-        t = Text(f"SLO presets p99 ≤ {shown} ms: {factors} the p99 at no load, {m.p99_ms:.3g} ms (closed loop, "
-                 f"{m.runs} runs, {m.ceiling_per_s:.3g}/s)", style="dim")
+        t = Text(f"SLO presets p99 ≤ {shown} ms: {factors} {m.p99_words()}, {m.source()}", style="dim")
         if self.slo_metric == "p99" and m.p99_ms >= self.slo_ms:
-            t.append(f"\nthe model's own p99 at no load is {m.p99_ms:.3g} ms: no rate meets {self.slo.text()}",
-                     style="yellow")
+            t.append(f"\nthe model's own {m.p99_words().removeprefix('the ')} is {m.p99_ms:.3g} ms: no rate meets "
+                     f"{self.slo.text()}", style="yellow")
         return t
 
     @property

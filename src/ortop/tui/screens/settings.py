@@ -37,10 +37,25 @@ class Hint(Static):
     def __init__(self, content: Text, **kw: Any) -> None:
         super().__init__(content, **kw)
         self._line = content
+        self._reveal = False
 
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
         self._line = content if isinstance(content, Text) else Text(str(content))
+        self._reveal = False
         super().update(content, layout=layout)
+
+    def reveal(self) -> None:
+        """Scroll the form so all of this hint shows, once it is laid out at its new height: an error on the form's
+        bottom row showed only its first line, the rest below the fold."""
+        self._reveal = True
+        self.call_after_refresh(self._scroll_into_view)
+
+    def on_resize(self) -> None:
+        self._scroll_into_view()  # the height an error asked for arrives with the next layout
+
+    def _scroll_into_view(self) -> None:
+        if self._reveal and self.is_mounted:
+            self.scroll_visible(animate=False)
 
     def render(self) -> RenderResult:
         width = self.content_size.width
@@ -65,6 +80,10 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
     Each change is checked at once: the field's error appears, or its old one goes, as the user types (an error
     the monitor gave, such as a core this host lacks, stays until that field changes). ctrl+↓/↑ (or page down/up)
     jump between sections, and the focused row's label is highlighted.
+
+    What is typed is held to this host: a thread count to its usable cores × :data:`form.THREADS_PER_CORE`, a
+    paced rate to 0 or at least :data:`form.MIN_RATE_HZ`; a value past its bound is refused beside the field, with
+    the reason. ``cores`` stands for the host's (tests).
     """
 
     BINDINGS = [
@@ -74,10 +93,13 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         Binding("ctrl+up,pageup", "section(-1)", "previous section", priority=True),
     ]
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, cores: form.HostCores | None = None) -> None:
         super().__init__(classes=" ".join(breakpoint_classes()))
         self.base = profile
         self.initial = form.form_values(profile)
+        # the cores the worker may use, which bound the thread counts typed here (read again on each opening)
+        self._given_cores = cores
+        self.cores = cores or form.host_cores()
         # fields whose error came from the monitor, with the text it refused: kept while the field holds that text
         self._remote: dict[str, str] = {}
 
@@ -129,6 +151,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         building the form costs about half a second of CPU and reopening costs nothing."""
         self.base = profile
         self.initial = form.form_values(profile)
+        self.cores = self._given_cores or form.host_cores()
         if not self.is_mounted:
             return
         self.clear_errors()
@@ -188,7 +211,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
             return  # the profile's own value (the form filling itself): nothing to check
         self._remote = {k: v for k, v in self._remote.items() if vals.get(k) == v}
         try:
-            form.build(self.base, vals)
+            form.build(self.base, vals, self.cores)
             errors: list[tuple[str | None, str]] = []
         except ProfileError as exc:
             errors = form.error_keys(exc)
@@ -212,10 +235,15 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
 
     # ---- errors ----
     def _set_error(self, key: str, messages: list[str]) -> None:
-        hint = self.query_one(f"#hint-{fid(key)}", Static)
+        """The error in place of the field's hint, wrapped whole (never cut to its first line); when the field is
+        the focused one, its lines are scrolled into view once laid out."""
+        hint = self.query_one(f"#hint-{fid(key)}", Hint)
         hint.update(Text("✗ " + "; ".join(messages), style="bold red"))
         hint.add_class("-error")
         self.query_one(f"#label-{fid(key)}").add_class("-error")
+        focused = self.focused
+        if focused is not None and focused.id == f"f-{fid(key)}":
+            hint.reveal()
 
     def _clear_error(self, key: str, values: dict[str, str]) -> None:
         hint = self.query_one(f"#hint-{fid(key)}", Static)
@@ -255,6 +283,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
             control = self.query_one(f"#f-{fid(first)}")
             control.focus()
             self.query_one("#settings-form", VerticalScroll).scroll_to_widget(control, animate=False)
+            self.query_one(f"#hint-{fid(first)}", Hint).reveal()
         return list(placed)
 
     # ---- moving around ----
@@ -296,7 +325,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
     def action_apply(self) -> None:
         self.clear_errors()
         try:
-            new = form.build(self.base, self.values())
+            new = form.build(self.base, self.values(), self.cores)
         except ProfileError as exc:
             self.show_errors(exc, remote=False)
             return
