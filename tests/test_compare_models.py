@@ -196,6 +196,25 @@ def test_the_command_line_crosses_models_with_profiles_model_by_model(models, tm
     assert _plan(a, bare).names == [a, str(bare)]
 
 
+def test_ort_defaults_are_named_as_a_profile(models, tmp_path):
+    """The shipped profile ``defaults`` is ORT's defaults, as two models with no profile get them: named where a
+    profile goes (an argument or --profile), flags on top, and the configuration called by that name."""
+    a, copy, _ = models
+    p1 = tmp_path / "p1.toml"
+    p1.write_text("[session]\nintra_op_num_threads = 1\n")
+    def settings(prof):  # all but the words describing it
+        return replace(prof, description="")
+
+    bare = _plan(a, copy).profiles[0]  # ORT's defaults, as they always were
+    named = _plan(a, "defaults", p1)
+    assert named.names == ["defaults", str(p1)] and settings(named.profiles[0]) == bare
+    assert _plan(a, "--profile", "defaults", "--profile", p1).names == ["defaults", str(p1)]
+    flagged = _plan(a, "defaults", "defaults", "--threads", 1)
+    assert flagged.names == ["defaults", "defaults"]
+    assert [p.session.intra_op_num_threads for p in flagged.profiles] == [1, 1]
+    assert [settings(p) for p in _plan(a, copy, "--profile", "defaults").profiles] == _plan(a, copy).profiles
+
+
 @pytest.mark.slow
 def test_bad_model_comparisons_are_one_line_and_exit_2(models, tmp_path, env):  # noqa: F811
     from onnx import helper

@@ -36,10 +36,18 @@ def check_gates_json(d: dict, specs: list[str]) -> None:
     assert [g["spec"] for g in d["gates"]] == specs
     for g in d["gates"]:
         assert GATE_KEYS <= set(g), g
-        comp = next(c for c in d["comparisons"] if c["metric"] == g["metric"])
-        # the gate is judged on the comparison's own interval: the one of the look the rule stopped at
-        assert (g["change_pct"], g["ci_low_pct"], g["ci_high_pct"]) == \
-            (comp["change_pct"], comp["ci_low_pct"], comp["ci_high_pct"]), (g, comp)
+        on = g["judged_on"]
+        if not on["judged"]:  # its blocks, even pooled, could not hold the metric: never a pass
+            assert g["result"] == "not judged" and g["ci_low_pct"] is None, g
+            continue
+        if on["pooled_blocks"] == [1, 1]:
+            # every block holds the metric: the gate is judged on the comparison's own interval, the one of the
+            # look the rule stopped at
+            comp = next(c for c in d["comparisons"] if c["metric"] == g["metric"])
+            assert (g["change_pct"], g["ci_low_pct"], g["ci_high_pct"]) == \
+                (comp["change_pct"], comp["ci_low_pct"], comp["ci_high_pct"]), (g, comp)
+        else:  # pooled neighbouring pairs, each side holding the runs the metric needs
+            assert on["pooled_runs"] >= on["needs_runs"] and on["pooled_blocks"][1] > 1, on
         if g["ci_low_pct"] is None:
             assert g["result"] == "undecided", g
             continue
@@ -52,6 +60,7 @@ def check_gates_json(d: dict, specs: list[str]) -> None:
     overall = "fail" if "fail" in results else "pass" if all(r == "pass" for r in results) else "undecided"
     assert d["gate_result"] == overall
     assert d["exit_code"] == {"pass": 0, "fail": 5, "undecided": 6}[overall]
+    assert overall != "pass" or all(g["result"] == "pass" for g in d["gates"])  # "not judged" is never a pass
 
 
 # ---- the rule: a look ends the measuring once the gates are decided ------------------------------------------------
@@ -102,6 +111,39 @@ def test_a_failed_gate_ends_the_measuring_whatever_the_others() -> None:
     rule = GateLooks([parse_gate("p50:+5%"), parse_gate("p50:+22%")])
     assert feed(rule, blocks_of([1.2 + 0.02 * (k % 3) for k in range(40)])) == 2 * look_pairs(0)
     assert [r.result for r in rule.taken[-1].results] == ["fail", "undecided"]
+
+
+def test_the_interleavings_rule_judges_a_tail_only_on_blocks_that_hold_it() -> None:
+    """The rule a comparison with gates runs: on blocks of 100 runs a p99 gate decides as the plain rule does; on
+    blocks of 3 runs (a slow model) every look finds the p99 gate not judged, so a wide gate that the blocks' own
+    "p99s" (their slowest runs) would pass never passes, and a failing p50 gate still ends the measuring."""
+    from ortop.engine.ab import TailGateLooks
+
+    ratios = [1.2 + 0.01 * (k % 3) for k in range(40)]
+    plain, tail = GateLooks([parse_gate("p99:+50%")]), TailGateLooks([parse_gate("p99:+50%")])
+    assert feed(tail, blocks_of(ratios)) == feed(plain, blocks_of(ratios)) == 2 * look_pairs(0)
+    assert [r.result for r in tail.taken[-1].results] == ["pass"]
+    assert tail.taken[-1].results[0].basis.pooled == (1, 1)
+
+    short = blocks_of_runs(ratios, 3)
+    assert feed(GateLooks([parse_gate("p99:+50%")]), short) == 2 * look_pairs(0)  # what the blocks alone said
+    rule = TailGateLooks([parse_gate("p99:+50%")])
+    assert feed(rule, short) is None and rule.taken
+    assert all(look.results[0].result == "not judged" for look in rule.taken), rule.taken
+    both = TailGateLooks([parse_gate("p99:+50%"), parse_gate("p50:+5%")])
+    assert feed(both, short) == 2 * look_pairs(0)
+    assert [r.result for r in both.taken[-1].results] == ["not judged", "fail"]
+
+
+def blocks_of_runs(p50_ratios: list[float], runs: int) -> list:
+    """:func:`blocks_of` with ``runs`` runs a block, the slowest of each 10 % above the rest."""
+    out = []
+    for seq, config in enumerate(schedule(2, len(p50_ratios))):
+        ms = 1.0 if config == 0 else p50_ratios[seq // 2]
+        lat = np.full(runs, ms)
+        lat[-1] *= 1.1
+        out.append(block_from_runs(config, seq, lat, t_start=seq, t_end=seq + lat.sum() / 1e3, cpu_ms=lat.sum()))
+    return out
 
 
 def test_the_rule_judges_exactly_two_configurations() -> None:
@@ -221,8 +263,11 @@ def test_a_budget_too_short_to_decide_is_undecided_exit_6(demo_model, same_profi
     assert r.returncode == 6, r.stderr
     tail = r.stdout.splitlines()
     at = tail.index(next(line for line in tail if line.startswith("gates (")))
-    assert tail[at + 1].split()[:5] == ["p50", "fail", "if", ">", "+50"], tail[at:]
-    assert tail[at + 1].endswith("undecided") and tail[at + 2].startswith("gate result: undecided (exit 6)"), tail
+    # the gate under its rule, then the comparison's verdict on the same metric under its own
+    assert tail[at + 1].split()[:6] == ["p50", "gate", "p50", "\u2264", "+50", "%:"], tail[at:]
+    assert "undecided (no interval yet)" in tail[at + 1], tail[at:]
+    assert tail[at + 2].split()[:2] == ["comparison:", "undecided"], tail[at:]
+    assert tail[at + 3].startswith("gate result: undecided (exit 6)"), tail
 
 
 # ---- answers to another question are never a pass ------------------------------------------------------------------

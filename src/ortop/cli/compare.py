@@ -2,7 +2,8 @@
 decide, and how far each model's outputs are from the first's.
 
 The configurations are the models crossed with the profiles, model by model: ``compare M A.toml B.toml`` is A and B
-on M (as it always was); ``compare a.onnx b.onnx`` the two models with ORT's defaults; ``compare a.onnx b.onnx
+on M (as it always was); ``compare a.onnx b.onnx`` the two models with ORT's defaults (which the shipped profile
+``defaults`` names where a profile is wanted: ``compare M defaults tuned.toml``); ``compare a.onnx b.onnx
 --profile P`` (or ``… P``) P on a, then P on b; ``compare a.onnx b.onnx P Q`` P and Q on a, then on b. With no
 model, each profile runs the model it names. An argument is a model when it ends in ``.onnx`` (or is an ONNX file
 by its content, whatever its name); anything else is a profile. Every session is fed the same seeded inputs, made
@@ -24,8 +25,12 @@ a configuration whose outputs are further than ``--atol`` (max abs error), ``--r
 Gates for CI (``--fail-if p99:+5%``, repeatable; exactly two configurations, BASE then NEW): each gate is a
 non-inferiority test on its metric's interval (:mod:`ortop.measure.gate`), and the gates, not the objective, end the
 comparison: at each of the looks above it stops once the look's intervals decide them (every gate passes, or one
-fails), else at the budget's end. Exit 0 when every gate passed, 5 when one failed, 6 when the budget ended before
-they were decided; a lost worker (4) or a rate not kept makes them undecided, never a pass. ``--summary-md FILE``
+fails), else at the budget's end. Each gate is judged on blocks that hold its metric (a p99 needs 100 runs a
+block): the blocks grow to hold them where the budget allows, neighbouring pairs are pooled where they still fall
+short, and a gate even pooling cannot judge is "not judged", said in one warning line. Each gate's line names its
+rule beside the comparison's verdict on the same metric (two rules, two answers). Exit 0 when every gate passed, 5
+when one failed, 6 when the budget ended before they were decided or a gate was not judged; a lost worker (4) or a
+rate not kept makes them undecided, never a pass. ``--summary-md FILE``
 writes the gates as a markdown table (a CI job summary).
 
 Without gates, exit 0 whatever the verdict (ctrl-C too: what was measured is printed); 2 for bad input (one
@@ -46,6 +51,7 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, replace
+from statistics import median
 from typing import Any
 
 from ortop.cli.argtypes import bound, cosine
@@ -53,7 +59,7 @@ from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args,
 from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure import gate as G
 from ortop.measure.agreement import Tolerance
-from ortop.measure.compare import METRICS, decided_after
+from ortop.measure.compare import METRICS, decided_after, usable_pairs
 
 DEFAULT_TOLERANCE = Tolerance()
 
@@ -63,11 +69,12 @@ OBJECTIVE_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "C
 EXAMPLES = """examples:
   ortop compare model.onnx one-thread.toml two-threads.toml
   ortop compare model.onnx model.int8.onnx --threads 1
+  ortop compare model.onnx defaults tuned.toml  (ORT's defaults, by name, against a profile)
   ortop compare model.onnx model.int8.onnx --profile serving.toml --atol 0.05
   ortop compare a.toml b.toml                  (each profile on the model it names)
   ortop compare model.onnx a.toml b.toml --budget 60 --objective p99 --report compare.html
   ortop compare base.onnx new.onnx --fail-if p99:+5% --fail-if throughput:-5% --budget 120 --summary-md gate.md
-                                               (a CI gate: exit 0 pass, 5 fail, 6 undecided)
+                                               (a CI gate: exit 0 pass, 5 fail, 6 undecided or not judged)
 """
 
 
@@ -151,10 +158,14 @@ class GateOutcome:
 
 
 def judge_gates(result, gates: list[G.Gate]) -> GateOutcome:
-    """The gates on the result's intervals (those of the look the rule stopped at, or of the last look). A worker
-    lost for good, a configuration that did not keep its offered rate, or a stop before the gates were decided make
-    every gate undecided, with the reason: what was measured then answers another question, or too little of it."""
-    judged = G.evaluate_all(gates, [c for c in result.comparisons if c.other == 1])
+    """The gates on the result's blocks at the level of its intervals (those of the look the rule stopped at, or of
+    the last look), each on blocks that hold its metric (:func:`ortop.measure.gate.judge_blocks`: pooled where the
+    blocks are short, "not judged" where even pooling gives no interval). A worker lost for good, a configuration
+    that did not keep its offered rate, or a stop before the gates were decided make every gate undecided, with the
+    reason: what was measured then answers another question, or too little of it."""
+    comps = [c for c in result.comparisons if c.other == 1]
+    level = next((c.look_confidence for c in comps), None)
+    judged = G.judge_blocks(gates, result.blocks, level=level, comparisons=comps, elapsed_s=result.elapsed_s or None)
     unpaced = [c.name for c in result.configs[:2] if not c.kept()]
     note = ""
     if result.fault:
@@ -168,10 +179,24 @@ def judge_gates(result, gates: list[G.Gate]) -> GateOutcome:
         judged = tuple(replace(r, result="undecided") for r in judged)
         return GateOutcome(judged, "undecided", note, result.gate_looks, forced=True)
     overall = G.overall([r.result for r in judged])
-    if overall == "undecided":
+    unjudged = [r.gate.metric for r in judged if r.result == "not judged"]
+    if overall == "undecided" and unjudged:
+        note = (f"the {', '.join(dict.fromkeys(unjudged))} gate{'s were' if len(unjudged) > 1 else ' was'} not "
+                "judged (the blocks could not hold the metric; see its line), and not judged is not a pass")
+    elif overall == "undecided":
         note = ("the budget ended with an interval straddling its threshold; a longer --budget, a "
                 "quieter host or a wider threshold would decide")
     return GateOutcome(judged, overall, note, result.gate_looks)
+
+
+def gate_warnings(gates: GateOutcome) -> list[str]:
+    """One line for each gate not judged because its blocks, even pooled, could not hold its metric: why, and what
+    would judge it. (A gate judged on pooled blocks says so on its own line.)"""
+    out = []
+    for r in gates.results:
+        if r.result == "not judged" and r.basis is not None and r.basis.text() not in out:
+            out.append(r.basis.text())
+    return out
 
 
 def exit_code_of(result, gates: GateOutcome | None) -> int:
@@ -247,20 +272,52 @@ def _model_lines(result) -> list[str]:
     return lines
 
 
-def gate_lines(gates: GateOutcome, code: int) -> list[str]:
-    """The "gates" section of the table: each gate's change, interval and threshold, its result, and the overall
-    result with its exit code."""
+def gate_lines(gates: GateOutcome, code: int, comparisons: Any = ()) -> list[str]:
+    """The "gates" section of the table: each gate under its rule (its threshold, its result with the end of the
+    interval that decided it, the change and interval, the blocks it was judged on), then the comparison's own
+    verdict on the same metric under its rule (the interval against the ±margin), so that an "undecided" and a
+    "pass" for one metric never stand side by side unnamed; then the overall result with its exit code."""
     last = gates.looks[-1] if gates.looks else None
     at = (f"; {len(gates.looks)} look{'s' if len(gates.looks) != 1 else ''}, the last at {last.pairs} pairs"
           if last is not None else "; no look yet")
     lines = ["", f"gates (non-inferiority of NEW against BASE on 95 % intervals{at}):"]
     width = max(len(r.gate.metric) for r in gates.results)
+    pad = " " * (width + 4)
+    by_metric = {c.metric: c for c in comparisons if c.other == 1}
     for r in gates.results:
-        lines.append(f"  {r.gate.metric:<{width}}  fail if {r.threshold_text():<9}  change "
-                     f"{G.pct_text(r.change_pct):>8}  ({r.interval_text()})  "
-                     f"{r.result.upper() if r.result == 'fail' else r.result}")
+        head = f"  {r.gate.metric:<{width}}  {r.rule_text()}: {r.verdict_text()}"
+        if r.result == "not judged" and r.basis is not None:
+            lines.append(f"{head}: {r.basis.reason()}{r.basis.more()}")
+        else:
+            # what a percentile was judged on (its blocks' runs, or pooled pairs); a run is enough for the others
+            how = f"; {r.basis.text()}" if r.basis is not None and r.basis.need > 1 else ""
+            lines.append(f"{head}; change {G.pct_text(r.change_pct)}, interval {r.interval_text()}{how}")
+        comp = by_metric.get(r.gate.metric)
+        if comp is not None:
+            lines.append(f"{pad}comparison: {_verdict_rule(comp)}")
     lines.append(f"gate result: {gates.result} (exit {code})" + (f": {gates.note}" if gates.note else ""))
     return lines
+
+
+def _verdict_rule(comp: Any) -> str:
+    """The comparison's verdict under its own rule: ``undecided (95 % CI −4.0…+3.1 %, against the ±2 %
+    margin)``; ``undecided (3 pairs so far, too few for an interval)``."""
+    has = math.isfinite(comp.ci_low_pct) and math.isfinite(comp.ci_high_pct)
+    rule = f"against the \u00b1{comp.margin_pct:g} % margin" if has else "too few for an interval"
+    return f"{comp.verdict} ({comp.interval_text()}, {rule})"
+
+
+def _short_blocks_note(comp: Any, blocks: Any) -> str:
+    """A percentile's comparison on blocks too short to hold it: what each block's figure really is."""
+    need = G.runs_for(comp.metric)
+    if need <= 1:
+        return ""
+    runs = [min(a.runs, b.runs) for a, b in usable_pairs(blocks, comp.baseline, comp.other, comp.metric)]
+    typical = float(median(runs)) if runs else math.nan
+    if not (typical < need):
+        return ""
+    return (f"  [blocks of ~{typical:.0f} runs: a block's {comp.metric} needs {need}; with fewer it is the "
+            f"{'slowest' if comp.metric == 'p99' else 'middle'} run under another name]")
 
 
 def format_result(model_path: str, budget_s: float, objective: str, result, gates: GateOutcome | None = None
@@ -301,7 +358,7 @@ def format_result(model_path: str, budget_s: float, objective: str, result, gate
             word = f"  → {comp.verdict}" if comp.metric != "cpu" else \
                 f"  → {'less' if comp.verdict == 'faster' else 'more'} CPU per run"
         mark = "*" if comp.metric == objective else " "
-        lines.append(f" {mark}{comp.text()}{word}")
+        lines.append(f" {mark}{comp.text()}{word}{_short_blocks_note(comp, result.blocks)}")
     lines += ["", result.memory.text()]
     for w in result.warnings:
         lines.append(f"warning  {w}")
@@ -310,7 +367,7 @@ def format_result(model_path: str, budget_s: float, objective: str, result, gate
     if result.fault:
         lines.append(f"fault    {result.fault}")
     if gates is not None:
-        lines += gate_lines(gates, exit_code_of(result, gates))
+        lines += gate_lines(gates, exit_code_of(result, gates), result.comparisons)
     return "\n".join(lines)
 
 
@@ -435,6 +492,9 @@ def run(args: argparse.Namespace) -> int:
     if warnings:
         result = replace(result, warnings=tuple(warnings) + result.warnings)
     gates = judge_gates(result, gate_specs) if gate_specs else None
+    if gates is not None:  # a gate whose blocks could not hold its metric says how it was judged, in one line
+        said = [w for w in gate_warnings(gates) if w not in result.warnings]
+        result = replace(result, warnings=result.warnings + tuple(said))
     data = to_json(model, args.budget, args.objective, result, tolerance, gates)
     if args.json:
         print(json.dumps(data), flush=True)

@@ -48,9 +48,10 @@ from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart
 from ortop.engine.placement import build_message
 from ortop.engine.traffic import KEEP_RATIO, rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
+from ortop.measure import gate as G
 from ortop.measure import rows as R
 from ortop.measure.agreement import Agreement, Tolerance, agreement
-from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled
+from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, usable_pairs
 from ortop.measure.gate import Gate
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
@@ -225,6 +226,47 @@ def available_memory() -> int | None:
         return None
 
 
+GATE_BLOCK_MAX_S = 2.0   # gates on a tail: blocks grow to hold its runs up to this; pairs of 4 s still follow drift
+GATE_RUNS_MARGIN = 1.25  # ... planned for this many times the runs needed: a block's runs vary with the host
+GATE_MIN_BLOCKS = 48     # ... and only while this many fit in the budget (24 pairs: the looks at 8, 12, 16, 24)
+
+
+def gate_block_s(block_s: float, settle_s: float, run_ms: float, budget_s: float, need: int,
+                 n_configs: int = 2) -> float:
+    """The block length for gates whose metrics need ``need`` runs a block (a p99: 100): long enough to hold them
+    at ``run_ms`` a run where the budget allows, never shorter than ``block_s``. The budget allows a block up to
+    GATE_BLOCK_MAX_S while GATE_MIN_BLOCKS still fit: longer blocks would leave the other gates (a p50, a
+    throughput, judged on pairs) too few pairs. Where that falls short of ``need`` runs, the gates pool
+    neighbouring pairs instead (:func:`ortop.measure.gate.judge_blocks`), which gives the tail the same runs and
+    keeps the pairs."""
+    if need <= 1 or not (math.isfinite(run_ms) and run_ms > 0):
+        return block_s
+    wanted = GATE_RUNS_MARGIN * need * run_ms / 1e3
+    fit = budget_s / (GATE_MIN_BLOCKS * max(2, n_configs) / 2) - settle_s if budget_s > 0 else GATE_BLOCK_MAX_S
+    return max(block_s, min(wanted, GATE_BLOCK_MAX_S, fit))
+
+
+class TailGateLooks(GateLooks):
+    """The looks of :class:`ortop.engine.bench.deciders.GateLooks`, each gate judged on blocks that hold its metric
+    (:func:`ortop.measure.gate.judge_blocks`: pooled neighbouring pairs where the blocks are short, "not judged"
+    where even pooling gives no interval). The looks come at the pairs of blocks as they ran, as before: each
+    look's interval keeps its level whatever pairs it is taken on, so the union bound over the looks holds."""
+
+    def _decides(self, used: Sequence[Block], elapsed_s: float) -> float | None:
+        fewest = min(len(usable_pairs(used, 0, 1, m)) for m in self.metrics)
+        level = self.looks.due(fewest)
+        if level is None:
+            return None
+        look = GateLook(fewest, level, elapsed_s, G.judge_blocks(self.gates, used, level=level))
+        self.taken.append(look)
+        return None if look.result == "undecided" else level
+
+    def settled_on(self, blocks: Sequence[Block], comparisons: Sequence[Comparison], level: float | None) -> bool:
+        """Whether the result's blocks (at the last look, the budget spent) decide the gates."""
+        results = G.judge_blocks(self.gates, blocks, level=level, comparisons=comparisons)
+        return G.overall([r.result for r in results]) != "undecided"
+
+
 class Interleaving:
     """One interleaved comparison over workers reached through ``channels`` (a send function per worker), alternated
     by an :class:`ortop.engine.bench.interleave.Interleaver`.
@@ -240,8 +282,9 @@ class Interleaving:
     :mod:`ortop.measure.sequential` is taken, and once every verdict on that metric is settled the alternation
     ends and the result holds the blocks and the intervals of that look. Without it the budget is always spent.
     ``gates`` (:class:`ortop.measure.gate.Gate`, instead of ``decide_on``; two profiles) end it the same way once a
-    look decides them (:class:`ortop.engine.bench.deciders.GateLooks`: ``compare --fail-if``); the result keeps
-    the looks taken (``AbResult.gate_looks``).
+    look decides them (:class:`TailGateLooks`: ``compare --fail-if``); the result keeps the looks taken
+    (``AbResult.gate_looks``). A gate on a percentile also lengthens the blocks so that each holds its runs where
+    the budget allows (:func:`gate_block_s`).
     """
 
     def __init__(self, profiles: Sequence[Profile], config_ids: Sequence[int], channels: Sequence[Callable[[Any], Any]],
@@ -272,9 +315,10 @@ class Interleaving:
         self.feed_model = feed_model    # every session fed from this model's inputs ("": each from its own)
         self.tolerance = tolerance      # set: each session's outputs are compared with the first's
         self._looks: Looks | GateLooks | None = \
-            GateLooks(gates, len(self.profiles)) if gates else \
+            TailGateLooks(gates, len(self.profiles)) if gates else \
             Looks(decide_on, len(self.profiles)) if decide_on is not None else None
         self._budget = Budget(budget_s, self.stop)
+        self._gate_runs = max((G.runs_for(g.metric) for g in gates), default=1)  # runs a gated metric needs
         self._index = {cid: i for i, cid in enumerate(self.ids)}
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
@@ -398,6 +442,9 @@ class Interleaving:
                 return self._result(memory, stopped=True)
             lat = max(self._latency_estimate(i) for i in range(len(self.profiles)))
             block, settle = plan_blocks(lat, self.budget_s, len(self.profiles), period_ms(self.profiles))
+            # gates on a tail: blocks that hold its runs, where the budget allows
+            block = gate_block_s(block, settle, max(lat, period_ms(self.profiles)), self.budget_s, self._gate_runs,
+                                 len(self.profiles))
             block = self.block_s or block
             settle = self.settle_s if self.settle_s is not None else settle
             self.block_s, self.settle_s = block, settle
@@ -526,7 +573,9 @@ class Interleaving:
         comps = tuple(compare_all(blocks, len(self.profiles), self.metrics, elapsed_s=elapsed or None, level=level)) \
             if blocks else ()
         decided_s = decision.elapsed_s if decision is not None else None
-        if decision is None and self._looks is not None and self._looks.settled(comps):
+        if decision is None and self._looks is not None and (
+                self._looks.settled_on(blocks, comps, level) if isinstance(self._looks, TailGateLooks)
+                else self._looks.settled(comps)):
             decided_s = elapsed  # settled at the last look, when the budget was spent
         return AbResult(tuple(figures), comps, tuple(blocks), elapsed, self.block_s or math.nan,
                         self.settle_s if self.settle_s is not None else math.nan, memory, len(self.channels),

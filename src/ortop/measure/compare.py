@@ -63,6 +63,13 @@ How long until it decides (``seconds_more``)
     When the estimate sits on the margin no amount of time decides it, so the answer is capped at
     ``SECONDS_MORE_CAP``.
 
+Pooling neighbouring pairs (``pooled_pairs``)
+    A block's p99 is a percentile of its own runs: a block of three runs has none, only its slowest run under
+    another name. Where a metric needs more runs than a block holds (:func:`ortop.measure.stats.runs_needed`: 100
+    for a p99), consecutive pairs are pooled whole — the baseline's blocks of pairs k … k+m against the other's
+    blocks of the same pairs — until each side holds enough runs, and the pooled pairs go through the same
+    interval. The CI gates judge on them (:mod:`ortop.measure.gate`).
+
 Stopping once decided (:mod:`ortop.measure.sequential`)
     ``ortop compare`` and the live view's verification stop as soon as every verdict on their metric is settled.
     They may only stop at looks fixed in advance, each at a stricter level (``compare(level=…)``), so that the
@@ -195,6 +202,63 @@ def pairs(blocks: Sequence[Block], baseline: int, other: int) -> list[tuple[Bloc
     return out
 
 
+# -- pooling neighbouring pairs: a percentile needs runs ------------------------------------------------------
+
+
+def pool_groups(runs: Sequence[tuple[int, int]], need: int) -> list[range]:
+    """Consecutive pairs grouped so that every group holds at least ``need`` runs of each configuration.
+
+    ``runs[k]`` is pair k's (baseline runs, other runs), in schedule order. Greedy: a group closes as soon as both
+    sides reach ``need``; the pairs after the last group that closes join it (too few for a group of their own).
+    Every pair holding ``need`` on both sides is a group of its own (nothing pooled); ``[]`` when all the pairs
+    together do not reach ``need`` on some side. A group pools pairs k … k+m whole: the baseline's blocks of those
+    pairs against the other's blocks of the same pairs, so the pairing, and the drift it cancels, stays."""
+    if need < 1:
+        raise ValueError(f"need must be at least one run, got {need}")
+    groups: list[range] = []
+    start, a, b = 0, 0, 0
+    for k, (ra, rb) in enumerate(runs):
+        a, b = a + int(ra), b + int(rb)
+        if a >= need and b >= need:
+            groups.append(range(start, k + 1))
+            start, a, b = k + 1, 0, 0
+    if groups and start < len(runs):
+        groups[-1] = range(groups[-1].start, len(runs))
+    return groups
+
+
+def merge_blocks(blocks: Sequence[Block], seq: int) -> Block:
+    """One block of one configuration standing for ``blocks`` (which must carry their runs): the percentiles of
+    every run pooled, throughput as runs over the blocks' own wall time (not the time between them), CPU per run
+    weighted by runs. ``seq`` is its place in the pooled schedule."""
+    if not blocks:
+        raise ValueError("nothing to merge")
+    if any(b.latency_ms is None for b in blocks) or len({b.config for b in blocks}) != 1:
+        raise ValueError("blocks merge only with their runs, and only within one configuration")
+    lat = np.concatenate([np.asarray(b.latency_ms, dtype=np.float64) for b in blocks])
+    st = latency_stats(lat)
+    runs = int(lat.size)
+    wall = sum(b.t_end - b.t_start for b in blocks)
+    cpu = [b for b in blocks if math.isfinite(b.cpu_ms_per_run) and b.runs > 0]
+    cpu_per_run = sum(b.cpu_ms_per_run * b.runs for b in cpu) / sum(b.runs for b in cpu) if cpu else math.nan
+    spin = [b for b in blocks if math.isfinite(b.cpu_ms_between_per_s) and b.t_end > b.t_start]
+    between = (sum(b.cpu_ms_between_per_s * (b.t_end - b.t_start) for b in spin)
+               / sum(b.t_end - b.t_start for b in spin)) if spin else math.nan
+    return Block(blocks[0].config, seq, min(b.t_start for b in blocks), max(b.t_end for b in blocks), runs,
+                 st.p50, st.p99, runs / wall if wall > 0 else math.nan, cpu_per_run, between, lat)
+
+
+def pooled_pairs(paired: Sequence[tuple[Block, Block]], need: int) -> list[tuple[Block, Block]]:
+    """``paired`` (baseline block, other block) pooled by :func:`pool_groups` into pairs of merged blocks that hold
+    ``need`` runs a side, in order (seq 2g for group g's baseline, 2g + 1 for its other); the pairs themselves when
+    each already holds them. Raises ValueError when a block to pool carries no runs."""
+    groups = pool_groups([(a.runs, b.runs) for a, b in paired], need)
+    if all(len(g) == 1 for g in groups) and len(groups) == len(paired):
+        return list(paired)
+    return [(merge_blocks([paired[k][0] for k in g], 2 * i), merge_blocks([paired[k][1] for k in g], 2 * i + 1))
+            for i, g in enumerate(groups)]
+
+
 # -- the interval ---------------------------------------------------------------------------------------------
 
 
@@ -288,6 +352,10 @@ class Comparison:
     margin_pct: float = MARGIN_PCT
     look_confidence: float | None = None  # a comparison that stops once decided: the level of the look its
     #                                       interval was taken at (≥ confidence; see measure.sequential)
+
+    def interval_text(self) -> str:
+        """``95 % CI −4.0…+3.1 %``, or ``3 pairs so far`` while there is no interval."""
+        return self._ci_text()
 
     def _ci_text(self) -> str:
         conf = f"{self.confidence * 100:.0f}"
