@@ -19,7 +19,7 @@ from ortop.collectors.host import HostFacts
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine.space import ModelFacts, Space, has_parallel_branches, profile_key, unfixed_dims
-from ortop.engine.tuner import BETTER, KEEP, STOPPED, RaceOutcome, Tuner, figures
+from ortop.engine.tuner import BETTER, KEEP, NOT_MEASURED, STOPPED, RaceOutcome, Tuner, figures
 from ortop.errors import RuntimeFailure
 from ortop.fsutil import write_text
 from ortop.measure.compare import Block, schedule
@@ -77,7 +77,10 @@ def test_two_core_host_never_tries_four_threads() -> None:
     assert threads_tried(space) <= {0, 1, 2}
     assert 4 not in threads_tried(space)
     big = Space(Profile(), host(16), CHAIN, ["threads", "spinning"])
-    assert {1, 2, 4, 8, 16} <= threads_tried(big)
+    # 16 is what the start profile's default resolves to on 16 cores: the baseline itself, never raced again
+    assert {1, 2, 4, 8} <= threads_tried(big) and 16 not in threads_tried(big)
+    one = profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1})
+    assert {2, 4, 8, 16} <= threads_tried(Space(one, host(16), CHAIN, ["threads", "spinning"]))
 
 
 def test_quota_of_one_and_a_half_cpus_caps_threads_at_two() -> None:
@@ -287,8 +290,26 @@ class FakeRacer:
         self.clock.t = end
         return out
 
+    def measure(self, profile: Profile, seconds: float) -> RaceOutcome:
+        """``profile`` alone, in blocks (its figures where nothing raced beside it)."""
+        out = RaceOutcome(failed=self.prepare([profile]))
+        if out.failed:
+            return out
+        for _ in range(max(1, int(seconds // self.block_s))):
+            t = self.clock.t
+            eff = {**{m: 1.0 for m in BASE}, **self.effect(profile)}
+            vals = {m: BASE[m] * eff[m] * math.exp(self.noise * self.rng.standard_normal()) for m in BASE}
+            out.blocks.append(Block(0, self.seq, t, t + self.block_s, 100, vals["p50"], vals["p99"],
+                                    vals["throughput"], vals["cpu"]))
+            self.seq += 1
+            self.clock.t += self.block_s
+        return out
+
     def block_seconds(self, profiles: Sequence[Profile]) -> float:
         return self.block_s
+
+    def runs_per_s(self, profiles: Sequence[Profile]) -> float:
+        return 100 / self.block_s  # a block holds 100 runs
 
     def build_seconds(self) -> float:
         return self.build_s
@@ -380,7 +401,8 @@ def test_failed_candidates_are_never_best() -> None:
     def fail(p: Profile) -> str:
         return "InvalidArgument: bad thing" if p.session.intra_op_num_threads == 2 else ""
 
-    result, racer, *_ = run_tuner(threads_effect({2: 0.5, 4: 0.8}), fail_build=fail)
+    # eight cores: four threads is a count of its own, not what ORT's default resolves to
+    result, racer, *_ = run_tuner(threads_effect({2: 0.5, 4: 0.8}), fail_build=fail, cores=8)
     failed = [t for t in result.trials if t.status == "failed"]
     assert [t.label for t in failed] == ["threads 2"] and "InvalidArgument" in failed[0].reason
     assert result.best.session.intra_op_num_threads == 4
@@ -417,9 +439,15 @@ def test_the_budget_is_kept(budget: float) -> None:
 def test_a_short_budget_lists_what_it_left_out() -> None:
     result, *_ = run_tuner(threads_effect({}), budget=6, cores=8, dims=None)
     assert result.not_tried
-    assert all(why == "no time left in the budget" for _, why in result.not_tried)
+    # not even one candidate gets a first rung in 6 s: each says what a rung needs at the model's pace, and the
+    # verdict says nothing was measured (never "no detectable gain")
+    assert all(why.startswith("not raced: a rung needs ~") and "runs/s" in why for _, why in result.not_tried)
+    assert result.verdict == NOT_MEASURED and "no detectable gain" not in result.text
+    assert result.baseline_figures.blocks > 0  # measured alone: its figures are always there
+    assert f"give --budget {result.needs['budget_s']:.0f}" in result.text and result.needs["budget_s"] > 6
     d = result.as_dict()
-    assert d["not_tried"][0]["reason"] == "no time left in the budget"
+    assert d["not_tried"][0]["reason"].startswith("not raced: a rung needs ~")
+    assert d["measured"] is False and d["needs"]["budget_s"] == result.needs["budget_s"]
 
 
 def test_drift_does_not_fake_a_gain() -> None:
@@ -485,8 +513,9 @@ def test_stop_ends_early_with_a_result() -> None:
     assert result.stopped and result.as_dict()["stopped"] is True
     # Stopped before the verification: nothing is claimed, and what was leading is named.
     assert result.verdict == KEEP
-    assert result.text.startswith("stopped before the best candidate (threads 2) was verified")
+    assert result.text.startswith("stopped before the best candidate (threads 2") and "was verified" in result.text
     assert result.candidate is not None and result.candidate.session.intra_op_num_threads == 2
+    assert not any(t.winner for t in result.trials)  # a leader, never a winner: nothing was verified
 
 
 @pytest.mark.integration

@@ -28,8 +28,8 @@ EXIT_CODES: dict[int, str] = {
                       "was printed (JSON included), with the fault named",
     EXIT_GATE_FAILED: "a check said no: compare --fail-if (a gate failed: a regression beyond its threshold) or "
                       "capacity --certify (the rate was shown to break the SLO)",
-    EXIT_GATE_UNDECIDED: "a check could not tell before its budget ended (compare --fail-if, capacity --certify): "
-                         "never a pass",
+    EXIT_GATE_UNDECIDED: "a check could not tell before its budget ended (compare --fail-if, capacity --certify), or "
+                         "tune gave no answer in its budget: never a pass",
     EXIT_INTERRUPTED: "stopped by ctrl-C",
 }
 """What each exit code means for every command; :data:`COMMAND_EXIT_CODES` says it more precisely per command."""
@@ -56,6 +56,10 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
                  EXIT_WORKER_LOST: LOST},
     "tune": {EXIT_OK: "a result (keeping the baseline included)", EXIT_RUNTIME: "the model failed at run time",
              EXIT_USAGE: "bad input",
+             EXIT_GATE_UNDECIDED: "not measured: no candidate could be raced (or the best verified) in the budget, or "
+                                  "with --objective capacity the baseline meets the SLO at no rate; the result was "
+                                  "printed (JSON included) with the baseline's figures and the budget an answer "
+                                  "needs, and nothing was saved",
              EXIT_WORKER_LOST: "a worker died while only proven sessions raced: the result so far was printed, "
                                "with the fault named (a death while new candidates race fails those candidates)",
              EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "

@@ -5,13 +5,18 @@
 
 Candidates race against the incumbent in interleaved blocks inside one worker (see :mod:`ortop.engine.tuner`);
 the winner is verified against the start profile, and "no detectable gain: keep the baseline" is a result too.
-Progress goes to stderr (a live bar and leaderboard on a terminal, one line per step otherwise); the result goes
-to stdout, as text or, with ``--json``, as one JSON object and nothing else.
+"Not measured" is not: when no candidate could be raced in the budget (a slow model's rung needs more time than
+was left), or the best could not be verified, the result says so, with the baseline's own figures and the budget
+an answer needs, and nothing is saved as best. Progress goes to stderr (a live bar and leaderboard on a terminal,
+one line per step otherwise); the result goes to stdout, as text or, with ``--json``, as one JSON object and
+nothing else, whatever the verdict: the same inputs give the same exit code either way.
 
-Exit codes: 0 with a result (keeping the baseline included), 2 for bad input (one ``ortop: error:`` line), 1 when
-the model fails at run time, 4 when a worker was lost while only proven sessions raced (the result so far is
-printed, with the fault), 130 when ctrl-C stopped the search (the result so far is printed, and saved with
-``--save``; a second ctrl-C aborts without one).
+Exit codes: 0 with a result (keeping the baseline included), 6 when the budget gave no answer ("not measured":
+nothing raced or the best unverified, or with ``--objective capacity`` the baseline meets the SLO at no rate; the
+result is printed all the same), 2 for bad input (one ``ortop: error:`` line), 1 when the model fails at run time,
+4 when a worker was lost while only proven sessions raced (the result so far is printed, with the fault), 130 when
+ctrl-C stopped the search (the result so far is printed, and saved with ``--save``; a second ctrl-C aborts
+without one).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_workload_args, apply_flags
-from ortop.errors import EXIT_OK, EXIT_WORKER_LOST, RuntimeFailure, UsageError
+from ortop.errors import EXIT_GATE_UNDECIDED, EXIT_OK, EXIT_WORKER_LOST, UsageError
 
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
+EXIT_NOT_MEASURED = EXIT_GATE_UNDECIDED  # the budget gave no answer: the result says what one needs
+NOT_MEASURED = "not measured"  # ortop.engine.trials.NOT_MEASURED (the CLI reads the engine through its face)
 
 EXAMPLES = """examples:
   ortop tune model.onnx                                   lowest p50, 60 s
@@ -108,9 +115,11 @@ KNEE_SHARE = 0.25   # of the budget, for finding the baseline's capacity
 KNEE_RATE = 0.9     # candidates race at this share of it
 
 
-def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tuple[Any, str]:
+def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tuple[Any, str, dict[str, Any], str]:
     """``--objective capacity``: find the baseline's capacity within the SLO (a quarter of the budget), then race the
-    candidates on the SLO's percentile under Poisson arrivals at 90 % of it.
+    candidates on the SLO's percentile under Poisson arrivals at 90 % of it. Returns the profile to race, the
+    percentile, what the capacity search found (for the JSON), and why nothing is to be raced ("" when there is a
+    knee): a baseline that meets the SLO at no rate is a result ("not measured"), not a failure.
 
     Why not race capacities themselves: each would need a search of its own (a dozen points), so a budget fits a
     handful of candidates at most. Near the knee the percentile rises steeply with load, so a candidate that lowers
@@ -129,15 +138,21 @@ def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tup
     budget = max(15.0, KNEE_SHARE * args.budget)
     found = find_capacity(model_path, [profile], slo, budget_s=budget, names=["baseline"])
     base = found.searches[0]
+    knee: dict[str, Any] = {"slo": slo.text(), "met": base.met, "elapsed_s": round(found.elapsed_s, 2),
+                            "bracket_per_s": [base.lo, base.hi if math.isfinite(base.hi) else None]}
     if not base.met:
         why = base.note or base.failed or "see ortop capacity"
-        raise RuntimeFailure(f"the baseline meets {slo.text()} at no rate here ({why}): nothing to race at its knee")
+        no_race = f"the baseline meets {slo.text()} at no rate here ({why}): nothing to race at its knee"
+        knee["note"] = no_race
+        print(f"ortop tune: {no_race}", file=sys.stderr)
+        return profile, slo.metric, knee, no_race
     rate = KNEE_RATE * base.lo
-    print(f"ortop tune: the baseline serves {base.capacity(slo):.0f}/s within {slo.text()} (bracket {base.lo:.0f}…"
-          f"{base.hi:.0f}/s, {found.elapsed_s:.0f} s); racing on {slo.metric} under Poisson arrivals at "
-          f"{rate:.0f}/s", file=sys.stderr)
+    knee.update(capacity_per_s=round(base.capacity(slo), 3), rate_per_s=round(rate, 3))
+    print(f"ortop tune: the baseline serves {base.capacity(slo):.3g}/s within {slo.text()} (bracket {base.lo:.3g}…"
+          f"{base.hi:.3g}/s, {found.elapsed_s:.0f} s); racing on {slo.metric} under Poisson arrivals at "
+          f"{rate:.3g}/s", file=sys.stderr)
     raced = P.merge(profile, **{"workload.arrival": "poisson", "workload.rate_hz": round(rate, 1)})
-    return raced, slo.metric
+    return raced, slo.metric, knee, ""
 
 
 # ---- the host line ------------------------------------------------------------------------------------------------
@@ -171,11 +186,25 @@ def workload_text(profile: Any) -> str:
     return ", ".join(parts)
 
 
+def runs_text(d: dict[str, Any]) -> str:
+    """How many runs a profile's figures come from: ``over 240 runs pooled from 48 blocks``."""
+    runs, blocks = d.get("runs") or 0, d.get("blocks") or 0
+    if not blocks:
+        return "not measured"
+    return f"over {runs} run{'s' if runs != 1 else ''} pooled from {blocks} block{'s' if blocks != 1 else ''}"
+
+
+def not_raced(result: Any) -> int:
+    """Candidates never raced: left out for lack of time (listed, or built and then left out), or by a stop."""
+    return len(result.not_tried) + sum(not t.raced and t.status != "failed" for t in result.trials)
+
+
 def save_description(result: Any, model_path: str) -> str:
     """What ``profiles list`` shows for a saved result whose start profile had no description of its own."""
     c = result.comparison
     gain = (f"{c.change_pct:+.1f} % against the start profile" if result.verdict == "better" and c is not None
-            else "no gain found: the start profile")
+            else "no gain found: the start profile" if any(t.raced for t in result.trials)
+            else "nothing raced: the start profile")
     what = objective_text(result.objective, result.max_p99_ms)
     return f"ortop tune on {os.path.basename(model_path)}: {what}, {gain}"
 
@@ -188,9 +217,11 @@ def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: 
                 "cpu": "CPU per run"}[result.objective]
         gain = (f"gain: {what} {c.change_pct:+.1f} % (95 % CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f} %) against "
                 f"the start profile, from {c.pairs} pairs of interleaved blocks")
-    else:
+    elif any(t.raced for t in result.trials):
         gain = "gain: none detected; this is the start profile (keep the baseline)"
-    raced = sum(t.status in ("ok", "dropped") for t in result.trials)
+    else:
+        gain = "gain: none measured (no candidate raced); this is the start profile"
+    raced = sum(t.raced for t in result.trials)
     failed = sum(t.status == "failed" for t in result.trials)
     lines = [
         f"ortop tune result for {os.path.basename(model_path)}",
@@ -199,7 +230,8 @@ def save_header(result: Any, model_path: str, host: Any, gpus: list[str], when: 
         f"objective: {objective_text(result.objective, result.max_p99_ms)}; workload: {workload_text(result.best)}",
         gain,
         f"verdict: {result.text}",
-        f"search: {raced} candidates raced, {failed} failed, budget {result.budget_s:g} s "
+        f"search: {raced} candidates raced, {failed} failed, {not_raced(result)} not raced, budget "
+        f"{result.budget_s:g} s "
         f"(took {result.elapsed_s:.1f} s{_ended(result, ', stopped by the user')}); "
         f"space: {', '.join(result.dimensions) or 'none'}",
     ]
@@ -285,43 +317,54 @@ class Progress:
 
 
 # ---- output -------------------------------------------------------------------------------------------------------
-def format_result(result: Any, model_path: str, saved: str | None) -> str:
-    from ortop.engine import figures_text
+def format_result(result: Any, model_path: str, saved: str | None, not_saved: str = "") -> str:
+    """The result as text: the baseline's figures with their runs, the candidates (raced, failed, not raced and
+    why), the verdict and what was saved. A row reads "winner" only when the verdict names it."""
+    from ortop.engine import figures_text, trial_cells
 
     d = result.as_dict()
     lines = [f"ortop tune {os.path.basename(model_path)}: {objective_text(result.objective, result.max_p99_ms)} "
              f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s"
              f"{_ended(result, '; stopped by ctrl-C, these are the figures so far')})",
-             f"baseline: {figures_text(d['baseline'])}"]
-    counts: dict[str, int] = {}
+             f"baseline: {figures_text(d['baseline'])} — {runs_text(d['baseline'])}"]
+    raced = sum(t.raced for t in result.trials)
+    failed = sum(t.status == "failed" for t in result.trials)
+    lines.append(f"candidates: {raced} raced, {failed} failed, {not_raced(result)} not raced")
     for t in result.trials:
-        counts[t.status] = counts.get(t.status, 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"
-    lines.append(f"candidates: {len(result.trials)} tried ({summary}); {len(result.not_tried)} not tried "
-                 f"for lack of time")
+        if not t.raced and t.status != "failed":
+            continue  # said with the ones not raced, below
+        label, _, status, change, ci, pairs, what = trial_cells(t, result)  # the table's own cells
+        said = f"{change} % (95 % CI {ci} %, {pairs} pairs)" if ci else f"{change} % ({pairs} pairs)" if change \
+            else ""
+        said = "; ".join(x for x in (said, what) if x)
+        lines.append(f" {'*' if status == 'winner' else ' '} {label:<40} {status:<8} {said}")
+    groups: dict[str, list[str]] = {}  # why -> the dimension of each candidate left out for it
+    for c, why in result.not_tried:
+        groups.setdefault(why.removeprefix("not raced: "), []).append(c.stage)
     for t in result.trials:
-        c = t.comparison
-        mark = "*" if t.winner else " "
-        if t.status == "failed":
-            lines.append(f" {mark} {t.label:<40} failed: {t.reason}")
-        else:
-            verdict = c.text() if c is not None else "not measured"
-            pace = t.pace()
-            lines.append(f" {mark} {t.label:<40} {t.status:<8} {verdict}" + (f"  [{pace}]" if pace else ""))
+        if not t.raced and t.status != "failed":
+            groups.setdefault(t.reason.removeprefix("not raced: "), []).append(t.candidate.stage)
+    for why, stages in groups.items():
+        n = len(stages)
+        lines.append(f"   not raced: {', '.join(dict.fromkeys(stages))} ({n} candidate{'s' if n != 1 else ''}): "
+                     f"{why}")
     for note in result.pruned:
         lines.append(f"   pruned {note}")
     if result.verdict == "better":
-        lines.append(f"best: {d['best'].get('changes') and ', '.join(d['best']['changes'])}")
-        lines.append(f"      {figures_text(d['best'])}")
+        lines.append(f"best: {', '.join(d['best'].get('changes') or [])}")
+        lines.append(f"      {figures_text(d['best'])} — {runs_text(d['best'])}")
     lines.append(f"verdict: {result.text}")
     if saved:
         lines.append(f"saved: {saved}")
+    elif not_saved:
+        lines.append(f"not saved: {not_saved}")
     return "\n".join(lines)
 
 
 # ---- the command --------------------------------------------------------------------------------------------------
 def tune_main(argv: Sequence[str]) -> int:
-    """``ortop tune …``: returns the exit code (0 result, 2 bad input, 1 run-time failure)."""
+    """``ortop tune …``: returns the exit code (0 result, 6 no answer in the budget, 2 bad input, 1 run-time
+    failure, 4 a worker lost, 130 ctrl-C)."""
     from ortop.cli.main import main
 
     return main(["tune", *argv])
@@ -347,8 +390,10 @@ def run(args: argparse.Namespace) -> int:
         if args.save and os.path.realpath(args.save) == os.path.realpath(args.report):
             raise UsageError(f"--report and --save name the same file ({args.report}): give each its own")
         check_report(args.report, protect=_kept(args, model_path))
-    if args.objective == "capacity":
-        profile, args.objective = _at_the_knee(args, model_path, profile)  # the budget still counts from t0
+    knee: dict[str, Any] | None = None
+    no_race = ""
+    if args.objective == "capacity":  # the budget still counts from t0
+        profile, args.objective, knee, no_race = _at_the_knee(args, model_path, profile)
     if args.save:
         fsutil.check_writable(args.save, protect=[model_path], what="profile")
     host = read_host()
@@ -357,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         tuner, racer = build_tuner(model_path, profile, objective=args.objective, max_p99_ms=args.max_p99,
                                    budget_s=args.budget, dims=dims, stop=stop, clock=clock, started=t0, info=info,
-                                   host=host)
+                                   host=host, no_race=no_race)
     except ValueError as exc:
         raise UsageError(f"--space: {exc}") from None
     progress = Progress(args.budget, args.objective, clock, t0, live=sys.stderr.isatty())
@@ -370,8 +415,11 @@ def run(args: argparse.Namespace) -> int:
     result.host = {**host.as_dict(), "gpus": gpus}
     for w in racer.warnings[:5]:
         print(f"ortop: warning: {w}", file=sys.stderr)
-    saved = None
-    if args.save:
+    saved, not_saved = None, ""
+    if args.save and result.verdict == NOT_MEASURED:
+        not_saved = (f"{args.save} was not written: the search gave no answer to save ({result.text.split(': ')[0]}),"
+                     " and a saved profile claims what was measured")
+    elif args.save:
         from dataclasses import replace
 
         best = replace(result.best, model=profile_model or "",
@@ -380,9 +428,14 @@ def run(args: argparse.Namespace) -> int:
         header = save_header(result, model_path, host, gpus, when)
         fsutil.write_text(args.save, best.to_toml(header=header), protect=[model_path], what="profile")
         saved = args.save
+    code = exit_code(result)
     out = result.as_dict()
     out["model"] = model_path
     out["saved"] = saved
+    out["not_saved"] = not_saved or None
+    out["exit_code"] = code
+    if knee is not None:
+        out["knee"] = knee
     out["warnings"] = [*racer.warnings, *(f"{t.label}: {t.pace()}; its verdict is not a paced answer"
                                           for t in result.trials if t.pace())]
     if args.json:
@@ -390,12 +443,22 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(out, indent=2, ensure_ascii=False), flush=True)
     else:
-        print(format_result(result, model_path, saved), flush=True)
+        print(format_result(result, model_path, saved, not_saved), flush=True)
     if args.report:  # after the result is printed: a report that fails to write loses nothing
         from ortop.report import tune_page, write_report
 
         write_report(args.report, tune_page(out), protect=_kept(args, model_path))
-    return EXIT_WORKER_LOST if result.fault else EXIT_INTERRUPTED if result.stopped else EXIT_OK
+    return code
+
+
+def exit_code(result: Any) -> int:
+    """A result's exit code, the same with and without ``--json``: 4 a worker lost, 130 stopped, 6 no answer in
+    the budget ("not measured"), else 0."""
+    if result.fault:
+        return EXIT_WORKER_LOST
+    if result.stopped:
+        return EXIT_INTERRUPTED
+    return EXIT_NOT_MEASURED if result.verdict == NOT_MEASURED else EXIT_OK
 
 
 def _ended(result: Any, stopped: str) -> str:

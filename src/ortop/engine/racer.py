@@ -4,6 +4,12 @@ One worker per restart group (environment and global thread pools: :class:`ortop
 candidate's session stays built between rungs, so a candidate that survives a rung does not pay its build again.
 Blocks come from :class:`ortop.engine.ab.Interleaving`; the tuner (:mod:`ortop.engine.tuner`) sees only the
 :class:`Racer` protocol.
+
+Blocks are sized in requests, not only in seconds: a race judged on a percentile (``runs_per_block``: a p99 needs
+100 runs, :func:`ortop.measure.stats.runs_needed`) gets blocks long enough to hold that many runs at the model's
+pace, so each block's own figure is the percentile it is named after. On a model that runs ten times a second
+that is ten seconds a block: the tuner then sees from :meth:`WorkerRacer.block_seconds` that a rung does not fit
+its budget, and says so, instead of judging the slowest of a handful of runs as a p99.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from ortop.engine.trials import STOPPED, RaceOutcome, RacerError
 from ortop.engine.tuner import relabel
 from ortop.measure.compare import Block
 
+RUNS_MARGIN = 1.25  # a block sized for N runs plans for N × this: a run slower than its warm-up must not cut it short
+
 
 class WorkerRacer:
     """The real racer: sessions built once in a worker process and kept between rungs; each race is an
@@ -42,10 +50,11 @@ class WorkerRacer:
     TOKEN_BASE = -1000
 
     def __init__(self, model_path: str, *, block_s: float = BLOCK_TARGET_S, build_timeout_s: float = 600.0,
-                 strict_providers: bool = True, stop: threading.Event | None = None):
+                 strict_providers: bool = True, stop: threading.Event | None = None, runs_per_block: int = 0):
         self.model_path = model_path
         self.stop = stop or threading.Event()  # set: the race under way ends with the blocks it has
         self.block_target = block_s
+        self.runs_per_block = runs_per_block  # each block holds at least this many runs (the judged percentile's)
         self.build_timeout_s = build_timeout_s
         self.strict_providers = strict_providers
         self._groups: dict[tuple, Worker] = {}
@@ -193,12 +202,53 @@ class WorkerRacer:
                 lat = max(lat, p.workload.concurrency / rate)
         return lat or 0.001
 
+    def _request_s(self, profiles: Sequence[Profile]) -> float:
+        """Seconds between two requests served, for the slowest of ``profiles``: its run time shared by its callers
+        in a closed loop, its rate's period when paced (or its run time, when it cannot keep the rate)."""
+        out = 0.0
+        for p in profiles:
+            entry = self._cache.get(profile_key(p))
+            if entry is None:
+                continue
+            ms = float(entry[2].get("warmup_ms", math.nan))
+            if not (math.isfinite(ms) and ms > 0):
+                ms = float(entry[2].get("first_run_ms", 1.0))
+            w = p.workload
+            each = ms / 1e3 / max(1, w.concurrency)
+            out = max(out, max(each, 1.0 / w.rate_hz) if w.rate_hz > 0 else each)
+        return out or 0.001
+
     def _plan(self, profiles: Sequence[Profile]) -> tuple[float, float]:
-        return race_blocks(self._run_s(profiles), self.block_target)
+        target = self.block_target
+        if self.runs_per_block > 0:
+            target = max(target, RUNS_MARGIN * self.runs_per_block * self._request_s(profiles))
+        return race_blocks(self._run_s(profiles), target)
 
     def block_seconds(self, profiles: Sequence[Profile]) -> float:
         block, settle = self._plan(profiles)
         return block + settle + 0.002
+
+    def runs_per_s(self, profiles: Sequence[Profile]) -> float:
+        """The pace of the slowest of ``profiles``: requests served per second (from its warm-up)."""
+        return 1.0 / self._request_s(profiles)
+
+    def default_threads(self, profile: Profile) -> int | None:
+        """The intra-op threads ORT's default gave ``profile``'s session, counted in its worker as the live view
+        counts them (:func:`ortop.collectors.cpu.thread_role`: the pool's threads, and the caller that runs with
+        them); None where that count cannot be told apart (another session in the worker, an inter-op pool, the
+        global pools, replicas, another provider's threads, or no /proc)."""
+        from ortop.config.providers import CPU
+
+        s, w = profile.session, profile.workload
+        entry = self._cache.get(profile_key(profile))
+        if (entry is None or profile.provider_name() != CPU or s.intra_op_num_threads
+                or s.execution_mode != "sequential" or not s.use_per_session_threads or w.replicas != 1
+                or sum(1 for g, _, _ in self._cache.values() if g is entry[0]) != 1):
+            return None
+        pid = entry[0].pid
+        if pid is None:
+            return None
+        return count_pool_threads(pid)
 
     def build_seconds(self) -> float:
         """The slowest build so far (session creation, first run, warm-up runs), plus the messages around it."""
@@ -214,6 +264,55 @@ class WorkerRacer:
         return worst + 0.05
 
     # ---- racing ----
+    def measure(self, profile: Profile, seconds: float) -> RaceOutcome:
+        """``profile`` alone, in blocks as a race would give it, for about ``seconds`` (at least one block): its
+        figures where nothing could race beside it. Raises RacerError when its worker is lost."""
+        from ortop.engine.bench.interleave import WorkerLost, alternate
+        from ortop.errors import RuntimeFailure
+        from ortop.measure import rows as R
+        from ortop.measure.compare import block_from_runs
+
+        out = RaceOutcome()
+        out.failed.update(self.prepare([profile]))
+        if out.failed or self.stop.is_set():
+            return out
+        g, cid, _ = self._cache[profile_key(profile)]
+        # short blocks: these figures are pooled across them, and judge nothing against another profile
+        block, settle = race_blocks(self._run_s([profile]), self.block_target)
+        rounds = max(1, int(seconds // (block + settle + 0.002)))
+        try:
+            runs = alternate([g], [cid], rounds, block, settle, stop=self.stop, names=["baseline"])
+        except WorkerLost as exc:
+            raise RacerError(str(exc)) from None
+        except RuntimeFailure as exc:  # a run failed: the profile is to blame
+            out.failed[0] = str(exc)
+            return out
+        finally:
+            g.listener = partial(self._on_message, g)  # the alternation borrowed them
+            g.on_death = partial(self._on_death, g)
+        self._idle(g)
+        for b in sorted(runs, key=lambda r: r.seq):
+            last = int(R.end_ns(b.rows).max()) if len(b.rows) else b.t_end_ns
+            between = b.cpu_between_ns / 1e6 if b.cpu_between_ns >= 0 else math.nan
+            out.blocks.append(block_from_runs(0, self._seq + b.seq, R.response_ms(b.rows), t_start=b.t_start_ns / 1e9,
+                                              t_end=max(b.t_end_ns, last) / 1e9, cpu_ms=b.cpu_ns / 1e6,
+                                              cpu_between_ms=between))
+        if runs:
+            self._seq += max(b.seq for b in runs) + 2
+        self._proven.add(profile_key(profile))
+        return out
+
+    def _idle(self, g: Worker) -> None:
+        """End whatever ``g`` runs and wait for it to say so: nothing of one measurement may reach the next."""
+        from ortop.runtime import protocol as P
+
+        self._token -= 1
+        token = self._token
+        acks = self._acks[id(g)]
+        g.send(P.RunLive(token))
+        g.wait(lambda: token in acks, 10.0)
+        acks.discard(token)
+
     def race(self, profiles: Sequence[Profile], seconds: float) -> RaceOutcome:
         out = RaceOutcome()
         end = time.monotonic() + seconds
@@ -267,13 +366,7 @@ class WorkerRacer:
         def finish(ch: int) -> None:
             # End the alternation and idle, then wait for the worker to say so: nothing of this race may reach the
             # next one's interleaving.
-            g = groups[ch]
-            self._token -= 1
-            token = self._token
-            acks = self._acks[id(g)]
-            g.send(P.RunLive(token))
-            g.wait(lambda: token in acks, 10.0)
-            acks.discard(token)
+            self._idle(groups[ch])
 
         block, settle = self._plan(profiles)
         names = [describe(p, profiles[0]) if i else "incumbent" for i, p in enumerate(profiles)]
@@ -314,6 +407,30 @@ class WorkerRacer:
         if blocks:
             self._seq += max(b.seq for b in blocks) + 2
         return out
+
+
+def count_pool_threads(pid: int) -> int | None:
+    """The intra-op threads a worker holding one session runs: its pool's threads (named by none of ortop's own
+    names: :func:`ortop.collectors.cpu.thread_role`) plus the caller that runs with them; None without /proc."""
+    import os
+
+    from ortop.collectors.cpu import thread_role
+
+    base = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return None
+    roles = []
+    for tid in tids:
+        try:
+            with open(f"{base}/{tid}/comm", encoding="utf-8", errors="replace") as f:
+                roles.append(thread_role(int(tid), f.read().strip(), pid))
+        except (OSError, ValueError):
+            continue  # ended between the listing and the read
+    if not any(r.startswith("caller") for r in roles):
+        return None  # not a worker that names its threads
+    return 1 + sum(1 for r in roles if r == "pool")
 
 
 def _settled(g: Worker, cid: int, stop: threading.Event | None = None) -> Callable[[], bool]:

@@ -10,9 +10,12 @@ Dimensions and their pruning rules:
     intra-op threads: powers of two up to the thread cap, and the cap itself (values from the knob registry), plus
     ORT's default (0) where it means what it says. The cap is the usable physical cores, bounded by the CPUs this
     process may use (cpuset / affinity) and by the cgroup CPU quota rounded up: a container with 1.5 CPUs tries 1
-    and 2, never ORT's default, which would start a thread per physical core of the whole host. With
-    ``spinning`` in the space too, each count is also tried with spinning off: the two interact (spinning costs
-    CPU per pool thread), so they are searched together.
+    and 2, never ORT's default, which would start a thread per physical core of the whole host. ORT's default
+    races once, as the count it resolves to (:attr:`Space.default_threads`: the host's physical cores, or the
+    count the tuner saw the start profile's worker run): where that count is tried anyway (or is the start
+    profile's own), the default is not raced beside it. With ``spinning`` in the space too, each count is also
+    tried with spinning off: the two interact (spinning costs CPU per pool thread), so they are searched
+    together.
 ``spinning``
     spin-wait of the intra-op pool: off, or on with ``spin_duration_us`` and ``spin_backoff_max`` from the knob
     registry. Pruned when the pool has one thread (nothing to spin).
@@ -71,6 +74,7 @@ _TF32_OPS = _CONV_OPS | {"MatMul", "Gemm", "FusedMatMul", "Attention", "MultiHea
 _THREADS = "session.intra_op_num_threads"
 _SPIN = "session.allow_spinning"
 _AFFINITY = "session.intra_op_thread_affinities"
+_DEFAULT_NOTE = "threads default:"
 
 
 # ---- the model's side ---------------------------------------------------------------------------------------------
@@ -210,6 +214,9 @@ class Space:
         self.model = model
         self.cuda = start.provider_name() == CUDA  # cuda, CUDAExecutionProvider, any case
         self.pruned: list[str] = []
+        # the intra-op threads ORT's default (0) gives a session here: one per physical core, until a worker is
+        # seen running it (:meth:`set_default_threads`)
+        self.default_threads = max(1, int(host.physical_cores or 1))
         asked = list(dict.fromkeys(dimensions)) if dimensions is not None else None
         if asked is not None:
             unknown = [d for d in asked if d not in DIMENSIONS]
@@ -227,6 +234,27 @@ class Space:
                 continue
             dims.append(d)
         self.dimensions = tuple(dims)
+        self._note_default()
+
+    def set_default_threads(self, n: int, seen: bool = True) -> None:
+        """The intra-op threads ORT's default resolves to here (``seen``: counted in a worker running it)."""
+        if n >= 1:
+            self.default_threads = int(n)
+            self._note_default(seen)
+
+    def _note_default(self, seen: bool = False) -> None:
+        """Say in :attr:`pruned` when ORT's default is not raced beside the count it resolves to."""
+        self.pruned = [n for n in self.pruned if not n.startswith(_DEFAULT_NOTE)]
+        if "threads" not in self.dimensions or 0 not in self.thread_values():
+            return
+        n = self.default_threads
+        how = "counted in its worker" if seen else "one per physical core"
+        if self.start.session.intra_op_num_threads == 0 and n in self.thread_values():
+            self.pruned.append(f"{_DEFAULT_NOTE} the start profile's default resolves to {n} here ({how}): "
+                               f"threads {n} is the baseline itself, not raced beside it")
+        elif n in self.thread_values():
+            self.pruned.append(f"{_DEFAULT_NOTE} ORT's default resolves to {n} here ({how}): raced once, as "
+                               f"threads {n}")
 
     # ---- pruning that does not depend on the incumbent ----
     def _static_prune(self, d: str) -> str:
@@ -276,8 +304,8 @@ class Space:
         return tuple(out)
 
     def pool_threads(self, p: Profile) -> int:
-        """Threads in the intra-op pool a profile gets (0 means ORT's default: the host's physical cores)."""
-        return p.session.intra_op_num_threads or self.host.physical_cores
+        """Threads in the intra-op pool a profile gets (0 means ORT's default: :attr:`default_threads`)."""
+        return p.session.intra_op_num_threads or self.default_threads
 
     @staticmethod
     def spinning(p: Profile) -> bool:
@@ -306,13 +334,21 @@ class Space:
     def _c_threads(self, inc: Profile) -> list[dict[str, Any]]:
         """Thread counts (with spinning flipped too, when spinning is searched), most telling first: the current
         count with spinning flipped, the cap, one thread, then the counts between (largest first), ORT's default
-        last. A short budget that races only the first few still sees the ends of the range."""
+        last. A short budget that races only the first few still sees the ends of the range. A count is tried once,
+        however it is spelled: ORT's default is left out where the count it resolves to is tried (or is the
+        incumbent's), and that count is left out where the incumbent is ORT's default."""
         cur = inc.session.intra_op_num_threads
         values = self.thread_values()
         explicit = [v for v in values if v]
         cap = max(explicit) if explicit else 1
         middle = sorted((v for v in explicit if v not in (1, cap)), reverse=True)
-        counts = list(dict.fromkeys([cur, cap, 1, *middle, *(v for v in values if v == 0)]))
+        resolved: set[int] = set()
+        counts: list[int] = []
+        for t in [cur, cap, 1, *middle, *(v for v in values if v == 0)]:
+            pool = t or self.default_threads
+            if pool not in resolved:  # the incumbent first: its own pool size is never raced again
+                resolved.add(pool)
+                counts.append(t)
         spin_too = "spinning" in self.dimensions
         plain: list[dict[str, Any]] = []
         flipped: list[dict[str, Any]] = []
@@ -374,20 +410,22 @@ class Space:
         return [{"session.execution_mode": "parallel", "session.inter_op_num_threads": v} for v in inter]
 
     def _c_affinity(self, inc: Profile) -> list[dict[str, Any]]:
-        t = inc.session.intra_op_num_threads
+        t = self.pool_threads(inc)
         if t < 2:
-            return []  # ORT places a default pool itself; pinning needs an explicit count of 2 or more
+            return []
+        # pinning needs an explicit count of 2 or more: ORT's default is pinned as the count it resolves to
+        count: dict[str, Any] = {} if inc.session.intra_op_num_threads else {_THREADS: t}
         h = self.host
         out: list[dict[str, Any]] = []
         if h.smt:
             cores = h.usable_first_siblings
             if len(cores) >= t:
-                out.append({_AFFINITY: [[c] for c in cores[1:t]]})
+                out.append({**count, _AFFINITY: [[c] for c in cores[1:t]]})
         nodes = h.usable_numa_nodes
         if len(nodes) >= 2:
             node, cpus = max(nodes.items(), key=lambda kv: (len(kv[1]), -kv[0]))
             if len(cpus) >= t:
-                out.append({_AFFINITY: [list(cpus)] * (t - 1)})
+                out.append({**count, _AFFINITY: [list(cpus)] * (t - 1)})
         if inc.session.intra_op_thread_affinities is not None:
             out.append({_AFFINITY: None})
         return out

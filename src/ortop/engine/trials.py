@@ -17,11 +17,12 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine.space import Candidate, describe
 from ortop.measure.compare import HIGHER_IS_BETTER, Block, Comparison, pooled
+from ortop.measure.stats import QUANTILE, median_ci, runs_needed
 from ortop.measure.stats import json_num as _num
-from ortop.measure.stats import median_ci
 
 KEEP = "keep the baseline"
 BETTER = "better"
+NOT_MEASURED = "not measured"   # the search gave no answer: nothing was raced, or the best was never verified
 
 STOPPED = "not built: the search was stopped"  # a racer's reason for a profile it left unbuilt on a stop
 
@@ -40,7 +41,12 @@ class RaceOutcome:
 
 
 class Racer(Protocol):
-    """Measures profiles against each other in interleaved blocks, keeping their sessions between calls."""
+    """Measures profiles against each other in interleaved blocks, keeping their sessions between calls.
+
+    The tuner also uses, when a racer has them: ``measure(profile, seconds) -> RaceOutcome`` (one profile alone,
+    for its figures where nothing raced beside it), ``runs_per_s(profiles) -> float`` (the slowest one's pace, said
+    when a rung does not fit) and ``default_threads(profile) -> int | None`` (the intra-op threads ORT's default
+    gave it, counted)."""
 
     def prepare(self, profiles: Sequence[Profile]) -> dict[int, str]:
         """Build the sessions not built yet; return index → reason for those that failed."""
@@ -85,9 +91,13 @@ class Figures:
 
     def as_dict(self) -> dict[str, Any]:
         return {"p50_ms": _num(self.p50_ms), "p99_ms": _num(self.p99_ms),
-                "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run)}
+                "throughput_per_s": _num(self.throughput_per_s), "cpu_ms_per_run": _num(self.cpu_ms_per_run),
+                "runs": self.runs, "blocks": self.blocks}
+
 
 def figures(blocks: Sequence[Block]) -> Figures:
+    """A profile's figures over its blocks; a percentile its runs do not resolve (a p99 needs 100 runs: see
+    :func:`ortop.measure.stats.runs_needed`) is nan, never the slowest run under another name."""
     if not blocks:
         return Figures()
     runs = sum(b.runs for b in blocks)
@@ -95,13 +105,33 @@ def figures(blocks: Sequence[Block]) -> Figures:
     cpu = [b for b in blocks if math.isfinite(b.cpu_ms_per_run) and b.runs]
     cpu_per_run = sum(b.cpu_ms_per_run * b.runs for b in cpu) / sum(b.runs for b in cpu) if cpu else math.nan
     st = pooled(blocks)  # the percentiles compare reports for the same blocks
-    return Figures(st.p50, st.p99, runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs)
+    p50 = st.p50 if runs >= runs_needed("p50") else math.nan
+    p99 = st.p99 if runs >= runs_needed("p99") else math.nan
+    return Figures(p50, p99, runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs)
 
 
 def p99_interval(blocks: Sequence[Block]) -> tuple[float, float, float]:
-    """(estimate, low, high) of a profile's p99 in ms: the median of its blocks' p99 with its order-statistic
-    interval (distribution-free; wide with few blocks)."""
-    vals = np.array([b.p99_ms for b in blocks if math.isfinite(b.p99_ms)], dtype=np.float64)
+    """(estimate, low, high) of a profile's p99 in ms; nan until its runs resolve a p99 (100 of them).
+
+    Blocks that carry their runs are pooled, so a slow model's short blocks (a handful of runs each, whose own
+    "p99" is their slowest run) add up to one p99 over every run: the estimate is that percentile, the interval the
+    order statistics that cover the 99th percentile with about 95 % confidence (distribution-free; its upper end
+    is inf until the runs reach past it). Blocks without their runs fall back to the median of the blocks' own
+    p99, from those blocks that each resolve one, with its order-statistic interval."""
+    need = runs_needed("p99")
+    runs = [b.latency_ms for b in blocks if b.latency_ms is not None and len(b.latency_ms)]
+    if runs:
+        a = np.sort(np.concatenate(runs))
+        n = int(a.size)
+        if n < need:
+            return math.nan, math.nan, math.nan
+        q = QUANTILE["p99"]
+        half = 1.96 * math.sqrt(n * q * (1 - q))
+        lo_rank = max(1, math.floor(n * q - half))
+        hi_rank = math.ceil(n * q + half) + 1
+        hi = float(a[hi_rank - 1]) if hi_rank <= n else math.inf
+        return float(np.percentile(a, 99)), float(a[lo_rank - 1]), hi
+    vals = np.array([b.p99_ms for b in blocks if math.isfinite(b.p99_ms) and b.runs >= need], dtype=np.float64)
     if vals.size == 0:
         return math.nan, math.nan, math.nan
     lo, hi = median_ci(vals)
@@ -121,7 +151,8 @@ class Trial:
     figures: Figures = field(default_factory=Figures)
     p99: tuple[float, float, float] = (math.nan, math.nan, math.nan)
     rungs: int = 0
-    winner: bool = False
+    winner: bool = False                 # the verified best: the verdict names it (never set before the verdict)
+    stage_winner: bool = False           # won its dimension's race and raced on as the incumbent
 
     @property
     def profile(self) -> Profile:
@@ -130,6 +161,11 @@ class Trial:
     @property
     def label(self) -> str:
         return self.candidate.label
+
+    @property
+    def raced(self) -> bool:
+        """Whether it was measured against its incumbent (a candidate left out for lack of time never was)."""
+        return self.figures.blocks > 0 or (self.comparison is not None and self.comparison.pairs > 0)
 
     def improvement_pct(self) -> float:
         """How much better than the incumbent on the objective (positive = better), nan without pairs yet."""
@@ -161,6 +197,8 @@ class Trial:
             "pairs": c.pairs if c is not None else 0,
             "blocks": self.figures.blocks,
             "winner": self.winner,
+            "stage_winner": self.stage_winner,
+            "runs": self.figures.runs,
             "rate_kept": not self.pace(),
             # a candidate that did not keep its offered rate was measured queueing: its verdict answers another
             # question than the paced one asked
@@ -185,7 +223,7 @@ class TuneResult:
     baseline_figures: Figures
     best: Profile
     best_figures: Figures
-    verdict: str                          # BETTER or KEEP
+    verdict: str                          # BETTER, KEEP or NOT_MEASURED
     text: str                             # one line for people
     comparison: Comparison | None         # the verification: best (or the final candidate) vs baseline
     candidate: Profile | None             # what was verified (== best when the verdict is BETTER)
@@ -196,6 +234,8 @@ class TuneResult:
     stopped: bool = False                 # cut short by the user: the figures are those measured until then
     host: dict[str, Any] = field(default_factory=dict)
     fault: str | None = None              # a worker lost for good: the search ended there, with what it measured
+    needs: dict[str, Any] = field(default_factory=dict)  # NOT_MEASURED: what an answer needs (rung_s, runs_per_s,
+    #                                                      budget_s: a budget that would give one)
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
@@ -222,6 +262,9 @@ class TuneResult:
             "trials": [t.as_dict() for t in self.trials],
             "not_tried": [{"label": c.label, "stage": c.stage, "reason": why} for c, why in self.not_tried],
             "best": best,
+            "verdict": self.verdict,
+            "measured": self.verdict != NOT_MEASURED,
+            "needs": {k: _num(v, 2) if isinstance(v, float) else v for k, v in self.needs.items()} or None,
         }
 
     def to_json(self) -> str:

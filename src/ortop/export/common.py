@@ -257,6 +257,6 @@ def inputs_text(profile: Profile) -> str:
         return ""
     out = f"Measured with inputs {said}: build the input tensors with these shapes"
     if ins.mixed:
-        out += (f" (a shape mix, one shape per request: {', '.join(ins.mixed)}; the typical one is named here, "
-                "and the settings' measured effect holds for the mix)")
+        out += (f" (a shape mix, one shape per request: {', '.join(ins.mixed)}; the typical one is named here: an "
+                "effect measured with these settings, if any was, is one over the whole mix)")
     return out + "."

@@ -425,13 +425,14 @@ def _feeds_helper(profile: Profile) -> list[str]:
     lines = [
         "",
         "",
-        "# The inputs the profile was measured with: the settings were tuned on these shapes, so feed these (or",
-        "# your real data of the same shapes) when you check them. A free dimension is keyed by its name, or as",
-        "# 'input[axis]' where the model leaves it unnamed; a dimension the profile does not set is 1.",
+        "# The inputs of the profile's workload: a figure measured with these settings, if any was, came from",
+        "# these shapes, so feed these (or your real data of the same shapes) when you check them. A free dimension",
+        "# is keyed by its name, or as 'input[axis]' where the model leaves it unnamed; a dimension the profile",
+        "# does not set is 1.",
     ]
     if ins.mixed:
         lines += comment_lines(
-            "The profile was measured under a shape mix, one shape per request (" + ", ".join(ins.mixed) + "): "
+            "The profile's workload is a shape mix, one shape per request (" + ", ".join(ins.mixed) + "): "
             "this is its typical shape (the weighted median); pass dims=/shapes= to example_feeds() for the "
             "others.", "# ")
     lines += [

@@ -163,9 +163,13 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         t.append(res.text, style="bold green" if res.verdict == BETTER else "yellow")
         if res.verdict == BETTER:
             t.append(f"\nbest  {describe(res.best, res.baseline)}: {figures_text(res.best_figures.as_dict())}")
-        if res.not_tried:
-            t.append(f"\n{len(res.not_tried)} candidate{'s' if len(res.not_tried) != 1 else ''} not tried for "
-                     "lack of time (b gives a longer budget next time)", style="dim")
+        if res.not_tried:  # each reason once, with how many it left out: "a rung needs ~183 s at this model's pace"
+            reasons: dict[str, int] = {}
+            for _, why in res.not_tried:
+                reasons[why] = reasons.get(why, 0) + 1
+            for why, n in reasons.items():
+                t.append(f"\n{n} candidate{'s' if n != 1 else ''} not raced: {why} (b gives a longer budget next "
+                         "time)", style="dim")
         for w in warnings[:2]:
             t.append(f"\nwarning: {w}", style="yellow")
         return t
