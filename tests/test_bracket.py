@@ -22,7 +22,7 @@ def test_a_bracket_is_narrow_once_within_ten_percent_of_its_upper_end():
     assert not narrow(100.0, math.nan) and not narrow(100.0, math.inf)
     assert not narrow(80.0, 100.0)
     assert narrow(90.0, 100.0) and narrow(95.0, 100.0)
-    assert NARROW == 0.10 and NOT_APART == "the brackets overlap or lie within 10 %"
+    assert NARROW == 0.10 and NOT_APART == "their rerun intervals or their brackets overlap (or lie within 10 %)"
 
 
 @pytest.mark.parametrize("best_lo, best_met, hi, missed, shown", [

@@ -492,8 +492,8 @@ def test_the_cli_names_a_best_profile_only_when_the_brackets_stay_apart():
     assert "\nbest for p99 ≤ 20 ms: p1, 533/s\n" in format_result(apart, plot=False)
     said = format_result(close, plot=False)
     assert "best for" not in said
-    assert ("\nahead for p99 ≤ 20 ms: p1, 500/s, but the brackets overlap or lie within 10 %: not shown to serve "
-            "more (a longer --budget gives points time to decide)") in said
+    assert ("\nahead for p99 ≤ 20 ms: p1, 500/s, but their rerun intervals or their brackets overlap (or lie within "
+            "10 %): not shown to serve more (a longer --budget gives points time to decide)") in said
     assert apart.as_dict()["best_separated"] is True and close.as_dict()["best_separated"] is False
 
 
@@ -502,6 +502,8 @@ def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles_unless_
     brackets stayed apart each had an end set by one within 5 % of the other's."""
     slo = Slo("p99", 20.0)
     res = decided_result({0: {200.0: 8.0, 380.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}}, slo)
+    assert not res.separated(1)  # its rerun interval overlaps the other's: not apart, whatever the brackets say
+    res.searches[0].interval = lambda slo, confidence=0.9: None  # type: ignore[method-assign]  # the bracket rule alone
     assert res.best() == 1 and res.separated(1)  # a decided miss at 380/s, a decided met at 400/s
     res.searches[0].points[380.0].decision = "undecided"  # its time ran out with the interval across the SLO
     assert res.searches[0].hi == 380.0 and not res.separated(1)  # 380 and 400: within the search's 10 %
@@ -513,3 +515,108 @@ def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles_unless_
     res.searches[0].points[390.0] = Point(390.0, decision="not met")
     res.searches[1].points[400.0].decision = "undecided"  # the best's own end undecided too
     assert not res.separated(1)
+
+
+# ---- what the answers rest on: the no-load figure, a point's requests, offered and served ------------------------
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.99, 0.999])
+def test_a_percentiles_order_statistic_interval_holds_it_at_95_percent_and_is_the_tightest_that_does(q):
+    from scipy.stats import binom
+
+    from ortop.measure.slo import quantile_ranks
+
+    for n in (*range(1, 160), 367, 368, 1000, 5000):
+        lo, hi = quantile_ranks(n, q)
+        below_lo = binom.cdf(lo - 1, n, q) if lo >= 1 else 0.0  # P[x(lo) > the quantile]
+        upto_hi = binom.cdf(hi - 1, n, q) if hi <= n else 1.0   # P[x(hi) ≥ the quantile]
+        assert upto_hi - below_lo >= 0.95, (n, q, lo, hi)
+        assert lo == n or binom.cdf(lo, n, q) > 0.025           # one rank higher would miss it too often
+        assert hi <= 1 or binom.cdf(hi - 2, n, q) < 0.975       # one rank lower too
+    # a p99 of 100 runs: a lower end (the 97th run) and no upper one; an upper one from 368 runs on
+    assert quantile_ranks(100, 0.99) == (97, 101) and quantile_ranks(367, 0.99)[1] == 368
+    assert quantile_ranks(368, 0.99)[1] == 368
+
+
+def test_the_no_load_figure_says_when_its_interval_lies_above_the_slo_and_when_it_straddles_it():
+    from ortop.measure.slo import metric_figure
+
+    slo = Slo("p99", 100.0)
+    runs = np.r_[np.full(97, 120.0), np.full(3, 500.0)]  # 100 runs, every one over the SLO: the 97th is 120
+    f = metric_figure(slo, runs)
+    assert f.runs == 100 and f.needed == 100 and f.enough and f.confidence == 0.95
+    assert f.lo == 120.0 and f.hi == math.inf and f.above(slo) and not f.straddles(slo)
+    assert f.text() == "500 ms (95 % interval 120–∞ ms, 100 runs)"
+    assert f.as_dict() == {"metric": "p99", "ms": 500.0, "interval": [120.0, None], "confidence": 0.95,
+                           "runs": 100, "runs_needed": 100, "enough": True}
+    # the slowest of twenty runs is over the SLO, the rest under: the p99 of 20 is no figure to stop on
+    few = metric_figure(slo, np.r_[np.full(19, 60.0), 155.0])
+    assert few.ms > slo.ms and few.straddles(slo) and not few.enough
+    assert few.text().endswith("20 runs of the 100 a p99 needs)")
+    calm = metric_figure(slo, np.linspace(10.0, 50.0, 1000))
+    assert calm.below(slo) and calm.lo < calm.ms < calm.hi < 50.0
+    mean = metric_figure(Slo("mean", 10.0), np.full(50, 4.0))
+    assert mean.needed == 10 and mean.lo == mean.hi == 4.0 and mean.below(Slo("mean", 10.0))
+
+
+def test_a_point_is_judged_only_once_it_holds_the_requests_its_metric_needs():
+    """A p99 needs 100 requests, a p90 10: a point of 60 requests, every one far under the SLO, is not judged for a
+    p99 (its p99 is its slowest run) and stays undecided — thin, and so marked — while for a p90 it is met."""
+    p99, p90 = Slo("p99", 100.0), Slo("p90", 100.0)
+    for slo, judged in ((p99, False), (p90, True)):
+        p = Point(5.0)
+        for _ in range(6):
+            p.add(np.full(10, 20.0), 3.0, 10, 0, slo, window_s=2.0)
+        assert p.decide(slo) == ("met" if judged else "undecided") and p.thin(slo) is not judged
+        assert p.as_dict(slo)["enough"] is judged and p.as_dict(slo)["requests_needed"] == slo.runs_needed()
+    assert Point(5.0).decision_text(p99) == "undecided"  # nothing measured yet: nothing to mark
+    thin = Point(5.0)
+    for _ in range(6):
+        thin.add(np.full(10, 20.0), 3.0, 10, 0, p99, window_s=2.0)
+    thin.decide(p99)
+    assert thin.decision_text(p99) == "not judged: 60 of the 100 requests a p99 needs"
+    shed = Point(5.0)
+    shed.add(np.full(10, 20.0), 3.0, 13, 3, p99, window_s=2.0)
+    shed.add(np.full(10, 20.0), 3.0, 10, 0, p99, window_s=2.0)
+    assert shed.decide(p99) == "not met" and not shed.thin(p99)  # a shed request decides at once
+
+
+def test_served_is_counted_over_the_same_requests_as_offered_and_is_never_above_it():
+    """Offered: the requests that arrived in the blocks' windows, over those windows; served: the same requests
+    less the shed, over the time from each window's start to the last of them served. A Poisson draw lands
+    above or below the rate asked; served follows what arrived, never above it."""
+    slo = Slo("p99", 100.0)
+    p = Point(2.3)
+    rng = np.random.default_rng(1)
+    for _ in range(8):
+        arrived = int(rng.poisson(2.3 * 1.5))
+        shed = int(rng.integers(0, 2)) if arrived else 0
+        p.add(np.full(arrived - shed, 50.0), 1.5 + float(rng.uniform(0, 0.4)), arrived, shed, slo, window_s=1.5)
+    assert p.offered_per_s() == pytest.approx(p.arrived / 12.0)
+    assert p.served_per_s() <= p.offered_per_s() and p.goodput_per_s() <= p.served_per_s()
+    d = p.as_dict(slo)
+    assert d["served_per_s"] <= d["offered_per_s"] and d["arrived"] == p.runs + p.dropped
+    # a paced point's last requests are served up to a response time after its window: served reads below
+    # offered, yet its server kept up (80 ms a request at 10/s: 80 % busy); at 120 ms a request it could not
+    def costs(ms: float) -> np.ndarray:
+        return np.column_stack([np.full(15, ms), np.zeros(15), np.zeros(15)])
+
+    paced, behind = Point(10.0), Point(10.0)
+    for _ in range(4):
+        paced.add(np.full(15, 150.0), 1.5 + 0.25, 15, 0, slo, busy=costs(80.0), window_s=1.5)
+        behind.add(np.full(15, 900.0), 1.5 + 1.2, 15, 0, slo, busy=costs(120.0), window_s=1.5)
+    assert paced.kept() and paced.served_per_s() < 0.95 * paced.offered_per_s()
+    assert not behind.kept()
+    shed = Point(10.0)
+    shed.add(np.full(14, 80.0), 1.5, 15, 1, slo, busy=costs(80.0)[:14], window_s=1.5)
+    assert not shed.kept()
+
+
+def test_a_profile_of_ort_defaults_plus_flags_is_named_by_what_the_flags_set():
+    from ortop.config.profile import merge
+    from ortop.engine.capacity import applied, label
+
+    one = merge(Profile(), **{"session.intra_op_num_threads": 1})
+    assert applied(one) == "threads 1" and applied(Profile()) == ""
+    assert label("defaults", "threads 1") == "threads 1" and label("defaults", "") == "defaults"
+    assert label("one.toml", "threads 1") == "one.toml"
+    s = Search(0, "defaults", one, applied=applied(one))
+    assert s.label() == "threads 1" and s.as_dict(Slo("p99", 10.0))["profile"] == "threads 1"

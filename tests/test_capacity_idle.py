@@ -9,16 +9,38 @@ import json
 import numpy as np
 import pytest
 
+from ortop.cli.capacity import format_result
 from ortop.config.profile import Profile, merge
-from ortop.engine.capacity import Point, Search
-from ortop.engine.capacity_search import CapacitySearch, idle_miss, nearly_idle_miss
-from ortop.measure.slo import Slo
+from ortop.engine.capacity import CapacityResult, Point, Search
+from ortop.engine.capacity_search import CapacitySearch, idle_miss, nearly_idle_miss, straddle_text
+from ortop.measure.slo import Slo, metric_figure
 from tests.models import make_matmul_model
 
 
 def test_the_idle_miss_names_the_floor_and_the_slo():
     assert idle_miss(Slo("p99", 20.0), 42.0) == ("the model's own p99 at no load is 42 ms: no rate meets "
                                                   "p99 ≤ 20 ms (capacity 0)")
+
+
+def test_a_no_load_figure_whose_interval_straddles_the_slo_is_said_and_the_search_goes_on():
+    """A recognizer's two closed-loop blocks, about twenty runs, read "p99" 155 ms under a 100 ms SLO: their slowest
+    run. Its interval reaches down to the runs under the SLO, so no "no rate meets": the search goes on, and says
+    why. Only a figure whose whole interval lies above the SLO stops it."""
+    slo = Slo("p99", 100.0)
+    twenty = metric_figure(slo, np.r_[np.linspace(70.0, 90.0, 19), 155.0])
+    assert twenty.ms > slo.ms and twenty.straddles(slo) and not twenty.above(slo)
+    assert straddle_text(slo, twenty) == (
+        f"the model's own p99 at no load, {twenty.text()}, is at or over p99 ≤ 100 ms, but its interval reaches "
+        "under it: searching anyway")
+    assert "20 runs of the 100 a p99 needs" in twenty.text()
+    hundred = metric_figure(slo, np.r_[np.linspace(120.0, 150.0, 97), 155.0, 160.0, 170.0])
+    assert hundred.above(slo) and hundred.lo == 150.0
+    assert idle_miss(slo, hundred.ms, hundred) == (f"the model's own p99 at no load is {hundred.text()}: no rate "
+                                                   "meets p99 ≤ 100 ms (capacity 0)")
+    under = metric_figure(Slo("p99", 400.0), np.linspace(60.0, 70.0, 116))
+    assert under.straddles(Slo("p99", 400.0)) and under.hi == np.inf  # 116 runs bound a p99 from below only
+    assert straddle_text(Slo("p99", 400.0), under).endswith("is under p99 ≤ 400 ms, but its interval reaches over "
+                                                            "it: searching anyway")
 
 
 def _point(rate: float, ms: float, slo: Slo) -> Point:
@@ -31,15 +53,32 @@ def _point(rate: float, ms: float, slo: Slo) -> Point:
 
 def test_a_point_missed_with_the_server_nearly_idle_ends_the_search_before_it_steps_lower():
     """Open load can be slower than back to back (runs after idle gaps: caches cold, pools asleep): a 40 ms model
-    read p99 60 ms in its closed loop, under a 100 ms SLO, and 150 ms at 2/s. No lower rate leaves its server idler."""
+    read p99 60 ms in its closed loop, under a 100 ms SLO, and 150 ms at 2/s. No lower rate leaves its server idler.
+    The warning names the figures the table prints — the point's over its requests and what decided it, the closed
+    loop's with its interval and runs — so the two never seem to disagree."""
     slo = Slo("p99", 100.0)
-    s = Search(0, "running", Profile(), ceiling_per_s=24.0, floor_ms=60.0, hi=24.0)
+    closed = np.r_[np.full(150, 40.0), np.full(3, 60.0)]
+    s = Search(0, "running", Profile(), ceiling_per_s=24.0, floor_ms=60.0, hi=24.0,
+               no_load=metric_figure(slo, closed))
     idle = _point(2.0, 150.0, slo)
     assert idle.decision == "not met"
-    assert nearly_idle_miss(s, idle, slo) == ("the model's own p99 with its server nearly idle (2/s, 8 % of its "
-                                              "ceiling) is 150 ms: no rate meets p99 ≤ 100 ms (capacity 0)")
+    said = nearly_idle_miss(s, idle, slo)
+    assert said == ("the model's own p99 with its server nearly idle (2/s, 8 % of its ceiling) is 150 ms over 200 "
+                    "requests (not met by measured); 60 ms (95 % interval 40–∞ ms, 153 runs) at no load in a closed "
+                    "loop (back to back): runs after idle gaps are slower: no rate meets p99 ≤ 100 ms (capacity 0)")
+    s.points[2.0] = idle
+    table = format_result(CapacityResult("m.onnx", slo, [s], 10.0, 60.0), plot=False)
+    row = next(line for line in table.splitlines() if line.startswith("  0  "))
+    assert row.endswith(s.no_load.text())  # the no-load column, word for word
+    (point,) = [line for line in table.splitlines() if "/s: " in line]
+    assert f"{idle.value(slo):>8.3g} ms" in point and "200 req" in point and "not met by measured" in point
     assert nearly_idle_miss(s, _point(12.0, 150.0, slo), slo) == ""  # half its ceiling: a lower rate may meet it
     assert nearly_idle_miss(s, _point(2.0, 50.0, slo), slo) == ""    # met
+    thin = Point(2.0)
+    for _ in range(4):
+        thin.add(np.full(5, 150.0), 1.0, 5, 0, slo)  # 20 requests: their p99 is their slowest run
+    assert thin.decide(slo) == "undecided" and thin.thin(slo)
+    assert nearly_idle_miss(s, thin, slo) == ""  # a thin point ends no search
     s.lo = 1.0                                                       # a lower rate already met it
     assert nearly_idle_miss(s, idle, slo) == ""
 
@@ -56,7 +95,9 @@ def test_an_slo_below_the_models_own_service_time_stops_at_once_with_the_verdict
     result = search.run()
     (s,) = result.searches
     assert s.floor_ms >= slo.ms and s.ceiling_per_s > 0
-    assert s.note == idle_miss(slo, s.floor_ms)
+    assert s.no_load is not None and s.no_load.ms == s.floor_ms and s.no_load.enough and s.no_load.above(slo)
+    assert s.note == idle_miss(slo, s.floor_ms, s.no_load)  # the figure with its interval and the runs behind it
+    assert f"95 % interval {s.no_load.lo:.3g}–" in s.note and f"{s.no_load.runs:,} runs)" in s.note
     assert s.note.startswith("the model's own p99 at no load is ") and s.note.endswith(
         ": no rate meets p99 ≤ 0.01 ms (capacity 0)")
     assert not s.points and seen == []          # no rate was offered: the search stopped after the closed loop

@@ -283,3 +283,23 @@ def test_the_report_names_the_verdict_the_counts_the_rule_and_the_searched_capac
     assert res.line() == (f"undecided: needs {v.more:,} more requests, none of them over and 39 s more to reach the "
                           "minimum duration of 60 s — p99 ≤ 20 ms at 150/s — 3,000 requests, 25 over (clump factor "
                           "1), 21 s")
+
+
+def test_a_certification_of_ort_defaults_plus_flags_names_what_the_flags_set():
+    """``--threads 1`` without a profile is certified as ``threads 1``, in the JSON and the text: "defaults" would
+    not say what was certified."""
+    from ortop.cli.capacity import format_certification
+    from ortop.engine.certify import CertifyResult
+    from ortop.measure.certify import Certification
+    from ortop.measure.slo import Slo
+
+    v = early_stopping(3000, 25, 0.99)
+    res = CertifyResult("m.onnx", Slo("p99", 20.0), "defaults", Certification(150.0, 21.0, v), 60.0, 300.0, 23.0,
+                        "the budget of 300 s ran out", applied="threads 1")
+    d = res.as_dict()
+    assert d["profile"] == "threads 1" and d["applied"] == "threads 1"
+    assert "\nprofile  threads 1\n" in format_certification(res)
+    plain = dataclasses.replace(res, applied="")  # ORT's defaults, nothing set: called so
+    assert plain.as_dict()["profile"] == "defaults" and plain.as_dict()["applied"] is None
+    named = dataclasses.replace(res, profile="one.toml")  # a profile by its name
+    assert named.as_dict()["profile"] == "one.toml" and named.as_dict()["applied"] == "threads 1"

@@ -278,8 +278,8 @@ def test_a_capacity_page_whose_brackets_overlap_names_no_best():
     data["best_separated"] = False
     text = " ".join(_parse(capacity_page(data)).text)
     assert "Best within" not in text
-    assert ("Ahead within p99 ≤ 20 ms: two-threads, 240 requests/s, but the brackets overlap or lie within 10 %: "
-            "not shown to serve more.") in text
+    assert ("Ahead within p99 ≤ 20 ms: two-threads, 240 requests/s, but their rerun intervals or their brackets "
+            "overlap (or lie within 10 %): not shown to serve more.") in text
 
 
 def test_a_capacity_page_with_no_profile_meeting_the_slo_says_so():

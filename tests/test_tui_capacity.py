@@ -286,8 +286,8 @@ def test_rows_and_verdict_name_the_profile_that_serves_more_and_by_how_much_or_t
     assert panel.verdict(close, True).plain == (  # 262–505 against 360–695: overlapping, so no ratio is said
         "ahead  2 replicas pinned: 500/s within p99 ≤ 20 ms (90 % interval 360–695/s: where a rerun is expected to "
         "land) · 2 replicas pinned / running: overlapping 90 % intervals: no detectable difference\n"
-        "the brackets overlap or lie within 10 % (the search resolution column), so neither is shown to serve more: a "
-        "longer budget (b) gives points time to decide")
+        "their rerun intervals or their brackets overlap (or lie within 10 %) (the search resolution column), so "
+        "neither is shown to serve more: a longer budget (b) gives points time to decide")
     none = _result({0: {300.0: 30.0}, 1: {600.0: 40.0}})
     assert panel.verdict(none, True).plain == "neither profile met p99 ≤ 20 ms at any rate measured"
 

@@ -2,8 +2,9 @@
 
 Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
 batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the interval a rerun
-is expected to land in and the bracket each was found in, the host's noise over the search, the curve in the
-terminal, the best profile and its ratio to the first; ``--json`` one object.
+is expected to land in and the bracket each was found in (the search's resolution), the host's noise over the
+search, the curve in the terminal, the best profile and its ratio to the others, judged by their intervals
+(:mod:`ortop.measure.ratio`); ``--json`` one object.
 
 A worker that dies is restarted with its sessions and the search goes on (``restarts`` says so). One that dies
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
@@ -126,9 +127,10 @@ def _rate(x: float | None) -> str:
 
 
 def capacity_text(search: Any, slo: Any) -> str:
-    """``32/s (90 % interval 27–35/s)``; ``0`` when nothing met the SLO."""
+    """``32/s (90 % interval 27–35/s)``; ``0`` when nothing met the SLO; ``undecided`` when no point was judged
+    (each ended with fewer requests than the SLO's metric needs)."""
     if not search.met:
-        return "0"
+        return "undecided" if search.outcome(slo) == "undecided" else "0"
     cap = f"{_rate(search.capacity(slo))}/s"
     iv = search.interval(slo)
     if iv is None or not math.isfinite(iv.lo):
@@ -148,6 +150,7 @@ def noise_text(noise: Any) -> str:
 
 def format_result(result: Any, *, plot: bool = True) -> str:
     from ortop.measure.bracket import NOT_APART
+    from ortop.measure.ratio import ratio_text
     from ortop.report.curve import text_curve
 
     slo = result.slo
@@ -163,10 +166,13 @@ def format_result(result: Any, *, plot: bool = True) -> str:
             continue
         hi = _rate(s.hi)
         bracket = f"{_rate(s.lo)}…{hi}/s"
+        no_load = s.no_load.text() if s.no_load is not None else f"{s.floor_ms:.3g} ms"
         lines.append(f"  {s.index}  {s.label():<{width}}  {capacity_text(s, slo):>30}  {bracket:>15}  "
-                     f"{_rate(s.ceiling_per_s):>6}/s  {s.floor_ms:.3g} ms")
+                     f"{_rate(s.ceiling_per_s):>6}/s  {no_load}")
         if s.note:
             lines.append(f"     {s.note}")
+        for r in s.remarks:
+            lines.append(f"     {r}")
         iv = s.interval(slo) if s.met else None
         if iv is not None and iv.flat:
             lines.append(f"     flat: {slo.metric} barely climbs with the rate where it crosses {slo.ms:g} ms (slope "
@@ -192,24 +198,28 @@ def format_result(result: Any, *, plot: bool = True) -> str:
             lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but {NOT_APART}: not "
                           "shown to serve more (a longer --budget gives points time to decide)"]
         for s in result.searches:
-            if s.index != best and s.met:
-                est, lo, hi = result.ratio(best, s.index)
-                lines.append(f"  {b.name} / {s.name}: ×{est:.2f} (within ×{lo:.2f}…×{hi:.2f} by the brackets)")
+            if s.index != best and s.met:  # judged by the two rerun intervals, never by the brackets
+                lines.append(f"  {b.name} / {s.name}: {ratio_text(b.interval(slo), s.interval(slo))}")
     elif best is None:
-        lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
+        live = [s for s in result.searches if not s.failed]
+        if live and all(s.outcome(slo) == "undecided" for s in live):  # no point held the requests it needs
+            lines += ["", f"undecided for {slo.text()}: no point held the {slo.runs_needed()} requests a {slo.metric} "
+                          "needs within the budget (met: false; a longer --budget gives them)"]
+        else:
+            lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
     if any(s.points for s in result.searches):
-        lines += ["", "points (offered → served, within the SLO, SLO metric measured, in the long run by the queue "
-                      "model, decision by):"]
+        lines += ["", "points (rate asked: offered → served, both of the requests that arrived in its windows; within "
+                      "the SLO; requests; SLO metric measured, in the long run by the queue model; decision by):"]
     for s in result.searches:
         for rate, p in sorted(s.points.items()):
             v = p.value(slo)
             est, lo, hi = p.model
             model = (f"  long run {est:.3g} ({lo:.3g}…{hi:.3g})" if math.isfinite(hi) else
                      "  long run: unbounded" if est == math.inf else "")
-            by = f" by {p.decided_by}" if p.decided_by else ""
-            lines.append(f"  {s.label():<{width}}  {rate:>8.1f}/s → {p.served_per_s():>8.1f}/s  "
-                         f"{p.goodput_per_s():>8.1f}/s within  {slo.metric} {v:>8.3g} ms{model}  {p.decision}{by}"
-                         + (f"  ({p.dropped} shed)" if p.dropped else ""))
+            lines.append(f"  {s.label():<{width}}  {rate:>8.3g}/s: {p.offered_per_s():>8.3g} → "
+                         f"{p.served_per_s():>8.3g}/s  {p.goodput_per_s():>8.3g}/s within  {p.runs:>6,} req  "
+                         f"{slo.metric} {v:>8.3g} ms{model}  "
+                         f"{p.decision_text(slo)}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
     if plot and any(s.points for s in result.searches):
         lines += ["", text_curve(result.as_dict())]
     for w in result.warnings:
@@ -340,7 +350,7 @@ def _count(n: int) -> str:
 
 def format_certification(result: Any, searched: Any = None) -> str:
     c = result.certification.as_dict()
-    lines = [f"model    {result.model}", f"profile  {result.profile}"]
+    lines = [f"model    {result.model}", f"profile  {result.label()}"]
     if searched is not None:
         s = searched.searches[0]
         lines.append(f"capacity {_rate(s.capacity(result.slo))}/s found in {searched.elapsed_s:.0f} s: certifying "

@@ -3,8 +3,10 @@
 The search per profile:
 
 1. What is cheap to know first: a closed loop gives the ceiling (no offered rate above what back-to-back runs
-   serve can be kept) and the service time at no load (the floor: when the SLO metric of the bare service time is
-   already over the SLO, the capacity is 0, said plainly).
+   serve can be kept) and the service time at no load (the floor), measured until the SLO's metric of it rests on
+   the runs it needs (a p99 100, :func:`ortop.measure.slo.runs_needed`), with its order-statistic interval
+   (:class:`ortop.measure.slo.MetricFigure`). When that whole interval lies above the SLO the capacity is 0, said
+   plainly as the search's result; an interval that straddles the SLO is said, and the search goes on.
 2. A prediction, also cheap: the closed loop's service times replayed through a simulated FIFO queue fed by
    Poisson arrivals (:func:`predict_knee`, milliseconds of arithmetic) give the rate where the SLO metric would
    cross the SLO if service under load were what it is back to back. It is only where the search looks first:
@@ -34,6 +36,8 @@ The search per profile:
    thousands of arrivals: the SLO metric in the long run, with an interval.
    The point meets the SLO when that interval lies below the SLO and at least 2 s were recorded; it fails when
    the interval lies above it or the blocks say so; an undecided point moves the bracket by the model's estimate.
+   No point is decided before it holds the requests the SLO's metric needs (a p99 is not read from 20 requests:
+   it would be their slowest); one that ends short is not judged and moves no end of the bracket (:meth:`Point.thin`).
    A point that meets it goes on measuring, while it has time, until its search has recorded POOL_MIN_S (6 s) in
    all: a search that met its first points from a few seconds of record had mostly seen no stall of the host, and
    read high (bench/capacity.py, runs 6–9: all 8 searches that took under 9 s read 1.02–1.37 × the knee).
@@ -61,9 +65,10 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.traffic import KEEP_RATIO
 from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.noise import HostNoise
-from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model
+from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model, work_ms
 from ortop.measure.rerun import (
     CONFIDENCE,
     RerunInterval,
@@ -73,7 +78,7 @@ from ortop.measure.rerun import (
     rerun_interval,
     tail_sd,
 )
-from ortop.measure.slo import Slo
+from ortop.measure.slo import MetricFigure, Slo
 from ortop.measure.stats import json_num, t95
 
 # What decided a point, in words: its blocks' share of requests over the SLO (or their mean, for a mean SLO), the
@@ -89,6 +94,22 @@ MET_MIN_S = 2.0         # recorded seconds before a point may meet the SLO: enou
 POOL_MIN_S = 6.0        # recorded seconds, all of a search's points together, before a point stops at "met" while
                         # it still has time: the queue model replays the search's whole record, and the stalls that
                         # put the last 1 % of requests over an SLO are rarer than one a second (see capacity_search)
+
+
+def applied(profile: Profile) -> str:
+    """What a profile changes from ORT's defaults, in short terms (``threads 1``); "" for nothing."""
+    from ortop.config.diff import change_terms, diff
+
+    return ", ".join(change_terms(diff(Profile(), profile, settings_only=True)))
+
+
+DEFAULTS = "defaults"  # the name of ORT's defaults when no profile is given
+
+
+def label(name: str, applied_terms: str) -> str:
+    """A profile as tables and results name it: ORT's defaults plus flags by what the flags applied (``threads
+    1``), never "defaults" for settings a user set; any other profile by its name."""
+    return applied_terms if name == DEFAULTS and applied_terms else name
 
 
 @dataclass
@@ -108,12 +129,16 @@ class Point:
     decided_by: str = ""                                      # the figure that decided it (DECIDED_BY)
 
     def add(self, response_ms: np.ndarray, wall_s: float, arrived: int, dropped: int, slo: Slo,
-            busy: np.ndarray | None = None) -> None:
+            busy: np.ndarray | None = None, window_s: float | None = None) -> None:
+        """One block: the responses of the requests that arrived in its window (``window_s``, their arrivals'
+        span; ``wall_s`` by default), ``wall_s`` from the window's start to the last of them served, ``arrived``
+        in the window and ``dropped`` of those (shed, or still waiting when the block ended)."""
         self.response.append(response_ms)
         if busy is not None:
             self.busy.append(busy)
         over = int(np.count_nonzero(response_ms > slo.ms))
-        self.blocks.append({"runs": int(response_ms.size), "over": over, "wall_s": wall_s, "arrived": arrived,
+        self.blocks.append({"runs": int(response_ms.size), "over": over, "wall_s": wall_s,
+                            "window_s": wall_s if window_s is None else window_s, "arrived": arrived,
                             "dropped": dropped, "mean": float(response_ms.mean()) if response_ms.size else math.nan})
 
     def all(self) -> np.ndarray:
@@ -127,9 +152,51 @@ class Point:
     def dropped(self) -> int:
         return sum(b["dropped"] for b in self.blocks)
 
+    @property
+    def arrived(self) -> int:
+        return sum(b["arrived"] for b in self.blocks)
+
+    def offered_per_s(self) -> float:
+        """What arrived, over the windows its requests arrived in: the rate the Poisson draw actually offered
+        (``rate_per_s`` is what it was asked for; a few dozen arrivals land ±20 % from it)."""
+        window = float(sum(b["window_s"] for b in self.blocks))
+        return self.arrived / window if window > 0 else math.nan
+
     def served_per_s(self) -> float:
+        """The same requests served (every arrival but the shed), over the time from each window's start to the
+        last of them served: never above :meth:`offered_per_s` — the count is at most the arrivals and the time
+        at least their windows."""
         wall = self.recorded_s()
         return self.runs / wall if wall > 0 else math.nan
+
+    def kept(self) -> bool:
+        """Its server kept up with what arrived: nothing shed, and what arrived (:meth:`offered_per_s`) at what its
+        requests cost their server on average (:func:`work_ms`: a queue is stable only when arrivals times the mean
+        cost stay under its callers' time) adds up to less work than its callers have (:func:`past_ceiling`, with
+        KEEP_RATIO's margin). Not served against offered: the last requests of a window are served up to a
+        response time after it, which on a model of a hundred milliseconds a run is a tenth of a block, so a paced
+        point would read as one that fell behind. Without what its requests cost (none recorded), served at
+        KEEP_RATIO of offered."""
+        if self.dropped:
+            return False
+        offered = self.offered_per_s()
+        if not offered > 0:
+            return True
+        work = [work_ms(b) for b in self.busy if len(b)]
+        if not work:
+            return self.served_per_s() >= KEEP_RATIO * offered
+        cost = float(np.mean(np.concatenate(work)))
+        return not past_ceiling(cost, KEEP_RATIO * offered / max(1, self.queues), self.servers)
+
+    def enough(self, slo: Slo) -> bool:
+        """Whether the point holds the requests its SLO metric is read from (:meth:`Slo.runs_needed`: p99 100,
+        p90 10), shed ones counted (each is a request over the SLO)."""
+        return self.runs + self.dropped >= slo.runs_needed()
+
+    def thin(self, slo: Slo) -> bool:
+        """Ended with fewer requests than its SLO metric needs and no request shed: not judged (the search's
+        bracket does not move by it), and marked so."""
+        return not self.enough(slo) and self.dropped == 0
 
     def goodput_per_s(self) -> float:
         """Requests served within the SLO's bound per second (a shed request is not served; one over the bound is
@@ -169,7 +236,9 @@ class Point:
     def decide(self, slo: Slo, others: Sequence[np.ndarray] = ()) -> str:
         """met / not met / undecided from the blocks so far (see the module docstring), judged afresh at every
         look; ``others``: what requests of the search's other points cost their server (:func:`server_times`),
-        modelled with this point's own."""
+        modelled with this point's own. Until the point holds the requests its SLO metric needs (:meth:`enough`)
+        it stays undecided whatever its figures say (a p99 of 20 requests is their slowest); a shed request alone
+        decides at once (the queue overflowed)."""
         n = len(self.blocks)
         if self.dropped > 0:
             self.decision = "not met"  # shed requests: the queue overflowed, whatever the percentile says
@@ -206,14 +275,24 @@ class Point:
             self.decision, self.decided_by = "met", BY_MODEL if modelled else BY_MEASURED
         else:  # an undecided point moves the bracket by its estimate: the model's when there is one
             self.decision, self.decided_by = "undecided", BY_MODEL if modelled else BY_MEASURED
+        if not self.enough(slo):  # too few requests to read the metric from: nothing is decided yet
+            self.decision, self.decided_by = "undecided", ""
         return self.decision
+
+    def decision_text(self, slo: Slo) -> str:
+        """The decision as the points table says it: ``met by long-run estimate``; a thin point ``not judged: 37 of
+        the 100 requests a p99 needs``."""
+        if self.thin(slo) and self.blocks:
+            return (f"not judged: {self.runs} of the {slo.runs_needed()} requests a {slo.metric} needs")
+        return self.decision + (f" by {self.decided_by}" if self.decided_by else "")
 
     def as_dict(self, slo: Slo) -> dict[str, Any]:
         a = self.all()
         p50, p99 = (float(x) for x in np.percentile(a, (50, 99))) if a.size else (math.nan, math.nan)
-        return {"rate_per_s": json_num(self.rate_per_s), "served_per_s": json_num(self.served_per_s()),
-                "goodput_per_s": json_num(self.goodput_per_s()),
-                "dropped": self.dropped, "runs": self.runs, "blocks": len(self.blocks),
+        return {"rate_per_s": json_num(self.rate_per_s), "offered_per_s": json_num(self.offered_per_s()),
+                "served_per_s": json_num(self.served_per_s()), "goodput_per_s": json_num(self.goodput_per_s()),
+                "dropped": self.dropped, "runs": self.runs, "arrived": self.arrived,
+                "requests_needed": slo.runs_needed(), "enough": self.enough(slo), "blocks": len(self.blocks),
                 "recorded_s": round(self.recorded_s(), 2), "p50_ms": json_num(p50),
                 "p99_ms": json_num(p99), "slo_ms": json_num(self.value(slo)),
                 "model_ms": [json_num(x) for x in self.model] if not math.isnan(self.model[0]) else None,
@@ -232,9 +311,11 @@ class Search:
     hi: float = math.nan       # lowest rate known not to
     predicted_per_s: float = math.nan  # where the last service times measured, queued, would cross the SLO
     points: dict[float, Point] = field(default_factory=dict)
-    note: str = ""
+    note: str = ""             # why the search ended without a capacity (no rate meets the SLO)
     failed: str = ""
     applied: str = ""          # what was applied to ORT's defaults, in short terms ("threads 1"); "" for none
+    no_load: MetricFigure | None = None  # the SLO metric of the closed loop (floor_ms) with its interval and runs
+    remarks: list[str] = field(default_factory=list)  # what the answer rests on, said under its row and in warnings
     notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
     _tail: tuple[Any, float] | None = field(default=None, repr=False, compare=False)  # interval's tail term, kept
 
@@ -318,21 +399,34 @@ class Search:
 
     def label(self) -> str:
         """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""
-        if self.name == "defaults" and self.applied:
-            return self.applied
-        return self.name
+        return label(self.name, self.applied)
+
+    def outcome(self, slo: Slo) -> str:
+        """The search's answer in a word or three: ``capacity`` (a rate met the SLO), ``no rate meets`` (the
+        no-load metric's interval lies above the SLO, or a point with its server nearly idle missed it: a result,
+        not a failure), ``none met`` (the points measured all missed), ``undecided`` (no point was judged: too few
+        requests in the budget), ``failed``."""
+        if self.failed:
+            return "failed"
+        if self.note:
+            return "no rate meets"
+        if self.met:
+            return "capacity"
+        judged = [p for p in self.points.values() if not p.thin(slo)]
+        return "none met" if judged else "undecided"
 
     def as_dict(self, slo: Slo) -> dict[str, Any]:
         iv = self.interval(slo)
-        return {"profile": self.name, "capacity_per_s": json_num(self.capacity(slo)),
+        return {"profile": self.label(), "result": self.outcome(slo), "capacity_per_s": json_num(self.capacity(slo)),
                 "interval": [json_num(iv.lo), json_num(iv.hi)] if iv is not None else None,
                 "interval_confidence": iv.confidence if iv is not None else CONFIDENCE,
                 "interval_terms": iv.as_dict() if iv is not None else None,
                 "applied": self.applied or None, "input_notes": list(self.notes),
                 "bracket": [json_num(self.lo), json_num(self.hi)],
                 "met": self.met, "ceiling_per_s": json_num(self.ceiling_per_s), "floor_ms": json_num(self.floor_ms),
+                "no_load": self.no_load.as_dict() if self.no_load is not None else None,
                 "predicted_per_s": json_num(self.predicted_per_s),
-                "note": self.note or self.failed or None,
+                "note": self.note or self.failed or None, "remarks": list(self.remarks),
                 "points": [p.as_dict(slo) for _, p in sorted(self.points.items())]}
 
 
@@ -357,7 +451,9 @@ class CapacityResult:
     def separated(self, best: int) -> bool:
         """Whether ``best`` is shown to serve more than every other profile. A failed profile, or one whose
         service time alone misses the SLO, serves nothing; any other must have missed the SLO (a decided point) at
-        or below a rate where the best met it, or have its bracket end at least NARROW below the best's.
+        or below a rate where the best met it, or have its bracket end at least NARROW below the best's, and, if it
+        met the SLO at some rate, have its rerun interval wholly below the best's (as :mod:`ortop.measure.ratio`
+        judges a ratio: "serves more" never stands beside "no detectable difference").
         Bracket ends set by undecided points (which straddle the SLO: a coin toss) are known no closer than
         the search narrows them. In 30 A/A runs of one profile against an identical copy (README), comparing
         bracket ends alone said "serves more" 3 times (×1.11, ×1.12, ×1.05), each time on an undecided end
@@ -366,12 +462,18 @@ class CapacityResult:
         30 s) it says it in 5, the sixth's two-thread search having met no rate."""
         b = self.searches[best]
         met = max((r for r, p in b.points.items() if p.decision == "met"), default=0.0)
+        iv_b = b.interval(self.slo)
 
         def below(s: Search) -> bool:
             if s.index == best or s.failed or s.note:
                 return True
             missed = min((r for r, p in s.points.items() if p.decision == "not met"), default=math.inf)
-            return apart(b.lo, met, s.hi, missed)
+            if not apart(b.lo, met, s.hi, missed):
+                return False
+            # the brackets are the search's resolution; where a rerun lands is the interval: a profile that met
+            # the SLO too is served less only when the two rerun intervals are apart (the ratio's own rule)
+            iv_s = s.interval(self.slo) if s.lo > 0 else None
+            return iv_s is None or (iv_b is not None and iv_b.lo > iv_s.hi)
 
         return b.lo > 0 and all(below(s) for s in self.searches)
 

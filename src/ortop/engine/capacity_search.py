@@ -2,7 +2,16 @@
 sessions built once, and points measured as alternations that offer a rate of their own, every profile's blocks
 alternated with every other's across workers too (:mod:`ortop.engine.bench.interleave`; see
 :mod:`ortop.engine.capacity` for the method). A worker that dies is restarted with its sessions and the search goes
-on; one that cannot be restarted ends the search as a stop does, with everything measured before it."""
+on; one that cannot be restarted ends the search as a stop does, with everything measured before it.
+
+What it counts on is sized by the SLO's metric, not by the clock: a model that runs ten times a second fills a
+second-long block with ten runs. The closed loop goes on until its SLO metric rests on the runs it needs
+(:func:`ortop.measure.slo.runs_needed`: a p99 100, a p90 10), within NO_LOAD_SHARE of the budget, and that metric
+carries its order-statistic interval (:func:`ortop.measure.slo.metric_figure`): "no rate meets the SLO" is said only
+when that interval lies wholly above the SLO; one that straddles it is said, and the search goes on. Each point
+lasts until it holds the requests its metric needs (its blocks lengthened so that a few hold them); one the budget
+cut short is not judged and says so (:meth:`ortop.engine.capacity.Point.thin`), and a point is started only when the
+budget left can give it those requests — fewer, sufficient points rather than many thin ones."""
 
 from __future__ import annotations
 
@@ -18,31 +27,40 @@ import numpy as np
 from ortop.config.profile import Profile
 from ortop.engine.bench.deciders import Budget, PointRule
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
-from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks, capacity_round_s
+from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks
 from ortop.engine.bench.pool import Pool
-from ortop.engine.capacity import POOL_MIN_S, CapacityResult, Point, Search
-from ortop.engine.traffic import KEEP_RATIO
+from ortop.engine.capacity import POOL_MIN_S, CapacityResult, Point, Search, applied
 from ortop.errors import RuntimeFailure
 from ortop.measure import rows as R
 from ortop.measure.bracket import grid
 from ortop.measure.noise import HostNoise, slow_share
 from ortop.measure.queue import predict_knee, server_times, work_ms
-from ortop.measure.slo import Slo
+from ortop.measure.slo import MetricFigure, Slo, metric_figure
 from ortop.model.feeds import note_level
 
+__all__ = ["CapacitySearch", "applied", "find_capacity", "idle_miss", "nearly_idle_miss", "straddle_text"]
 
-def applied(profile: Profile) -> str:
-    """What a profile changes from ORT's defaults, in short terms (``threads 1``); "" for nothing."""
-    from ortop.config.diff import change_terms, diff
+NO_LOAD_SHARE = 0.5      # the closed loop may take up to this share of the budget left to reach its runs
+NO_LOAD_BLOCK_S = (0.5, 10.0)  # its further blocks' length, between these (s): a few blocks hold the runs needed
+POINT_BLOCKS = 6         # a point's blocks are lengthened so that about this many hold the requests it needs
+POINT_BLOCK_MAX_S = 6.0  # ... but never beyond this long a block (s)
+DRAIN_S = 0.1            # what a block's drain after its window adds, on average, when planning (s)
 
-    return ", ".join(change_terms(diff(Profile(), profile, settings_only=True)))
+
+def idle_miss(slo: Slo, floor_ms: float, figure: MetricFigure | None = None) -> str:
+    """What a search says when the SLO metric of the bare service time (no load, back to back) misses the SLO:
+    a queue only adds to it, so no rate meets it, and the search stops there instead of stepping down. With its
+    ``figure``, the interval and the runs it rests on (it is said only when that interval lies above the SLO)."""
+    said = figure.text() if figure is not None else f"{floor_ms:.3g} ms"
+    return f"the model's own {slo.metric} at no load is {said}: no rate meets {slo.text()} (capacity 0)"
 
 
-def idle_miss(slo: Slo, floor_ms: float) -> str:
-    """What a search says when the SLO metric of the bare service time (no load, back to back) is at or over the
-    SLO: a queue only adds to it, so no rate meets it, and the search stops there instead of stepping down."""
-    return (f"the model's own {slo.metric} at no load is {floor_ms:.3g} ms: no rate meets {slo.text()} "
-            f"(capacity 0)")
+def straddle_text(slo: Slo, figure: MetricFigure) -> str:
+    """What a search says when the no-load metric's interval holds the SLO's limit: it cannot tell whether an idle
+    server meets it, so it searches anyway."""
+    side, other = ("at or over", "under") if figure.ms >= slo.ms else ("under", "over")
+    return (f"the model's own {slo.metric} at no load, {figure.text()}, is {side} {slo.text()}, but its interval "
+            f"reaches {other} it: searching anyway")
 
 
 IDLE_SHARE = 0.1  # a point offered at most this share of its ceiling finds its server idle nine times in ten
@@ -52,14 +70,63 @@ def nearly_idle_miss(s: Search, p: Point, slo: Slo) -> str:
     """What a search says when a point with its server nearly idle (offered at most IDLE_SHARE of the closed loop's
     ceiling) was decided not to meet the SLO before any rate met it: under open load runs follow idle gaps (caches
     cold, pools asleep), and a lower rate leaves the server no idler, so stepping down further finds nothing; ""
-    otherwise. A recognizer at p99 ≤ 100 ms stepped down to 0.4/s over 22 points before saying so."""
+    otherwise. A recognizer at p99 ≤ 100 ms stepped down to 0.4/s over 22 points before saying so.
+
+    The figures are the ones the table prints for that point and for the profile's no-load column, in the same
+    words: what it measured over how many requests, its long-run estimate when it has one, what decided it, and the
+    closed loop's figure beside it (a point decided only once it holds the requests its metric needs)."""
     if p.decision != "not met" or s.lo > 0 or not (s.ceiling_per_s > 0):
         return ""
     share = p.rate_per_s / s.ceiling_per_s
     if share > IDLE_SHARE:
         return ""
+    est = p.model[0]
+    long_run = f", {est:.3g} ms in the long run" if math.isfinite(est) else ""
+    closed = (f"; {s.no_load.text()} at no load in a closed loop (back to back): runs after idle gaps are slower"
+              if s.no_load is not None else "")
     return (f"the model's own {slo.metric} with its server nearly idle ({p.rate_per_s:.3g}/s, {share * 100:.0f} % "
-            f"of its ceiling) is {p.value(slo):.3g} ms: no rate meets {slo.text()} (capacity 0)")
+            f"of its ceiling) is {p.value(slo):.3g} ms over {p.runs:,} requests{long_run} ({p.decision_text(slo)})"
+            f"{closed}: no rate meets {slo.text()} (capacity 0)")
+
+
+def point_blocks(rate: float, needed: int) -> tuple[float, float]:
+    """A point's block and settling (s) at ``rate``: the plan's (:func:`capacity_blocks`: ~300 requests, 0.5 …
+    1.5 s), lengthened at slow rates so that about POINT_BLOCKS blocks hold the ``needed`` requests (at most
+    POINT_BLOCK_MAX_S a block): 100 requests at 5/s are four 3.3 s blocks and their settling, not fourteen 1.5 s
+    ones."""
+    block, settle = capacity_blocks(rate)
+    if rate > 0:
+        block = max(block, min(POINT_BLOCK_MAX_S, needed / rate / POINT_BLOCKS))
+    return block, settle
+
+
+def round_s(rate: float, profiles: int, needed: int) -> float:
+    """One round of a point at ``rate``: a block (with its settling) per profile."""
+    return sum(point_blocks(rate, needed)) * profiles
+
+
+def needed_blocks(rate: float, needed: int, have: int = 0) -> int:
+    """About how many blocks a point at ``rate`` takes to hold ``needed`` requests, ``have`` of them already (at
+    least two: the first look)."""
+    block, _ = point_blocks(rate, needed)
+    return max(2, math.ceil(max(0, needed - have) / max(rate * block, 1e-9)))
+
+
+def needed_s(rate: float, profiles: int, needed: int, have: int = 0) -> float:
+    """About how long a point at ``rate`` takes to hold ``needed`` requests (:func:`needed_blocks`)."""
+    block, settle = point_blocks(rate, needed)
+    return needed_blocks(rate, needed, have) * (block + settle + DRAIN_S) * profiles
+
+
+def _r(x: float) -> str:
+    """A rate as the warnings say it: whole numbers from 10/s, three figures below."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.3g}"
+
+
+def _closed_rate(blocks: Sequence[BlockRun]) -> float:
+    """Runs per second over closed-loop blocks."""
+    wall = sum(b.served_s for b in blocks)
+    return sum(len(b.rows) for b in blocks) / wall if wall > 0 else 0.0
 
 
 class CapacitySearch:
@@ -92,6 +159,7 @@ class CapacitySearch:
         self.order: list[dict] = []  # every block measured, in the order it ran: whose, when, at what rate
         self.unpaced: list[str] = []  # points whose offered rate was not served: what they say is a backlog's
         self._budget = Budget(budget_s, self.stop)  # started when run() starts: a view asking early reads 0 s
+        self.unstarted: list[Search] = []  # searches whose next point the budget left could not give its requests
         self._round = 0
 
     def left(self) -> float:
@@ -122,10 +190,18 @@ class CapacitySearch:
                 for s in todo:
                     by_rate.setdefault(s.next_rate(), []).append(s)
                 measured = False
+                needed = self.slo.runs_needed()
                 for rate, group in sorted(by_rate.items()):
                     if self.stop.is_set():
                         break
-                    if self.left() < 2 * capacity_round_s(rate, len(group)):  # its first look would overrun the budget
+                    if self.left() < 2 * round_s(rate, len(group), needed):  # its first look would overrun the budget
+                        continue
+                    # Fewer, sufficient points: one the budget left cannot give the requests it needs is not
+                    # started, unless its search has nothing judged yet (then it is measured, and marked if thin).
+                    have = min((s.points[rate].runs if rate in s.points else 0) for s in group)
+                    if (needed_blocks(rate, needed, have) > 2 and self.left() < needed_s(rate, len(group), needed, have)
+                            and all(any(not p.thin(self.slo) for p in s.points.values()) for s in group)):
+                        self.unstarted.extend(s for s in group if s not in self.unstarted)
                         continue
                     self._point(rate, group)
                     measured = True
@@ -135,8 +211,12 @@ class CapacitySearch:
             pass  # the fault is in self.faults; what was measured before it stands
         finally:
             self._pool.close()
-        # a profile whose idle server already misses the SLO ended there (its note): said among the warnings too
-        warnings.extend(f"{s.name}: {s.note}" for s in self.searches if s.note)
+        # a profile whose idle server already misses the SLO ended there (its note): said among the warnings too,
+        # and so is a no-load figure at or over the SLO whose interval straddles it (the search went on all the same;
+        # one under the SLO is said under its row)
+        warnings.extend(f"{s.label()}: {s.note}" for s in self.searches if s.note)
+        warnings.extend(f"{s.label()}: {r}" for s in self.searches for r in s.remarks
+                        if s.no_load is not None and s.no_load.ms >= self.slo.ms)
         noise = self._judged(sampler.stop())
         for s in self.searches:  # what each profile's inputs rest on: the warnings among its notes (model.feeds)
             warnings.extend(f"{s.label()}: {n}" for n in s.notes if note_level(n) == "warning")
@@ -146,6 +226,16 @@ class CapacitySearch:
         warnings.extend(x for x in [*self._said, *logged] if x not in warnings)
         warnings.extend(self.faults.said + ([self.faults.lost] if self.faults.lost else []))
         warnings.extend(x for x in self.unpaced if x not in warnings)
+        needed = self.slo.runs_needed()
+        for s in self.searches:  # points cut short by the budget, and points the budget left could not hold
+            thin = [p for p in s.points.values() if p.thin(self.slo) and p.blocks]
+            if thin:
+                warnings.append(f"{s.label()}: " + ", ".join(f"{p.rate_per_s:.3g}/s" for p in thin)
+                                + f": fewer than the {needed} requests a {self.slo.metric} needs when the budget ran "
+                                  "out: not judged (a longer --budget gives them)")
+            if s in self.unstarted and not s.done() and not self.stop.is_set():
+                warnings.append(f"{s.label()}: the budget left could not give another point the {needed} requests a "
+                                f"{self.slo.metric} needs: the search ended with the bracket as it is")
         return CapacityResult(self.model_path, self.slo, self.searches, self._budget.elapsed(),
                               self.budget_s, self.stop.is_set() or self.faults.lost is not None, warnings[:20],
                               blocks=list(self.order), restarts=list(self.faults.said), fault=self.faults.lost,
@@ -224,35 +314,69 @@ class CapacitySearch:
         return out
 
     def _ceilings(self) -> None:
-        """Closed loop, interleaved: the ceiling (runs/s) and the SLO metric of the bare service time."""
+        """Closed loop, interleaved: the ceiling (runs/s) and the SLO metric of the bare service time, measured on
+        until that metric rests on the runs it needs (within NO_LOAD_SHARE of the budget left), with its interval.
+        No rate meets the SLO only when that interval lies wholly above it; one that straddles it is said."""
         live = [s for s in self.searches if not s.failed]
         if not live:
             return
         got = self._blocks(live, *CEILING_BLOCKS, None, "closed")
+        blocks = {s.index: list(got[s.index]) for s in live}
+        needed = self.slo.runs_needed()
+        until = self._budget.elapsed() + NO_LOAD_SHARE * max(0.0, self.left())
+        settle = CEILING_BLOCKS[2]
+        while not self.stop.is_set():
+            short = [s for s in live if blocks[s.index] and sum(len(b.rows) for b in blocks[s.index]) < needed]
+            if not short:
+                break
+            # the longest any of them still needs, at the pace its blocks so far ran
+            want = max((needed - sum(len(b.rows) for b in blocks[s.index]))
+                       / max(_closed_rate(blocks[s.index]), 1e-3) for s in short)
+            lo, hi = NO_LOAD_BLOCK_S
+            block_s = min(hi, max(lo, 1.1 * want / 2))        # two more blocks each, about
+            rounds = max(1, math.ceil(1.1 * want / block_s))
+            room = until - self._budget.elapsed()
+            per_round = (block_s + settle) * len(short)
+            if room < per_round:  # not even one round fits: the figure stays as it is, short of runs (said)
+                block_s = room / len(short) - settle
+                if block_s < lo:
+                    break
+                per_round, rounds = (block_s + settle) * len(short), 1
+            rounds = max(1, min(rounds, int(room / per_round)))
+            more = self._blocks(short, rounds, block_s, settle, None, "closed")
+            for s in short:
+                blocks[s.index].extend(more[s.index])
         for s in live:
-            blocks = got[s.index]
-            if not blocks:
+            mine = blocks[s.index]
+            if not mine:
                 s.failed = "no closed-loop block finished"
                 continue
-            rates = [len(b.rows) / b.served_s for b in blocks if b.served_s > 0]
+            rates = [len(b.rows) / b.served_s for b in mine if b.served_s > 0]
             s.ceiling_per_s = float(np.median(rates)) if rates else math.nan
-            svc = np.concatenate([R.response_ms(b.rows) for b in blocks])
-            s.floor_ms = self.slo.of(svc)
+            svc = np.concatenate([R.response_ms(b.rows) for b in mine])
+            s.no_load = metric_figure(self.slo, svc)
+            s.floor_ms = s.no_load.ms
             s.hi = grid(s.ceiling_per_s) if math.isfinite(s.ceiling_per_s) else math.nan
             w = s.profile.workload
             s.predicted_per_s = predict_knee(svc, self.slo, servers=max(1, w.concurrency), queues=max(1, w.replicas))
-            if math.isfinite(s.floor_ms) and s.floor_ms >= self.slo.ms:  # an idle server already misses it
-                s.note = idle_miss(self.slo, s.floor_ms)
+            if s.no_load.above(self.slo):  # an idle server already misses it, its whole interval over the SLO
+                s.note = idle_miss(self.slo, s.floor_ms, s.no_load)
+            elif s.no_load.straddles(self.slo):
+                s.remarks.append(straddle_text(self.slo, s.no_load))
 
     def _point(self, rate: float, group: list[Search]) -> None:
         """Measure ``rate`` for the searches in ``group`` (interleaved) until each is decided or time is up."""
-        block_s, settle_s = capacity_blocks(rate)
+        needed = self.slo.runs_needed()
+        block_s, settle_s = point_blocks(rate, needed)
         for s in group:  # a rate its search measures again keeps the place it was first measured in
             if rate not in s.points:
                 s.points[rate] = Point(rate, servers=max(1, s.profile.workload.concurrency),
                                        queues=max(1, s.profile.workload.replicas), order=len(s.points))
         points = {s.index: s.points[rate] for s in group}
-        rule = PointRule(time.monotonic() + min(self.point_max_s, max(0.0, self.left())), self._budget, POOL_MIN_S)
+        # its own time: point_max_s, or longer when that holds too few requests for its metric (within the budget)
+        have = min(p.runs for p in points.values())
+        own_s = max(self.point_max_s, 1.2 * needed_s(rate, len(group), needed, have))
+        rule = PointRule(time.monotonic() + min(own_s, max(0.0, self.left())), self._budget, POOL_MIN_S)
         pending = list(group)
         rounds = 2  # the first look needs two blocks (an interval); later ones take what fits before the point's end
         while pending and not self.stop.is_set():
@@ -260,33 +384,39 @@ class CapacitySearch:
             for s in pending:
                 for b in got[s.index]:
                     arrived, dropped = (b.traffic[0], b.traffic[1]) if b.traffic else (len(b.rows), 0)
-                    # served over the time its requests took: a queue that drained past the window counts
+                    # the same requests both ways: offered = those that arrived in the window, over the window;
+                    # served = those of them served, over the time they took (a queue that drained past the window
+                    # counts), so served is never above offered
                     points[s.index].add(R.response_ms(b.rows), b.served_s, arrived, dropped, self.slo,
-                                        server_times(b.rows))
+                                        server_times(b.rows), window_s=b.window_s)
                     if len(b.rows):
                         self._service.append(R.service_ms(b.rows))
                         shape = b.rows[:, R.Col.SHAPE] if b.rows.shape[1] > R.Col.SHAPE else 0
                         self._shapes.append(s.index * 1_000_000 + np.zeros(len(b.rows), np.int64) + shape)
-            final = rule.final()
+            # its own time ends a point only once it holds the requests its metric needs; the budget ends any
+            final = rule.final() and (self.left() <= 0 or all(points[s.index].enough(self.slo) for s in pending))
             for s in list(pending):
                 d = points[s.index].decide(self.slo, others=s.server_times(besides=rate))
                 if rule.done(d, s.recorded_s(), final):
                     pending.remove(s)
             if final or not pending:
                 break
-            rounds = rule.rounds_next(capacity_round_s(rate, len(pending)))
+            rounds = rule.rounds_next(round_s(rate, len(pending), needed))
             if rounds < 1:  # another round would overrun the budget: the point ends as it stands
                 break
         for s in group:
             p = points[s.index]
-            served = p.served_per_s()
-            if p.dropped or served < KEEP_RATIO * rate:
-                self.unpaced.append(f"{s.label()} at {rate:.0f}/s: offered {rate:.0f}/s, served {served:.0f}/s"
+            served, offered = p.served_per_s(), p.offered_per_s()
+            if not p.kept():  # against what arrived, not what was asked
+                self.unpaced.append(f"{s.label()} at {_r(rate)}/s: offered {_r(offered)}/s, served {_r(served)}/s"
                                     + (f", {p.dropped} shed" if p.dropped else "") + ": the rate was not kept; the "
                                     "point was measured on a backlog, not a paced answer")
-            # An undecided point (its time ran out) still moves the bracket by its estimate, and says so.
+            # An undecided point (its time ran out) still moves the bracket by its estimate, and says so; a thin one
+            # (too few requests for its metric when the budget ran out) is not judged: the bracket stays.
             meets = p.decision == "met" or (p.decision == "undecided" and p.estimate(self.slo) <= self.slo.ms)
-            if meets:
+            if p.thin(self.slo):
+                pass
+            elif meets:
                 s.lo = max(s.lo, rate)
             else:
                 s.hi = min(s.hi, rate) if math.isfinite(s.hi) else rate

@@ -40,6 +40,7 @@ from ortop.engine.bench.deciders import Budget
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
 from ortop.engine.bench.plan import capacity_blocks
 from ortop.engine.bench.pool import Pool
+from ortop.engine.capacity import applied, label
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.measure import rows as R
 from ortop.measure.certify import CONFIDENCE, Certification, clump_factor, early_stopping
@@ -82,10 +83,16 @@ class CertifyResult:
     fault: str | None = None           # a worker lost for good
     restarts: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    applied: str = ""                  # what the profile changes from ORT's defaults (``threads 1``); "" for none
 
     @property
     def verdict(self) -> str:
         return self.certification.verdict.status
+
+    def label(self) -> str:
+        """The profile certified as the result names it: ORT's defaults plus flags by what the flags applied
+        (``threads 1``), never "defaults" for settings a user set; any other profile by its name."""
+        return label(self.profile, self.applied)
 
     @property
     def short_s(self) -> float:
@@ -120,7 +127,8 @@ class CertifyResult:
         v = self.certification.verdict
         cert = {**self.certification.as_dict(), "needed_more": v.more, "min_duration_s": self.min_duration_s,
                 "ended": self.ended, "host_noise": self.host_noise.as_dict()}
-        return {"model": self.model, "slo": self.slo.as_dict(), "profile": self.profile, "certification": cert,
+        return {"model": self.model, "slo": self.slo.as_dict(), "profile": self.label(),
+                "applied": self.applied or None, "certification": cert,
                 "elapsed_s": round(self.elapsed_s, 3), "budget_s": self.budget_s, "stopped": self.stopped,
                 "fault": self.fault, "restarts": list(self.restarts), "warnings": list(self.warnings)}
 
@@ -156,6 +164,7 @@ class CertifyRun:
         self.min_duration_s = min_duration_s
         self.budget_s = budget_s
         self.name = name
+        self.applied = applied(profile)  # named in the result: "threads 1", not "defaults"
         self.stop = stop or threading.Event()
         self.on_block = on_block
         self.strict_providers = strict_providers
@@ -185,7 +194,8 @@ class CertifyRun:
     def result(self) -> CertifyResult:
         return CertifyResult(self.model_path, self.slo, self.name, self.certification(), self.min_duration_s,
                              self.budget_s, self._budget.elapsed(), self._ended, self._noise,
-                             stopped=self.stop.is_set(), fault=self.faults.lost, restarts=list(self.faults.said))
+                             stopped=self.stop.is_set(), fault=self.faults.lost, restarts=list(self.faults.said),
+                             applied=self.applied)
 
     # ---- the run ---------------------------------------------------------------------------------------------
     def run(self) -> CertifyResult:

@@ -11,7 +11,8 @@ import math
 
 GRID = 1.02             # rates are rounded to this geometric grid, so profiles can share a point
 NARROW = 0.10           # stop narrowing a bracket when hi − lo ≤ 10 % of hi (the knee then known to within 10 %)
-NOT_APART = f"the brackets overlap or lie within {NARROW * 100:g} %"  # why the one ahead is not shown to serve more
+# why the one ahead is not shown to serve more
+NOT_APART = f"their rerun intervals or their brackets overlap (or lie within {NARROW * 100:g} %)"
 
 
 def grid(rate: float) -> float:
