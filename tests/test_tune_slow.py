@@ -84,15 +84,31 @@ def test_not_measured_is_a_documented_exit_code() -> None:
 
 
 def test_nothing_to_race_at_the_knee_measures_the_baseline_and_says_not_measured() -> None:
-    """``--objective capacity`` whose baseline meets the SLO at no rate: a result, with the baseline's figures."""
+    """``--objective capacity`` whose baseline's knee was not found: the baseline's figures, "not measured"."""
     clock = StepClock(0.0)
     racer = FakeRacer(clock, threads_effect({2: 0.7}))
     space = Space(Profile(), host(4), CHAIN, ["threads"])
-    why = "the baseline meets p99 ≤ 150 ms at no rate here (fake): nothing to race at its knee"
+    why = "the baseline's knee under p99 ≤ 150 ms was not found (undecided: fake): nothing to race at it"
     result = Tuner(space, racer, objective="p99", budget_s=20.0, clock=clock, no_race=why).run()
     assert result.verdict == NOT_MEASURED and result.text == f"not measured: {why}"
     assert result.trials == [] and racer.races == 0
     assert result.baseline_figures.blocks > 0 and math.isfinite(result.baseline_figures.p50_ms)
+
+
+def test_a_baseline_shown_to_meet_the_slo_at_no_rate_is_a_result_that_keeps_it() -> None:
+    """The no-load figure's interval lies above the SLO (decided): keep the baseline, a result (exit 0), not "not
+    measured"."""
+    from ortop.cli.tune import exit_code
+    from ortop.engine.tuner import NO_RATE
+
+    clock = StepClock(0.0)
+    racer = FakeRacer(clock, threads_effect({2: 0.7}))
+    space = Space(Profile(), host(4), CHAIN, ["threads"])
+    why = f"{NO_RATE}: the baseline meets p99 ≤ 5 ms at no rate here (p99 at no load 80 ms): nothing to race"
+    result = Tuner(space, racer, objective="p99", budget_s=20.0, clock=clock, no_race=why).run()
+    assert result.verdict == KEEP and result.text == f"keep the baseline: {why}"
+    assert exit_code(result) == 0 and racer.races == 0
+    assert result.baseline_figures.blocks > 0
 
 
 # ---- (b) the table and the verdict agree ----------------------------------------------------------------------------

@@ -57,9 +57,10 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
     "tune": {EXIT_OK: "a result (keeping the baseline included)", EXIT_RUNTIME: "the model failed at run time",
              EXIT_USAGE: "bad input",
              EXIT_GATE_UNDECIDED: "not measured: no candidate could be raced (or the best verified) in the budget, or "
-                                  "with --objective capacity the baseline meets the SLO at no rate; the result was "
+                                  "with --objective capacity the baseline's knee was not found; the result was "
                                   "printed (JSON included) with the baseline's figures and the budget an answer "
-                                  "needs, and nothing was saved",
+                                  "needs, and nothing was saved (a baseline shown to meet the SLO at no rate is a "
+                                  "result: exit 0)",
              EXIT_WORKER_LOST: "a worker died while only proven sessions raced: the result so far was printed, "
                                "with the fault named (a death while new candidates race fails those candidates)",
              EXIT_INTERRUPTED: "stopped by ctrl-C: the result so far was printed (and saved with --save); a second "

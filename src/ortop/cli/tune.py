@@ -40,6 +40,7 @@ from ortop.errors import EXIT_GATE_UNDECIDED, EXIT_OK, EXIT_WORKER_LOST, UsageEr
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
 EXIT_NOT_MEASURED = EXIT_GATE_UNDECIDED  # the budget gave no answer: the result says what one needs
 NOT_MEASURED = "not measured"  # ortop.engine.trials.NOT_MEASURED (the CLI reads the engine through its face)
+NO_RATE = "no rate meets the SLO"  # ortop.engine.tuner.NO_RATE: a no_race decided, a result (exit 0)
 
 EXAMPLES = """examples:
   ortop tune model.onnx                                   lowest p50, 60 s
@@ -142,7 +143,12 @@ def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tup
                             "bracket_per_s": [base.lo, base.hi if math.isfinite(base.hi) else None]}
     if not base.met:
         why = base.note or base.failed or "see ortop capacity"
-        no_race = f"the baseline meets {slo.text()} at no rate here ({why}): nothing to race at its knee"
+        outcome = base.outcome(slo)
+        knee["result"] = outcome
+        if outcome == "no rate meets":  # decided (the no-load interval lies above the SLO): a result, not a gap
+            no_race = f"{NO_RATE}: the baseline meets {slo.text()} at no rate here ({why}); nothing to race at its knee"
+        else:
+            no_race = f"the baseline's knee under {slo.text()} was not found ({outcome}: {why}): nothing to race at it"
         knee["note"] = no_race
         print(f"ortop tune: {no_race}", file=sys.stderr)
         return profile, slo.metric, knee, no_race

@@ -91,6 +91,7 @@ VERIFY_SHARE = 0.2             # of the budget, set aside to verify the winner a
 VERIFY_MAX_SHARE = 0.35
 VERIFY_BLOCKS = 2 * (MIN_PAIRS + 6)  # the verification wants at least this many blocks (two configurations)
 BASELINE_RUNS = 1.25 * runs_needed("p99")  # measured alone (nothing raced): runs enough for its p99, time allowing
+NO_RATE = "no rate meets the SLO"  # a no_race that was decided: a result (the CLI writes it)
 METRIC_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
 
 
@@ -117,7 +118,8 @@ class Tuner:
     :meth:`elapsed` from it, never block in it.
 
     ``no_race``: why nothing is to be raced (the baseline meets an SLO at no rate: there is no knee to race at);
-    the run then measures the baseline alone and says so as its "not measured" verdict."""
+    the run then measures the baseline alone. Starting with NO_RATE (decided: the no-load figure's interval lies
+    above the SLO) its verdict is KEEP, a result; otherwise (the knee was not found) "not measured"."""
 
     def __init__(self, space: Space, racer: Racer, *, objective: str = "p50", max_p99_ms: float | None = None,
                  budget_s: float = 60.0, clock: Callable[[], float] = time.monotonic, started: float | None = None,
@@ -548,6 +550,8 @@ class Tuner:
             return KEEP, "stopped before any candidate was raced: keep the baseline"
         failed = sum(t.status == "failed" for t in self.trials)
         unraced = len(self.not_tried) + sum(t.status != "failed" for t in self.trials)
+        if self.no_race.startswith(NO_RATE):  # the SLO cannot be met here, decided: a result, keep the baseline
+            return KEEP, f"keep the baseline: {self.no_race}"
         if self.no_race:
             return NOT_MEASURED, f"not measured: {self.no_race}"
         if not unraced:
