@@ -246,14 +246,21 @@ def test_the_doctor_says_when_the_offered_rate_is_not_kept(tmp_path):
     from ortop.collectors.host import read_host
     from ortop.config import profile as P
     from ortop.doctor.static import Context, check_pace
+    from ortop.engine import traffic as T
 
     info = load_model(make_matmul_model(tmp_path / "m.onnx", n=8))
     prof = P.from_dict({"workload": {"rate_hz": 1000, "arrival": "poisson"}})
-    ctx = Context(model=info, profile=prof, host=read_host(), served_per_s=220.0)
+    rows = T.ring_rows(np.zeros((0, 8), dtype=np.int64), np.zeros(0))
+
+    def traffic(arrived: int, served: int, shed: int = 0) -> T.Traffic:  # over 10 s
+        return T.figures("poisson", 1000.0, rows, T.Counters(arrived=arrived, dropped=shed), 10.0, served)
+
+    ctx = Context(model=info, profile=prof, host=read_host(), served_per_s=220.0, traffic=traffic(10000, 2200))
     (f,) = check_pace(ctx)
     assert f.severity == "warning" and "offered 1000/s, served 220/s" in f.message
     assert f.profile_patch == {"workload.rate_hz": 176.0}
-    assert check_pace(Context(model=info, profile=prof, host=read_host(), served_per_s=990.0)) == []
+    kept = Context(model=info, profile=prof, host=read_host(), served_per_s=990.0, traffic=traffic(9900, 9880))
+    assert check_pace(kept) == []
     closed = P.Profile()
     assert check_pace(Context(model=info, profile=closed, host=read_host(), served_per_s=10.0)) == []
 

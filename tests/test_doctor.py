@@ -307,6 +307,55 @@ def test_a_session_that_failed_and_a_check_that_broke(healthy: str) -> None:
     assert f.check == "broken" and f.severity == "info" and "could not run" in f.message
 
 
+def _traffic(arrived: int, served: int, shed: int = 0, window_s: float = 10.0, service_ms: float | None = None):
+    """Live traffic figures: ``arrived`` and ``served`` over ``window_s``, every run ``service_ms`` in Run()."""
+    from ortop.engine import traffic as T
+
+    rows = np.zeros((0 if service_ms is None else served, 8), dtype=np.int64)
+    rows[:, 1] = int((service_ms or 0) * 1e6)
+    return T.figures("poisson", 12.0, T.ring_rows(rows, np.zeros(len(rows))), T.Counters(arrived=arrived, dropped=shed),
+                     window_s, served)
+
+
+def test_the_pace_is_judged_against_what_arrived_not_the_rate_asked(healthy: str) -> None:
+    """Asked 12/s, Poisson: 10.8/s arrived and 10.7/s were served, nothing shed. Served is 89 % of the rate asked,
+    yet every arrival but one in the queue was served: no finding, by the counts or by the utilisation (60 ms a
+    request on one caller: 65 % busy)."""
+    paced = prof(**{"workload.rate_hz": 12.0, "workload.arrival": "poisson"})
+    assert only(run_static(context(healthy, paced, traffic=_traffic(108, 107))), "pace") == []
+    assert only(run_static(context(healthy, paced, traffic=_traffic(108, 107, service_ms=60.0))), "pace") == []
+    # what it was told before: served against the rate asked
+    assert 107 / 10.0 < 0.95 * 12.0
+    # a backlog beyond the count's spread, or anything shed, is a finding that names the rate asked beside it
+    [f] = only(run_static(context(healthy, paced, traffic=_traffic(108, 80, shed=3))), "pace")
+    assert f.severity == "warning"
+    assert f.message == "the offered rate is not kept: offered 11/s (asked 12/s), served 8.0/s, 3 shed"
+    assert f.evidence["offered_per_s"] == 10.8 and f.evidence["asked_per_s"] == 12.0 and f.evidence["shed"] == 3
+    assert f.profile_patch == {"workload.rate_hz": 6.4}
+    [f] = only(run_static(context(healthy, paced, traffic=_traffic(600, 400, window_s=50.0))), "pace")
+    assert f.message.endswith("offered 12/s, served 8.0/s") and "asked" not in f.message
+    # the utilisation decides where the service time is known: 108 ms a request at 10.8/s is 117 % busy
+    [f] = only(run_static(context(healthy, paced, traffic=_traffic(108, 107, service_ms=108.0))), "pace")
+    assert "served 11/s" in f.message
+    assert only(run_static(context(healthy, paced)), "pace") == []  # nothing counted: nothing said
+
+
+def test_a_measured_doctor_judges_its_summarys_arrivals() -> None:
+    from ortop.doctor.measured import summary_pace
+    from ortop.doctor.static import pace_findings
+
+    paced = prof(**{"workload.rate_hz": 12.0, "workload.arrival": "poisson"})
+    summary = {"arrivals": {"offered_per_s": 10.8, "served_per_s": 10.7, "dropped": 0},
+               "service_ms": {"mean": 60.0}}
+    p = summary_pace(summary, paced, 10.0)
+    assert p is not None and p.arrived == pytest.approx(108) and p.servers == 1 and p.asked_per_s == 12.0
+    assert pace_findings(paced, p, "the profile alone") == []
+    slow = {**summary, "service_ms": {"mean": 110.0}}  # 119 % busy
+    [f] = pace_findings(paced, summary_pace(slow, paced, 10.0), "the profile alone")
+    assert f.evidence["measured"] == "the profile alone" and "(asked 12/s)" in f.message
+    assert summary_pace({"arrivals": {"offered_per_s": None}}, Profile(), 10.0) is None  # a closed loop
+
+
 # ---- measured checks ----------------------------------------------------------------------------------------------
 def _blocks(baseline_ms: float, other_ms: float, pairs: int = 10) -> list[Block]:
     out = []

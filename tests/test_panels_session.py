@@ -106,6 +106,35 @@ def test_a_paced_rate_the_model_cannot_keep_is_said() -> None:
     assert "saturated" not in model.model_panel(kept, 80, 12).plain
 
 
+def test_a_fresh_build_is_not_judged_in_its_first_seconds() -> None:
+    """Right after a rebuild the first requests wait behind the first cold runs: the status line says nothing of
+    the pace until the configuration has measured 3 s (its traffic's window, and the measuring state's time) and
+    20 requests arrived; then a rate not kept is said."""
+    import numpy as np
+
+    from ortop.engine import traffic as T
+    from ortop.tui.panels import status
+    from tests.fakes import FakeMonitor
+
+    paced = profile_mod.merge(Profile(), **{"workload.rate_hz": 12.0, "workload.arrival": "poisson"})
+    snap = FakeMonitor(profile=paced).snapshot()
+    rows = T.ring_rows(np.zeros((0, 8), dtype=np.int64), np.zeros(0))
+
+    def at(window_s: float, arrived: int, served: int, state: str = "measuring", elapsed: float = 12.5) -> str:
+        t = T.figures("poisson", 12.0, rows, T.Counters(arrived=arrived), window_s, served)
+        return status.status_line(replace(snap, traffic=t, runs=served, state=state, state_elapsed=elapsed), 160).plain
+
+    behind = at(30.0, 360, 240)  # served 8/s of 12/s for 30 s: said
+    assert " ! offered 12/s, served 8.0/s: queueing " in behind
+    assert " ! " not in at(30.0, 360, 240, elapsed=2.9)  # measuring for 2.9 s since the build
+    assert " ! " not in at(30.0, 360, 240, state="warming", elapsed=0.4)
+    assert " ! " not in at(2.5, 30, 8)  # the configuration's own 2.5 s: a fresh build's first seconds
+    assert " ! " not in at(4.0, 19, 0)  # 19 arrivals: too few to tell
+    assert " ! " in at(4.0, 48, 8)  # 4 s, 48 arrived, 8 served: fallen behind
+    # a rebuild's first seconds at the asked rate: 11/s arrived and 9.8/s served, the queue's last few requests
+    assert " ! " not in at(3.5, 39, 34, elapsed=3.5)
+
+
 def test_rebuild_events_drop_section_prefixes_and_info_takes_two_lines_at_most() -> None:
     text = ("rebuilt in 46 ms, first run 2.0 ms: session.allow_spinning: default → off; session.dynamic_block_base: "
             "default → 4; session.intra_op_num_threads: 0 → 2; workload.rate_hz: 0.0 → 10.0")

@@ -58,12 +58,17 @@ def test_shape_rows_follow_the_shape_column():
     assert t.shapes[1].service.p50 == pytest.approx(5.2) and t.shapes[1].response.max == pytest.approx(6.0)
 
 
-def test_the_pace_of_a_profile_counts_its_replicas():
-    prof = P.from_dict({"workload": {"rate_hz": 100, "replicas": 2}})
-    assert T.offered_rate(prof) == 200.0
-    assert T.pace_text(prof, 150.0) == "rate not kept: offered 200/s, served 150/s"
-    assert T.pace_text(prof, 195.0) == ""
-    assert T.pace_text(P.Profile(), 1.0) == ""
+def test_the_asked_rate_and_the_servers_of_a_profile_count_its_replicas():
+    from ortop.measure.pace import servers_of
+
+    prof = P.from_dict({"workload": {"rate_hz": 100, "replicas": 2, "concurrency": 2}})
+    assert T.offered_rate(prof) == 200.0 and servers_of(prof.workload) == 4
+    assert np.isnan(T.offered_rate(P.Profile()))
+    # 200/s at 15 ms a request: three servers' time, which four have and two do not, whatever the counts say
+    t = T.figures("poisson", 100.0, ring([15.0] * 400, [0.0] * 400), T.Counters(arrived=2000), 10.0, 1990)
+    assert t.window_s == 10.0 and t.kept() and t.kept(servers=4) and not t.kept(servers=2)
+    assert not T.figures("poisson", 100.0, ring([15.0] * 400, [0.0] * 400), T.Counters(arrived=2000), 10.0, 1990,
+                         servers=2).kept()
 
 
 
@@ -102,9 +107,11 @@ def test_the_latency_panel_splits_response_and_the_status_line_says_the_pace():
     assert split is not None
     assert split.plain == "poisson queue 30.0/30.0 + service 2.00/2.00 ms p50/p99 3000 shed"
     assert latency.split_line(dataclasses.replace(t, mode="closed")) is None
-    snap = dataclasses.replace(_snapshot(t), runs=100)
+    # the status line judges a configuration that has measured SETTLE_S (3 s) at least
+    t = T.figures("poisson", 2000.0, rows, T.Counters(arrived=8000, dropped=6000), 4.0, 200)
+    snap = dataclasses.replace(_snapshot(t), runs=200)
     line = status.status_line(snap, 200).plain
-    assert "offered 2.0k/s, served 50/s, 3000 shed: queueing" in line
+    assert "offered 2.0k/s, served 50/s, 6000 shed: queueing" in line
 
 
 def test_the_spin_panel_gives_p99_by_idle_gap():

@@ -106,6 +106,7 @@ def context_from_snapshot(snap: Any, host: HostFacts | None = None, gpus: tuple[
     model = snap.model if snap.model is not None else load_model(snap.model_path)
     served = snap.throughput_per_s if getattr(snap, "runs", 0) else None
     return Context(model=model, profile=snap.profile, host=host or read_host(), served_per_s=served,
+                   traffic=getattr(snap, "traffic", None),
                    log=tuple(e.text for e in snap.events),
                    providers_active=tuple(snap.providers_active) or None, graph=graph_facts(model),
                    available_memory=available_memory(), gpus=tuple(gpus), host_load=HostLoad.from_cpu_sample(cpu),

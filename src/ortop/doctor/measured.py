@@ -31,6 +31,8 @@ from ortop.config.profile import Profile
 from ortop.doctor.findings import SPIN_OFF, SPIN_SAVING_PCT, Finding, change_evidence, patch_text
 from ortop.doctor.static import intra_threads, pace_findings
 from ortop.engine.ab import ShapeFigures
+from ortop.engine.traffic import offered_rate
+from ortop.measure.pace import Pace, servers_of
 from ortop.measure.stats import num_or_nan
 
 P99_OVER_P50 = 2.0        # latency varies when p99 is more than this many times p50
@@ -258,6 +260,18 @@ class MeasuredResult:
                 "warnings": list(self.warnings)}
 
 
+def summary_pace(summary: Mapping[str, Any], profile: Profile, window_s: float) -> Pace | None:
+    """What arrived, was served and was shed over a headless measurement (its summary's ``arrivals``, rates over
+    about ``window_s``), with its mean service and the profile's servers; None in a closed loop."""
+    arr = summary.get("arrivals") or {}
+    offered = num_or_nan(arr.get("offered_per_s"))
+    if not offered > 0 or not window_s > 0:
+        return None
+    service = num_or_nan((summary.get("service_ms") or {}).get("mean"))
+    return Pace.of_rates(offered, num_or_nan(arr.get("served_per_s")), int(arr.get("dropped") or 0), window_s,
+                         service, servers_of(profile.workload), offered_rate(profile))
+
+
 def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s: float,
                  checks: Sequence[str] | None = None, stop: threading.Event | None = None,
                  on_start: Callable[[str], None] | None = None) -> MeasuredResult:
@@ -294,7 +308,7 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
                                    names=["start", *tried], stop=stop)
             c0 = res.configs[0]
             baseline = Figures(c0.runs, c0.p50_ms, c0.p99_ms, c0.cpu_ms_per_run, c0.shapes)
-            served = c0.throughput_per_s
+            pace = c0.pace() if c0.offered_per_s > 0 else None  # what arrived in its blocks, and was served
             for i, name in enumerate(tried, start=1):
                 comparisons[name] = {c.metric: c for c in res.comparisons if c.other == i}
             elapsed, warnings = res.elapsed_s, res.warnings
@@ -309,7 +323,7 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
                                         num_or_nan(s["latency_ms"].get("p99"))) for s in r.summary.get("shapes", ()))
             baseline = Figures(r.summary["runs"], num_or_nan(lat.get("p50")), num_or_nan(lat.get("p99")),
                                num_or_nan(cpu.get("cpu_ms_per_run")), shapes)
-            served = num_or_nan(r.summary.get("throughput_per_s"))
+            pace = summary_pace(r.summary, profile, r.duration_s)
             elapsed, warnings = r.duration_s, tuple(r.summary.get("warnings", ()))
     except ab.AbError as exc:
         f = Finding("measure", "warning", f"the measured checks could not run: {exc}", {"error": str(exc)},
@@ -328,7 +342,7 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
     compared = said(None) if not tried else measured_text(
         "; ".join(versus[n] for n in tried), profile,
         max((c.pairs for cs in comparisons.values() for c in cs.values()), default=None), baseline.runs, elapsed)
-    findings: list[Finding] = pace_findings(profile, served, said(None))
+    findings: list[Finding] = pace_findings(profile, pace, said(None))
     for c in chosen:
         trial = Trial(profile, baseline, comparisons.get(c.name, {}), not_tried.get(c.name, ""), said(c.name))
         findings.extend(c.judge(trial))

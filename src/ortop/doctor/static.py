@@ -11,6 +11,7 @@ beside the registry that runs them.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -26,6 +27,7 @@ from ortop.config.validate import option_int
 from ortop.doctor.findings import Finding, patch_text
 from ortop.doctor.graph import GraphFacts
 from ortop.engine.events import ORT_LOG
+from ortop.measure.pace import Pace, servers_of, settled
 from ortop.model import ModelInfo
 from ortop.model.inspect import human_bytes
 
@@ -74,6 +76,7 @@ class Context:
     available_memory: int | None = None
     gpus: tuple[Any, ...] = ()                      # collectors.gpu.GpuDevice
     served_per_s: float | None = None               # live: what the running configuration serves
+    traffic: Any = None                             # live: its traffic figures (engine.traffic.Traffic), open loops
     environ: Mapping[str, str] | None = None        # the environment ortop runs in (None: this process's)
     host_load: HostLoad | None = None               # the host's CPUs: others' share while ortop measured
     verified: tuple[Verified, ...] = ()             # live: changes verified by interleaving, newest first
@@ -596,27 +599,32 @@ def check_verified_spinning(ctx: Context) -> list[Finding]:
 
 
 def check_pace(ctx: Context) -> list[Finding]:
-    """Live: the offered rate is more than the configuration serves (its figures include queueing)."""
-    if ctx.served_per_s is None:
+    """Live: the requests that arrived were not served at their pace (the configuration's figures include
+    queueing). Judged against what arrived (its traffic's counters), never the rate the profile asks for."""
+    t = ctx.traffic
+    if t is None or not getattr(t, "open", False) or not t.offered_per_s > 0:
         return []
-    return pace_findings(ctx.profile, ctx.served_per_s)
-
-
-def pace_findings(profile: Profile, served_per_s: float, measured: str = "") -> list[Finding]:
-    """A warning when the profile's offered rate was not served: every figure then includes queueing.
-    ``measured``: what the figure comes from, in words (the live view's running configuration: "")."""
-    from ortop.engine.traffic import offered_rate, pace_text
-
-    said = pace_text(profile, served_per_s)
-    if not said:
+    pace = t.pace(servers_of(ctx.profile.workload))
+    if not settled(pace.arrived, t.window_s):  # a fresh build's first seconds: a few requests, some behind cold runs
         return []
-    offered = offered_rate(profile)
-    return [Finding("pace", "warning", f"the offered rate is not kept: {said.removeprefix('rate not kept: ')}",
-                    {**({"measured": measured} if measured else {}), "offered_per_s": round(offered, 1),
-                     "served_per_s": round(served_per_s, 1)},
-                    f"offer at most about {served_per_s * 0.8:.0f}/s here (80 % of what it serves), or serve more: "
+    return pace_findings(ctx.profile, pace)
+
+
+def pace_findings(profile: Profile, pace: Pace | None, measured: str = "") -> list[Finding]:
+    """A warning when the requests that arrived were not served at their pace (:func:`ortop.measure.pace.kept`):
+    every figure then includes queueing. ``pace``: what arrived, was served and was shed (None: a closed loop, or
+    nothing counted); ``measured``: what the figures come from, in words (the live view's running configuration:
+    "")."""
+    if pace is None or pace.kept():
+        return []
+    served = pace.served_per_s
+    asked = {"asked_per_s": round(pace.asked_per_s, 1)} if math.isfinite(pace.asked_per_s) else {}
+    return [Finding("pace", "warning", f"the offered rate is not kept: {pace.text()}",
+                    {**({"measured": measured} if measured else {}), "offered_per_s": round(pace.offered_per_s, 1),
+                     **asked, "served_per_s": round(served, 1), "shed": pace.shed},
+                    f"offer at most about {served * 0.8:.0f}/s here (80 % of what it serves), or serve more: "
                     "more intra-op threads, or replicas on their own cores",
-                    {"workload.rate_hz": round(served_per_s * 0.8 / max(1, profile.workload.replicas), 1)})]
+                    {"workload.rate_hz": round(served * 0.8 / max(1, profile.workload.replicas), 1)})]
 
 
 STATIC_CHECKS: tuple[tuple[str, Check], ...] = (

@@ -46,13 +46,14 @@ from ortop.engine.bench.interleave import Faults, Interleaver, SendChannel, Work
 from ortop.engine.bench.plan import period_ms, plan_blocks
 from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
 from ortop.engine.placement import build_message
-from ortop.engine.traffic import KEEP_RATIO, rate
+from ortop.engine.traffic import offered_rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import gate as G
 from ortop.measure import rows as R
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, usable_pairs
 from ortop.measure.gate import Gate
+from ortop.measure.pace import Pace, block_span, words
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
 from ortop.model.feeds import note_level
@@ -130,17 +131,30 @@ class ConfigFigures:
     queued_blocks: int = 0           # open arrivals: blocks whose window ended with requests still waiting
     shapes: tuple[ShapeFigures, ...] = ()  # per input shape of a mix or trace (() with one shape)
 
+    def pace(self) -> Pace:
+        """What its blocks' arrivals and runs say of the pace (:mod:`ortop.measure.pace`). Each block records the
+        requests that arrived in its window (runs + shed, the window's length at the offered rate), each to its
+        response, so its runs end up to a response time after the window: the arrivals are judged at their rate
+        over the time the runs took, less a median response per block (:func:`ortop.measure.pace.block_span`)."""
+        arrived = self.runs + self.dropped
+        window = arrived / self.offered_per_s if self.offered_per_s > 0 else math.nan
+        wall = self.runs / self.throughput_per_s if self.throughput_per_s > 0 else window
+        span = block_span(wall, self.blocks, self.p50_ms, window)
+        return Pace(self.offered_per_s * span, self.runs, self.dropped, span,
+                    asked_per_s=offered_rate(self.profile))
+
     def kept(self) -> bool:
-        """The offered rate was served (nothing shed, ≥ 95 % of it): its figures answer a paced question."""
+        """The requests that arrived were served at their pace (:func:`ortop.measure.pace.kept`): its figures
+        answer a paced question."""
         if not self.offered_per_s > 0:
             return True
-        return self.dropped == 0 and self.throughput_per_s >= KEEP_RATIO * self.offered_per_s
+        return self.pace().kept()
 
     def pace_text(self) -> str:
-        shed = f", {self.dropped} shed" if self.dropped else ""
         queued = (f", {self.queued_blocks} of {self.blocks} blocks ended with a queue" if self.queued_blocks else "")
-        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.throughput_per_s)}/s{shed}{queued}: the "
-                "rate was not kept; its latencies include queueing, and its verdicts are not a paced answer")
+        said = words(self.offered_per_s, self.throughput_per_s, self.dropped, offered_rate(self.profile))
+        return (f"{said}{queued}: the rate was not kept; its latencies include queueing, and its verdicts are not "
+                "a paced answer")
 
     def agreement_text(self) -> str:
         """Its outputs against the first configuration's, in words ("" when not compared)."""

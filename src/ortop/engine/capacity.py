@@ -65,9 +65,9 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.traffic import KEEP_RATIO
 from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.noise import HostNoise
+from ortop.measure.pace import kept as pace_kept
 from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model, work_ms
 from ortop.measure.rerun import (
     CONFIDENCE,
@@ -170,23 +170,20 @@ class Point:
         return self.runs / wall if wall > 0 else math.nan
 
     def kept(self) -> bool:
-        """Its server kept up with what arrived: nothing shed, and what arrived (:meth:`offered_per_s`) at what its
-        requests cost their server on average (:func:`work_ms`: a queue is stable only when arrivals times the mean
-        cost stay under its callers' time) adds up to less work than its callers have (:func:`past_ceiling`, with
-        KEEP_RATIO's margin). Not served against offered: the last requests of a window are served up to a
-        response time after it, which on a model of a hundred milliseconds a run is a tenth of a block, so a paced
-        point would read as one that fell behind. Without what its requests cost (none recorded), served at
-        KEEP_RATIO of offered."""
-        if self.dropped:
-            return False
-        offered = self.offered_per_s()
-        if not offered > 0:
-            return True
+        """Its server kept up with what arrived (:func:`ortop.measure.pace.kept`): nothing shed, and what arrived
+        (:meth:`offered_per_s`) at what its requests cost their server on average (:func:`work_ms`: a queue is
+        stable only when arrivals times the mean cost stay under its callers' time) adds up to less work than its
+        callers have, with the rule's margin. Not served against offered: the last requests of a window are served
+        up to a response time after it, which on a model of a hundred milliseconds a run is a tenth of a block, so
+        a paced point would read as one that fell behind. Without what its requests cost (none recorded), the
+        arrivals over the time they were served in (:meth:`recorded_s`) against those served."""
         work = [work_ms(b) for b in self.busy if len(b)]
-        if not work:
-            return self.served_per_s() >= KEEP_RATIO * offered
-        cost = float(np.mean(np.concatenate(work)))
-        return not past_ceiling(cost, KEEP_RATIO * offered / max(1, self.queues), self.servers)
+        if work:
+            cost = float(np.mean(np.concatenate(work)))
+            return pace_kept(self.arrived, self.runs, self.dropped, float(sum(b["window_s"] for b in self.blocks)),
+                             cost, max(1, self.servers) * max(1, self.queues))
+        span = self.recorded_s()
+        return pace_kept(self.offered_per_s() * span, self.runs, self.dropped, span)
 
     def enough(self, slo: Slo) -> bool:
         """Whether the point holds the requests its SLO metric is read from (:meth:`Slo.runs_needed`: p99 100,

@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from ortop.measure import pace as pace_rule
 from ortop.measure import rows as R
 from ortop.measure import stats
+from ortop.measure.pace import rate
 from ortop.measure.stats import json_num
 
 # Columns of a configuration store's ring (engine.store): response first, so every figure judged on "latency"
@@ -23,8 +25,6 @@ from ortop.measure.stats import json_num
 RESPONSE, CPU_IN, CPU_BETWEEN, T_S, REPLICA, SERVICE, QUEUE, SHAPE, IDLE = range(9)
 WIDTH = 9
 
-KEEP_RATIO = 0.95   # served below this share of offered: the pace was not kept
-BLOCK_KEEP_RATIO = 0.9  # the same from short blocks' runs alone: each block ends with a few requests still queued
 IDLE_BUCKETS_MS = (1.0, 10.0, 100.0)  # idle gap buckets: < 1, 1–10, 10–100, ≥ 100 ms
 
 
@@ -119,16 +119,28 @@ class Traffic:
     queue_std: float = math.nan
     idle_gaps: tuple[GapRow, ...] = ()
     shapes: tuple[ShapeRow, ...] = field(default_factory=tuple)
+    window_s: float = math.nan  # the time offered and served are over (the configuration's measured wall time)
+    servers: int = 0            # the callers serving the arrivals (replicas × callers; 0: unknown)
 
     @property
     def open(self) -> bool:
         return self.mode != "closed"
 
-    def kept(self) -> bool:
-        """The offered rate was served: nothing shed, served ≥ 95 % of offered (always true in a closed loop)."""
+    def pace(self, servers: int = 0) -> pace_rule.Pace:
+        """What arrived, what was served and what was shed over its window, with the mean service and ``servers``
+        (this figure's own when 0), for :mod:`ortop.measure.pace`'s rule. Without a window the counts are a
+        second's: the rule then goes by shed requests and the utilisation, and says kept rather than read a
+        backlog from rates alone."""
+        window = self.window_s if self.window_s > 0 else 1.0
+        return pace_rule.Pace.of_rates(self.offered_per_s, self.served_per_s, self.dropped, window,
+                                       self.service.mean, servers or self.servers, self.asked_per_s)
+
+    def kept(self, servers: int = 0) -> bool:
+        """The requests that arrived were served at their pace (:func:`ortop.measure.pace.kept`; always true in a
+        closed loop); ``servers`` as :meth:`pace`."""
         if not self.open or not self.offered_per_s > 0:
             return True
-        return self.dropped == 0 and self.served_per_s >= KEEP_RATIO * self.offered_per_s
+        return self.pace(servers).kept()
 
     def warning(self) -> str:
         """One line when the pace was not kept, naming both rates and what the host serves; "" when it was."""
@@ -145,25 +157,13 @@ class Traffic:
 
 
 def offered_rate(profile: Any) -> float:
-    """The rate a profile offers in all (``rate_hz`` per replica), nan for a closed loop or a trace."""
+    """The rate a profile asks for in all (``rate_hz`` per replica), nan for a closed loop or a trace: named beside
+    what arrived, never judged against (a Poisson count over a few seconds lands ±10 % from it)."""
     from ortop.measure.arrivals import FIXED, POISSON, mode_of
 
     w = profile.workload
     return float(w.rate_hz) * int(w.replicas) if mode_of(w) in (FIXED, POISSON) else math.nan
 
-
-def pace_text(profile: Any, served_per_s: float, keep: float = KEEP_RATIO) -> str:
-    """"" when a profile's offered rate was served (at least ``keep`` of it), else what was offered and served."""
-    offered = offered_rate(profile)
-    if not offered > 0 or not math.isfinite(served_per_s) or served_per_s >= keep * offered:
-        return ""
-    return f"rate not kept: offered {rate(offered)}/s, served {rate(served_per_s)}/s"
-
-
-def rate(x: float) -> str:
-    if not math.isfinite(x):
-        return "?"
-    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 def idle_gaps(rows: np.ndarray) -> tuple[GapRow, ...]:
     """Service p50/p99 by the idle gap before each run (rows: the ring's); () when no gap was recorded."""
@@ -201,11 +201,19 @@ def shape_rows(rows: np.ndarray, shapes: list[dict[str, list[int]]], labels: lis
     return tuple(out)
 
 
-def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wall_s: float, runs: int,
-            shapes: list[dict[str, list[int]]] | None = None, labels: list[str] | None = None) -> Traffic:
-    """A configuration's traffic figures from its ring rows, its queue counters, wall time and run count."""
+def rates(mode: str, counters: Counters, wall_s: float, runs: int) -> tuple[float, float]:
+    """(offered, served) per second over ``wall_s``: requests that arrived (nan in a closed loop) and runs done."""
     served = runs / wall_s if wall_s > 0 else math.nan
     offered = counters.arrived / wall_s if mode != "closed" and wall_s > 0 else math.nan
+    return offered, served
+
+
+def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wall_s: float, runs: int,
+            shapes: list[dict[str, list[int]]] | None = None, labels: list[str] | None = None,
+            servers: int = 0) -> Traffic:
+    """A configuration's traffic figures from its ring rows, its queue counters, wall time and run count;
+    ``servers``: the callers serving its arrivals (replicas × callers), when known."""
+    offered, served = rates(mode, counters, wall_s, runs)
     n = len(rows)
     if mode == "closed":  # no queue: its figures are zeros, not worth a percentile over the ring each snapshot
         queue = stats.LatencyStats(n, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0) if n else stats.LatencyStats()
@@ -223,6 +231,7 @@ def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wa
         queue_std=queue_std,
         idle_gaps=idle_gaps(rows) if mode != "closed" else (),
         shapes=shape_rows(rows, shapes or [], labels or []),
+        window_s=wall_s, servers=servers,
     )
 
 

@@ -175,10 +175,23 @@ class Trial:
         return c.change_pct if c.metric in HIGHER_IS_BETTER else -c.change_pct
 
     def pace(self) -> str:
-        """"" when the candidate served its offered rate; else a word that its figures are not a paced answer."""
-        from ortop.engine.traffic import BLOCK_KEEP_RATIO, pace_text
+        """"" when the candidate served the requests its rate offered; else a word that its figures are not a paced
+        answer. A race's blocks carry runs, not arrivals, so what arrived is the rate asked over the time its blocks'
+        arrivals were served in (:func:`ortop.measure.pace.block_span`), and the rule allows for that count's own
+        Poisson spread (:func:`ortop.measure.pace.kept`)."""
+        from ortop.engine.traffic import offered_rate
+        from ortop.measure.pace import Pace, block_span, words
 
-        return pace_text(self.profile, self.figures.throughput_per_s, BLOCK_KEEP_RATIO) if self.figures.blocks else ""
+        f = self.figures
+        asked = offered_rate(self.profile)
+        if not f.blocks or not asked > 0 or not f.throughput_per_s > 0:
+            return ""
+        wall = f.runs / f.throughput_per_s
+        # never below half the wall time: a block's drain past its window as long as the window is a backlog's
+        span = block_span(wall, f.blocks, f.p50_ms, wall / 2)
+        if Pace(asked * span, f.runs, 0, span, asked_per_s=asked, counted=False).kept():
+            return ""
+        return f"rate not kept: {words(math.nan, f.throughput_per_s, 0, asked)}"
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison

@@ -15,6 +15,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from ortop.config.diff import change_terms, diff
+from ortop.measure.pace import MIN_ARRIVALS, SETTLE_S, Pace, servers_of, settled
 
 DASH = "—"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -373,26 +374,34 @@ def compact_text(terms: Iterable[str], empty: str = "same settings") -> str:
     return out or empty
 
 
-# A paced loop doing less than this share of its rate is saturated: the model cannot keep the rate.
-PACE_SLACK = 0.9
-PACE_MIN_RUNS = 20
-
-
-def pace_shortfall(profile: Any, throughput: float | None, runs: int, traffic: Any = None) -> str | None:
-    """``offered 2000/s, served 221/s: queueing`` when the offered rate is not kept (requests then wait, or are
-    shed), None when it is, in a closed loop, or before there are enough runs to tell."""
+def pace_shortfall(profile: Any, throughput: float | None, runs: int, traffic: Any = None, state: str | None = None,
+                   state_elapsed: float = math.nan) -> str | None:
+    """``offered 2000/s, served 221/s: queueing`` when the requests that arrived are not served at their pace
+    (:func:`ortop.measure.pace.kept`: they wait, or are shed), None when they are, in a closed loop, or before it
+    can be told: while a build is under way (``state``), before the running configuration has measured SETTLE_S
+    (its traffic's window, and ``state_elapsed`` in the measuring state) and before MIN_ARRIVALS arrived. A fresh
+    build's first second is a few requests, some of them behind the first cold runs: not a pace."""
+    if state is not None and (state in BUSY_STATES or (state == "measuring" and state_elapsed < SETTLE_S)):
+        return None
+    servers = servers_of(profile.workload)
     if traffic is not None and getattr(traffic, "open", False):
-        if runs < PACE_MIN_RUNS or traffic.kept():
+        if not traffic.offered_per_s > 0:
+            return None
+        pace = traffic.pace(servers)
+        window = traffic.window_s
+        arrived = traffic.offered_per_s * window if window > 0 else runs
+        if not settled(arrived, window) or pace.kept():
             return None
         shed = f", {traffic.dropped} shed" if traffic.dropped else ""
         return f"offered {fmt_rate(traffic.offered_per_s)}, served {fmt_rate(traffic.served_per_s)}{shed}: queueing"
-    rate = profile.workload.rate_hz
-    if not rate or runs < PACE_MIN_RUNS or not finite(throughput):
+    # no traffic figures: what a paced loop asked for over the time its runs took, against those runs
+    rate = float(profile.workload.rate_hz or 0) * max(1, int(profile.workload.replicas or 1))
+    if not rate > 0 or runs < MIN_ARRIVALS or throughput is None or not throughput > 0:
         return None
-    assert throughput is not None
-    if throughput >= PACE_SLACK * rate:
+    wall = runs / throughput
+    if Pace(rate * wall, runs, 0, wall, asked_per_s=rate, counted=False).kept():
         return None
-    return f"saturated: {fmt_rate(throughput)} of {rate:g} Hz"
+    return f"saturated: {fmt_rate(throughput)} of {profile.workload.rate_hz:g} Hz"
 
 
 def state_text(state: str, elapsed: float) -> Text:

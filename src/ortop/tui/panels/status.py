@@ -55,7 +55,8 @@ def status_line(snap: Any, width: int) -> Text:
     never mid-word) and how requests arrive, which is kept when the changes are cut; a paced rate the model cannot
     keep is said here too."""
     arrivals = workload_text(snap.profile)
-    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, getattr(snap, "traffic", None))
+    short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, getattr(snap, "traffic", None),
+                           snap.state, snap.state_elapsed)  # nothing said in a fresh build's first seconds
     state = state_text(snap.state, snap.state_elapsed)
     name = " " + os.path.basename(snap.model_path) + " "
     # A rate not kept says what was offered and what was served: both figures before the model's name, which the
