@@ -10,6 +10,7 @@ Not thread-safe by itself: the monitor calls it under its lock.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from ortop.measure.compare import Block, block_from_runs
 CONFIG_RING = 50_000  # runs kept per configuration for its percentiles and verdicts
 RSS_KEEP = 900        # RSS values kept per configuration (one a second at most: 15 minutes)
 RSS_EVERY_S = 1.0
+SETTLE_SPARE = 1024   # rows of room a replaced configuration's ring keeps, for a batch sent before the switch
 
 
 class ConfigStore:
@@ -73,6 +75,12 @@ class ConfigStore:
             del self.rss_t[: len(self.rss_t) - RSS_KEEP]
             del self.rss[: len(self.rss) - RSS_KEEP]
 
+    def settle(self) -> None:
+        """This configuration was replaced: its ring keeps its runs and gives back the room for more but a few
+        (a batch sent before the switch may still come), so a session of many rebuilds does not hold a full ring's
+        memory for each."""
+        self.ring.shrink(spare=SETTLE_SPARE)
+
     def clear(self) -> None:
         self.ring.clear()
         self.runs = self.wall_ns = self.cpu_ns = self.busy_ns = 0
@@ -111,14 +119,15 @@ class ConfigStore:
         return b
 
     def latency_ms(self) -> np.ndarray:
-        return self.ring.view()[:, T.RESPONSE]
+        """The kept runs' response times (ms) in arrival order."""
+        return self.ring.column(T.RESPONSE)
 
     def replicas(self) -> tuple[ReplicaFigures, ...]:
         """Each replica's throughput and latency (the ring's runs of it), when the configuration serves several."""
         shares = self.info.get("shares") or []
         if len(shares) < 2 and self.profile.workload.replicas < 2:
             return ()
-        rows = self.ring.view()
+        rows = self.ring.kept()  # masks and percentiles: the buffer's order will do, and no copy of the ring
         wall_s = self.wall_ns / 1e9
         out = []
         for r in range(max(len(shares), self.profile.workload.replicas)):
@@ -132,28 +141,54 @@ class ConfigStore:
     def traffic(self) -> T.Traffic:
         """The workload's figures: offered against served, the queue, service and queue times, gaps, shapes."""
         from ortop.measure.arrivals import mode_of
+        from ortop.measure.pace import servers_of
 
         w = self.profile.workload
-        return T.figures(mode_of(w), float(w.rate_hz), self.ring.view(), self.counters, self.wall_ns / 1e9,
-                         self.runs, self.info.get("shapes"), self.info.get("shape_labels"))
+        return T.figures(mode_of(w), float(w.rate_hz), self.ring.kept(), self.counters, self.wall_ns / 1e9,
+                         self.runs, self.info.get("shapes"), self.info.get("shape_labels"), servers=servers_of(w))
+
+    def traffic_now(self, t: T.Traffic) -> T.Traffic:
+        """``t``, figures over the kept runs computed a little earlier, with what the counters say now: offered,
+        served, shed and the queue (cheap, and the first to move when the host falls behind)."""
+        offered, served = T.rates(t.mode, self.counters, self.wall_ns / 1e9, self.runs)
+        c = self.counters
+        return replace(t, offered_per_s=offered, served_per_s=served, dropped=c.dropped, queue_max=c.queue_max,
+                       queue_len=c.queue_len, window_s=self.wall_ns / 1e9)
+
+    def replicas_now(self, figures: tuple[ReplicaFigures, ...]) -> tuple[ReplicaFigures, ...]:
+        """``figures`` (each replica's latency over the kept runs, computed a little earlier) with their runs and
+        throughput as they are now."""
+        wall_s = self.wall_ns / 1e9
+        return tuple(replace(f, runs=self.replica_runs.get(f.index, 0),
+                             throughput_per_s=self.replica_runs.get(f.index, 0) / wall_s if wall_s else math.nan)
+                     for f in figures)
 
     def throughput(self) -> float:
         return self.runs / (self.wall_ns / 1e9) if self.wall_ns else math.nan
 
-    def cost(self, rows: np.ndarray | None = None) -> CpuCost:
+    def cost(self, between: float | None = None) -> CpuCost:
+        """CPU per run, between runs (see :meth:`spin`; ``between`` given: that figure, computed earlier) and as a
+        share of a core."""
         if self.runs == 0 or self.wall_ns == 0:
             return CpuCost()
-        rows = self.ring.view() if rows is None else rows
-        wall_s = self.wall_ns / 1e9
         per_run = self.cpu_ns / 1e6 / self.runs
-        between = math.nan
-        if self.profile.workload.concurrency == 1 and len(rows) and bool((rows[:, T.CPU_BETWEEN] >= 0).all()):
-            # Spin: CPU the process burned while no Run() was in flight, per second of wall time. The first
-            # kept run's share is the gap before it (after the build, the warm-up, a pause): not in the span.
-            span = float(rows[-1, T.T_S] - rows[0, T.T_S])
-            between = (float(rows[1:, T.CPU_BETWEEN].sum()) / span if span > 0
-                       else float(rows[:, T.CPU_BETWEEN].sum()) / wall_s)
+        between = self.spin() if between is None else between
         return CpuCost(per_run, between, self.cpu_ns / self.wall_ns * 100, self.busy_ns / self.wall_ns * 100)
+
+    def spin(self) -> float:
+        """CPU the process burned while no Run() was in flight, ms per second of wall time, over the kept runs (nan
+        with concurrent callers). The first kept run's share is the gap before it (after the build, the warm-up, a
+        pause): not in the span."""
+        rows = self.ring.kept()
+        if self.profile.workload.concurrency != 1 or not len(rows) or not self.wall_ns:
+            return math.nan
+        between = rows[:, T.CPU_BETWEEN]
+        if not bool((between >= 0).all()):
+            return math.nan
+        first, last = self.ring.at(0), self.ring.at(-1)
+        span = float(last[T.T_S] - first[T.T_S])
+        total = float(between.sum())
+        return (total - float(first[T.CPU_BETWEEN])) / span if span > 0 else total / (self.wall_ns / 1e9)
 
     def session_bytes(self) -> int | None:
         """What building this configuration's session added to the worker's resident memory, if measured."""
