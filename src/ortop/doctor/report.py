@@ -5,12 +5,12 @@ first, with what was seen, what to do and the profile change that does it. ``--j
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Mapping
 from typing import Any
 
 from ortop.doctor.findings import Finding, counts, patch_text
+from ortop.measure.stats import ms_text
 
 LABEL = {"error": "ERROR", "warning": "WARNING", "info": "info"}
 INDENT = 9          # the column where a finding's text starts, after its severity
@@ -18,20 +18,6 @@ INDENT = 9          # the column where a finding's text starts, after its severi
 
 FIGURES = ("runs", "p50_ms", "p99_ms")   # the keys of one shape's figures (measured._shape_dict) ...
 IMPLIED = ("p99_over_p50",)             # ... and one the text leaves out: the message names the spread it judged
-
-
-def ms_text(x: Any) -> str:
-    """Milliseconds with three significant figures, as the rest of ortop writes them: 0.123, 1.23, 18.1, 123."""
-    if not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "—"
-    a = abs(x)
-    if a < 0.9995:
-        return f"{x:.3f}"
-    if a < 9.995:
-        return f"{x:.2f}"
-    if a < 99.95:
-        return f"{x:.1f}"
-    return f"{x:.0f}"
 
 
 def is_figures(v: Any) -> bool:

@@ -132,6 +132,21 @@ class LatencyStats:
 QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}  # each percentile's share of runs
 
 
+def ms_text(x: Any) -> str:
+    """Milliseconds with three significant figures, the one way ortop writes them: 0.123, 1.23, 12.3, 123; "—" for
+    nothing to say (None, nan, not a number)."""
+    if not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "—"
+    a = abs(x)
+    if a < 0.9995:  # thresholds where rounding would add a digit: 0.9996 shows as 1.00, not 1.000
+        return f"{x:.3f}"
+    if a < 9.995:
+        return f"{x:.2f}"
+    if a < 99.95:
+        return f"{x:.1f}"
+    return f"{x:.0f}"
+
+
 def runs_needed(key: str) -> int:
     """The fewest runs a percentile can be read from: at least one run beyond it (p99: 100, p999: 1,000). Below,
     it is the slowest run under another name."""

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ortop.config.diff import change_terms, diff
 from ortop.measure.pace import MIN_ARRIVALS, SETTLE_S, Pace, servers_of, settled
+from ortop.measure.stats import ms_text
 
 DASH = "—"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -43,18 +44,8 @@ def finite(x: float | None) -> bool:
 
 
 def fmt_ms(x: float | None) -> str:
-    """Milliseconds with three significant figures: 0.123, 1.23, 12.3, 123."""
-    if not finite(x):
-        return DASH
-    assert x is not None
-    a = abs(x)
-    if a < 0.9995:  # thresholds where rounding would add a digit: 0.9996 shows as 1.00, not 1.000
-        return f"{x:.3f}"
-    if a < 9.995:
-        return f"{x:.2f}"
-    if a < 99.95:
-        return f"{x:.1f}"
-    return f"{x:.0f}"
+    """Milliseconds with three significant figures: 0.123, 1.23, 12.3, 123 (:func:`ortop.measure.stats.ms_text`)."""
+    return ms_text(x)
 
 
 def fmt_pct(x: float | None, width: int = 0) -> str:
