@@ -132,6 +132,9 @@ async def test_invalid_affinity_is_refused_beside_its_field(monitor: Monitor, tm
         await wait_for(pilot, measuring(monitor), what="first session")
         before = monitor.snapshot()
         await pilot.press("s")
+        # the form loads the running profile again once it has drawn: typed into before that, a busy host's first
+        # draw would put the profile back over what was typed
+        await wait_for(pilot, lambda: app._keys_held is None or app._keys_held[1] is not None, what="the form drawn")
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         screen.set_value("session.intra_op_num_threads", "3")
