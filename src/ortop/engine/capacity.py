@@ -69,6 +69,7 @@ from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.noise import HostNoise
 from ortop.measure.pace import kept as pace_kept
 from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model, work_ms
+from ortop.measure.ratio import overlapping
 from ortop.measure.rerun import (
     CONFIDENCE,
     RerunInterval,
@@ -470,18 +471,9 @@ class CapacityResult:
             # the brackets are the search's resolution; where a rerun lands is the interval: a profile that met
             # the SLO too is served less only when the two rerun intervals are apart (the ratio's own rule)
             iv_s = s.interval(self.slo) if s.lo > 0 else None
-            return iv_s is None or (iv_b is not None and iv_b.lo > iv_s.hi)
+            return iv_s is None or (iv_b is not None and iv_b.lo > iv_s.lo and not overlapping(iv_b, iv_s))
 
         return b.lo > 0 and all(below(s) for s in self.searches)
-
-    def ratio(self, i: int, base: int = 0) -> tuple[float, float, float]:
-        """Capacity of profile ``i`` over ``base``: the estimate and the interval its brackets allow."""
-        a, b = self.searches[i], self.searches[base]
-        if not (a.lo > 0 and b.lo > 0):
-            return (math.nan, math.nan, math.nan)
-        hi_a = a.hi if math.isfinite(a.hi) else a.lo
-        hi_b = b.hi if math.isfinite(b.hi) else b.lo
-        return (a.capacity(self.slo) / b.capacity(self.slo), a.lo / hi_b, hi_a / b.lo)
 
     def as_dict(self) -> dict[str, Any]:
         return {"model": self.model, "slo": self.slo.as_dict(), "arrival": "poisson",

@@ -56,6 +56,11 @@ def _whole(iv: RerunInterval | None) -> bool:
             and 0 < iv.confidence < 1)
 
 
+def overlapping(a: RerunInterval, b: RerunInterval) -> bool:
+    """Whether two capacities' rerun intervals overlap: a rerun could then rank the two either way."""
+    return a.lo <= b.hi and b.lo <= a.hi
+
+
 def capacity_ratio(a: RerunInterval | None, b: RerunInterval | None) -> Ratio | None:
     """``a / b`` judged by the two rerun intervals (see the module docstring); None when either capacity lacks its
     interval. Two intervals at different confidences are combined at the lower one."""
@@ -66,8 +71,7 @@ def capacity_ratio(a: RerunInterval | None, b: RerunInterval | None) -> Ratio | 
     sd = math.hypot(_half_width(a) / NormalDist().inv_cdf((1 + a.confidence) / 2),
                     _half_width(b) / NormalDist().inv_cdf((1 + b.confidence) / 2))
     est = a.estimate / b.estimate
-    overlapping = a.lo <= b.hi and b.lo <= a.hi
-    return Ratio(est, est * math.exp(-z * sd), est * math.exp(z * sd), confidence, overlapping)
+    return Ratio(est, est * math.exp(-z * sd), est * math.exp(z * sd), confidence, overlapping(a, b))
 
 
 def ratio_text(a: RerunInterval | None, b: RerunInterval | None) -> str:
