@@ -311,3 +311,19 @@ def test_gate_blocks_grow_to_hold_a_tail_where_the_budget_allows(run_ms, budget,
     assert gate_block_s(0.3, 0.3, run_ms, budget, 100) == pytest.approx(block)
     assert gate_block_s(0.3, 0.3, run_ms, budget, 1) == 0.3  # throughput and CPU need no more than a run
     assert gate_block_s(0.9, 0.3, 1.0, budget, 100) == 0.9   # never shorter than planned
+
+
+def test_the_comparison_itself_judges_a_p99_only_on_pooled_blocks_that_hold_it() -> None:
+    """A comparison's p99 on blocks of six runs pools neighbouring pairs, exactly as the gate does, so the table
+    and the gate speak of the same pairs: 30 pairs pool into one, which is undecided with the time more it needs;
+    200 pairs pool into 12 and see NEW twice as slow. A p50 (two runs) is read from the blocks as they ran."""
+    few = ab_blocks([6] * 30, [6] * 30, seed=3)
+    c = compare(few, 0, 1, "p99")
+    assert c.pooled and c.block_runs == 6 and c.pairs == 1 and c.verdict == "undecided"
+    assert c.seconds_more is not None and c.seconds_more > 0
+    assert not compare(few, 0, 1, "p50").pooled
+    worse = ab_blocks([6] * 200, [6] * 200, slower=2.0, seed=4)
+    w = compare(worse, 0, 1, "p99")
+    assert w.pooled and w.pairs == 200 // 17 and w.verdict == "slower", w
+    (g,) = judge_blocks([parse_gate("p99:+5%")], worse)
+    assert g.result == "fail" and g.ci_low_pct == w.ci_low_pct

@@ -51,7 +51,6 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, replace
-from statistics import median
 from typing import Any
 
 from ortop.cli.argtypes import bound, cosine
@@ -59,7 +58,7 @@ from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args,
 from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure import gate as G
 from ortop.measure.agreement import Tolerance
-from ortop.measure.compare import METRICS, decided_after, usable_pairs
+from ortop.measure.compare import METRICS, MIN_PAIRS, decided_after
 
 DEFAULT_TOLERANCE = Tolerance()
 
@@ -307,17 +306,14 @@ def _verdict_rule(comp: Any) -> str:
     return f"{comp.verdict} ({comp.interval_text()}, {rule})"
 
 
-def _short_blocks_note(comp: Any, blocks: Any) -> str:
-    """A percentile's comparison on blocks too short to hold it: what each block's figure really is."""
+def _short_blocks_note(comp: Any) -> str:
+    """A percentile's comparison on blocks too short to hold it: what it was judged on instead."""
     need = G.runs_for(comp.metric)
-    if need <= 1:
+    if need <= 1 or not comp.pooled:
         return ""
-    runs = [min(a.runs, b.runs) for a, b in usable_pairs(blocks, comp.baseline, comp.other, comp.metric)]
-    typical = float(median(runs)) if runs else math.nan
-    if not (typical < need):
-        return ""
-    return (f"  [blocks of ~{typical:.0f} runs: a block's {comp.metric} needs {need}; with fewer it is the "
-            f"{'slowest' if comp.metric == 'p99' else 'middle'} run under another name]")
+    few = "" if comp.pairs >= MIN_PAIRS else ", too few for an interval"
+    return (f"  [blocks of ~{comp.block_runs:.0f} runs cannot hold a {comp.metric} (needs {need}): judged on "
+            f"{comp.pairs} pooled pair{'s' if comp.pairs != 1 else ''} of \u2265{need} runs a side{few}]")
 
 
 def format_result(model_path: str, budget_s: float, objective: str, result, gates: GateOutcome | None = None
@@ -358,7 +354,7 @@ def format_result(model_path: str, budget_s: float, objective: str, result, gate
             word = f"  → {comp.verdict}" if comp.metric != "cpu" else \
                 f"  → {'less' if comp.verdict == 'faster' else 'more'} CPU per run"
         mark = "*" if comp.metric == objective else " "
-        lines.append(f" {mark}{comp.text()}{word}{_short_blocks_note(comp, result.blocks)}")
+        lines.append(f" {mark}{comp.text()}{word}{_short_blocks_note(comp)}")
     lines += ["", result.memory.text()]
     for w in result.warnings:
         lines.append(f"warning  {w}")

@@ -76,6 +76,12 @@ Stopping once decided (:mod:`ortop.measure.sequential`)
     interval they report keeps its 95 % coverage however early they stop; ``Comparison.look_confidence`` names
     the look's own level.
 
+A percentile is judged only on blocks that hold it
+    :func:`compare` itself pools where blocks are too short for the metric (a block's p99 of six runs is its
+    slowest run; two sessions' slowest runs differ by chance and by which block follows a switch, and on an A/A
+    they read tens of percent apart with a narrow interval). Pooled pairs too few for an interval leave the
+    comparison undecided, which is what the data can say; the gates judge on the same pairs.
+
 Over ~400 lines because of this docstring: the method's justification lives with the code it justifies.
 """
 
@@ -90,7 +96,7 @@ from typing import Any
 
 import numpy as np
 
-from ortop.measure.stats import LatencyStats, json_num, latency_stats
+from ortop.measure.stats import QUANTILE, LatencyStats, json_num, latency_stats, runs_needed
 
 METRICS = ("p50", "p99", "throughput", "cpu")  # cpu = CPU ms per run; lower is better for all but throughput
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -352,6 +358,8 @@ class Comparison:
     margin_pct: float = MARGIN_PCT
     look_confidence: float | None = None  # a comparison that stops once decided: the level of the look its
     #                                       interval was taken at (≥ confidence; see measure.sequential)
+    block_runs: float = math.nan  # a typical pair's runs a side as the blocks ran (the fewer side's median)
+    pooled: bool = False          # the blocks held too few runs for the metric: ``pairs`` are pooled pairs
 
     def interval_text(self) -> str:
         """``95 % CI −4.0…+3.1 %``, or ``3 pairs so far`` while there is no interval."""
@@ -497,6 +505,16 @@ def compare(blocks: Sequence[Block], baseline: int, other: int, metric: str, *, 
     if not (0 < confidence < 1 and 0 < at < 1):
         raise ValueError("confidence must lie strictly between 0 and 1")
     used = usable_pairs(blocks, baseline, other, metric)
+    fewer = [min(a.runs, b.runs) for a, b in used]
+    block_runs = float(np.median(fewer)) if fewer else math.nan
+    need = runs_needed(metric) if metric in QUANTILE else 1
+    pooled_now = False
+    runs_a_side = min(sum(a.runs for a, _ in used), sum(b.runs for _, b in used)) if used else 0
+    if any(n < need for n in fewer):
+        try:
+            used, pooled_now = pooled_pairs(used, need), True
+        except ValueError:  # blocks summarised elsewhere, without their runs: only their own figures exist
+            pass
     base_vals = [a.value(metric) for a, _ in used]
     other_vals = [b.value(metric) for _, b in used]
     d = np.log(np.asarray(other_vals, dtype=np.float64) / np.asarray(base_vals, dtype=np.float64))
@@ -509,9 +527,15 @@ def compare(blocks: Sequence[Block], baseline: int, other: int, metric: str, *, 
         if elapsed_s is None and blocks:  # all configurations' time counts: they take turns
             elapsed_s = max(b.t_end for b in blocks) - min(b.t_start for b in blocks)
         per_pair = elapsed_s / n if elapsed_s is not None and n else None
-        seconds_more = _seconds_more(d, j.estimate, j.low, j.high, margin_pct, at, per_pair)
+        if pooled_now and n < MIN_PAIRS and elapsed_s and runs_a_side > 0 and block_runs > 0:
+            # pooled pairs arrive as runs do: MIN_PAIRS of them need that many pooled blocks of whole blocks a side
+            share = math.ceil(need / block_runs) * block_runs / runs_a_side  # of the time so far, per pooled pair
+            seconds_more = float(min(SECONDS_MORE_CAP, elapsed_s * max(MIN_PAIRS * share - 1, share)))
+        else:
+            seconds_more = _seconds_more(d, j.estimate, j.low, j.high, margin_pct, at, per_pair)
     return Comparison(baseline, other, metric, _median(base_vals), _median(other_vals), _pct(j.estimate), lo_pct,
-                      hi_pct, j.significant, j.verdict, n, seconds_more, confidence, margin_pct, level)
+                      hi_pct, j.significant, j.verdict, n, seconds_more, confidence, margin_pct, level,
+                      block_runs, pooled_now)
 
 
 def compare_all(blocks: Sequence[Block], n_configs: int, metrics: Sequence[str] = METRICS,
