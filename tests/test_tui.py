@@ -72,6 +72,14 @@ async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 20.0, what:
     raise AssertionError(f"timed out waiting for {what or cond}")
 
 
+async def open_settings(pilot) -> None:
+    """Press ``s`` and wait until the form has drawn: keys typed before that are dropped by design, and its first
+    draw shows the running profile again (over anything typed into it meanwhile)."""
+    await pilot.press("s")
+    app = pilot.app
+    await wait_for(pilot, lambda: app._keys_held is None or app._keys_held[1] is not None, what="the form drawn")
+
+
 def measuring(monitor: Monitor, min_runs: int = 20) -> Callable[[], bool]:
     def ok() -> bool:
         s = monitor.snapshot()
@@ -106,7 +114,7 @@ async def test_settings_apply_threads_rebuilds_and_history_grows(monitor: Monito
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, measuring(monitor), what="first session")
         first = monitor.snapshot().config_id
-        await pilot.press("s")
+        await open_settings(pilot)
         assert isinstance(app.screen, SettingsScreen)
         await pilot.press("backspace", "2", "enter")  # intra-op threads is focused: 1 → 2, enter applies
         await pilot.pause()
@@ -131,10 +139,7 @@ async def test_invalid_affinity_is_refused_beside_its_field(monitor: Monitor, tm
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, measuring(monitor), what="first session")
         before = monitor.snapshot()
-        await pilot.press("s")
-        # the form loads the running profile again once it has drawn: typed into before that, a busy host's first
-        # draw would put the profile back over what was typed
-        await wait_for(pilot, lambda: app._keys_held is None or app._keys_held[1] is not None, what="the form drawn")
+        await open_settings(pilot)
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         screen.set_value("session.intra_op_num_threads", "3")
@@ -153,7 +158,7 @@ async def test_invalid_affinity_is_refused_beside_its_field(monitor: Monitor, tm
         await pilot.press("escape")
         assert not isinstance(app.screen, SettingsScreen)
         # reopened, the same form shows the running profile again, errors gone
-        await pilot.press("s")
+        await open_settings(pilot)
         await pilot.pause()
         assert app.screen is screen
         assert screen.values()["session.intra_op_thread_affinities"] == ""
@@ -280,7 +285,7 @@ def fake_app(tmp_path: Path) -> OrtopApp:
 async def test_settings_dismiss_with_the_profile_and_a_refusal_reopens_with_the_error(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("s")
+        await open_settings(pilot)
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         screen.set_value("session.intra_op_num_threads", "3")
@@ -679,7 +684,7 @@ async def test_cores_show_the_workers_share_threads_their_role_and_one_unit(tmp_
 async def test_settings_errors_follow_the_typing_and_blank_is_the_default(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("s")
+        await open_settings(pilot)
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         hint = screen.query_one("#hint-session--intra_op_num_threads")
@@ -705,7 +710,7 @@ async def test_settings_errors_follow_the_typing_and_blank_is_the_default(tmp_pa
 async def test_enter_in_the_rate_field_applies_the_typed_rate(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("s")
+        await open_settings(pilot)
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         screen.query_one("#f-workload--rate_hz").focus()
@@ -725,7 +730,7 @@ async def test_enter_on_a_choice_applies_the_form_and_enter_on_close_does_not(tm
     field."""
     app = fake_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("s")
+        await open_settings(pilot)
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         screen.query_one("#f-workload--arrival").focus()
@@ -738,7 +743,7 @@ async def test_enter_on_a_choice_applies_the_form_and_enter_on_close_does_not(tm
         assert not isinstance(app.screen, SettingsScreen)
         assert app.monitor.applied[-1].workload.arrival == "poisson"
         applied = len(app.monitor.applied)
-        await pilot.press("s")
+        await open_settings(pilot)
         assert app.screen is screen
         screen.set_value("workload.rate_hz", "40")
         screen.query_one("#cancel").focus()  # enter on Close still closes without applying
@@ -753,7 +758,7 @@ async def test_enter_on_a_choice_applies_the_form_and_enter_on_close_does_not(tm
 async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_path: Path) -> None:
     app = fake_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("s")
+        await open_settings(pilot)
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
 

@@ -213,10 +213,10 @@ def shown_text(screen, widget_id: str) -> str:
 
 async def open_form(app, pilot, monkeypatch, cores=TWO_CORES):
     from ortop.tui.screens import SettingsScreen
+    from tests.test_tui import open_settings
 
     monkeypatch.setattr(form, "host_cores", lambda: cores)
-    await pilot.press("s")
-    await pilot.pause()
+    await open_settings(pilot)
     screen = app.screen
     assert isinstance(screen, SettingsScreen)
     return screen

@@ -368,8 +368,8 @@ class OrtopApp(App[int]):
             self._settings.load(self.current_profile())
         settings, profile = self._settings, self.current_profile()
         # keys typed before the form was up may have reached its first field through the live view's queue: the
-        # form shows the profile again once it is ready
-        self._hold_keys(settings, lambda: settings.load(profile))
+        # form shows the profile again once it is ready (values set through set_value meanwhile stay)
+        self._hold_keys(settings, lambda: settings.load(profile, keep=settings.set_keys))
         self.push_screen("settings", self._settings_closed)
 
     def _hold_keys(self, screen: Screen, on_ready: Callable[[], None] | None = None) -> None:

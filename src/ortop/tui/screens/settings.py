@@ -97,6 +97,7 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         super().__init__(classes=" ".join(breakpoint_classes()))
         self.base = profile
         self.initial = form.form_values(profile)
+        self.set_keys: set[str] = set()  # fields given a value through set_value since the form was last loaded
         # the cores the worker may use, which bound the thread counts typed here (read again on each opening)
         self._given_cores = cores
         self.cores = cores or form.host_cores()
@@ -146,9 +147,10 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
                 out.append(f.section)
         return out
 
-    def load(self, profile: Profile) -> None:
+    def load(self, profile: Profile, keep: frozenset[str] | set[str] = frozenset()) -> None:
         """Show ``profile`` in an already-built form: the app keeps one SettingsScreen and reopens it, because
-        building the form costs about half a second of CPU and reopening costs nothing."""
+        building the form costs about half a second of CPU and reopening costs nothing. Fields in ``keep`` (given a
+        value through :meth:`set_value` meanwhile) keep theirs."""
         self.base = profile
         self.initial = form.form_values(profile)
         self.cores = self._given_cores or form.host_cores()
@@ -156,8 +158,11 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
             return
         self.clear_errors()
         for f in form.FIELDS:
-            self.set_value(f.key, self.initial[f.key])
+            if f.key in keep:
+                continue
+            self._put(f.key, self.initial[f.key])
             self.query_one(f"#hint-{fid(f.key)}", Static).update(self._hint(f.key, self.initial[f.key]))
+        self.set_keys = set()
         self.query_one("#settings-form", VerticalScroll).scroll_home(animate=False)
         self.query_one(f"#f-{fid('session.intra_op_num_threads')}", Input).focus()
 
@@ -178,7 +183,12 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         return out
 
     def set_value(self, key: str, value: str) -> None:
-        """Type into a field (tests and the quick-fill helpers use it)."""
+        """Type into a field (tests and the quick-fill helpers use it): the value stays when the form shows the
+        running profile again once drawn (:meth:`load` with ``keep``)."""
+        self.set_keys.add(key)
+        self._put(key, value)
+
+    def _put(self, key: str, value: str) -> None:
         w = self.query_one(f"#f-{fid(key)}")
         if isinstance(w, (Choice, Input)):
             w.value = value
