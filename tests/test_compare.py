@@ -316,3 +316,35 @@ def test_sessions_that_would_not_fit_in_memory_are_refused(matmul_model):
     two = P.merge(one, **{"session.intra_op_num_threads": 2})
     with pytest.raises(ab.NotEnoughMemory, match=r"need about \d+ MiB .* available: compare fewer profiles"):
         headless.compare(matmul_model, [one, two], budget_s=1.0, per_session_hint=1 << 50)
+
+
+def test_verify_pressed_again_adds_to_the_pairs_of_the_press_before(monitor):
+    """``v`` twice on the same row: the second press adds its pairs to the first's (the row's verdict rests on both)
+    and says so; each press spends its own, smaller share of α. The metric the user names is the one judged."""
+    start = _one_thread()
+    mon = monitor(start)
+    wait_for(lambda: mon.snapshot().runs >= 300, 10, "the start measured")
+    cid = _applied(mon, start)  # the same settings again: whatever the verdict, it needs pairs
+    first = mon.verify(cid, seconds=2.0, metric="cpu").result(timeout=60)
+    assert isinstance(first, RowVerdict) and first.metric == "cpu"
+    before = next(c for c in first.comparisons if c.metric == "cpu").pairs
+    assert before >= 1
+    second = mon.verify(cid, seconds=2.0, metric="cpu").result(timeout=60)
+    after = next(c for c in second.comparisons if c.metric == "cpu")
+    assert after.pairs > before, (before, after)
+    assert after.look_confidence is not None and after.look_confidence > 0.975  # the second press's share: ≤ 1.25 %
+    said = [e.text for e in mon.snapshot().events if "adding to the" in e.text]
+    assert said and f"adding to the {before} pairs measured before" in said[-1], said
+    with pytest.raises(ValueError, match="unknown metric"):
+        mon.verify(cid, metric="p42")
+
+
+def test_a_paced_caller_s_verification_judges_cpu_per_run_by_default(monitor):
+    """At a paced rate a run's latency is mostly the rate's: the verification judges what each run costs, as tune's
+    objective does for such a caller."""
+    paced = P.merge(_one_thread(), **{"workload.rate_hz": 50.0})
+    mon = monitor(paced)
+    wait_for(lambda: mon.snapshot().runs >= 40, 20, "the start measured")
+    cid = _applied(mon, P.merge(paced, **{"session.intra_op_num_threads": 2}), runs=40)
+    rv = mon.verify(cid, seconds=2.0).result(timeout=60)
+    assert isinstance(rv, RowVerdict) and rv.metric == "cpu", rv

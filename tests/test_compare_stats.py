@@ -529,3 +529,18 @@ def test_a_stopped_comparison_reports_the_interval_of_its_look() -> None:
     used3, comps3 = _walk_rounds(three, 3, "p50")
     assert comps3 is not None and [c.verdict for c in comps3] == ["faster", "no difference"]
     assert used3 < len(three) and min(c.pairs for c in comps3) >= 8
+
+
+def test_a_resumed_comparison_spends_a_smaller_share_each_time_and_continues_the_schedule() -> None:
+    """Every run of a comparison taken up again spends half what the one before did, so all of them together
+    spend at most α; its first look is the schedule's next after the pairs it already has."""
+    from ortop.measure import sequential as S
+
+    shares = [S.resumed(0, j).alpha for j in range(30)]
+    assert shares[0] == pytest.approx(0.025) and sum(shares) < 0.05
+    assert all(b < a for a, b in zip(shares, shares[1:]))
+    looks = S.resumed(10, 1)  # 10 pairs before: looks at 8 passed, the next at 12
+    assert looks.due(11) is None
+    level = looks.due(12)
+    assert level == pytest.approx(1 - 0.0125 * S.FIRST_SHARE)
+    assert looks.due(15) is None and looks.due(16) is not None

@@ -50,6 +50,7 @@ from ortop.engine.traffic import offered_rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import gate as G
 from ortop.measure import rows as R
+from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, usable_pairs
 from ortop.measure.gate import Gate
@@ -307,7 +308,8 @@ class Interleaving:
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
                  metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
                  tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None,
-                 gates: Sequence[Gate] = ()):
+                 gates: Sequence[Gate] = (), prior: Sequence[Block] = (), prior_elapsed_s: float = 0.0,
+                 looks: sequential.Looks | None = None):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -330,7 +332,7 @@ class Interleaving:
         self.tolerance = tolerance      # set: each session's outputs are compared with the first's
         self._looks: Looks | GateLooks | None = \
             TailGateLooks(gates, len(self.profiles)) if gates else \
-            Looks(decide_on, len(self.profiles)) if decide_on is not None else None
+            Looks(decide_on, len(self.profiles), looks) if decide_on is not None else None
         self._budget = Budget(budget_s, self.stop)
         self._gate_runs = max((G.runs_for(g.metric) for g in gates), default=1)  # runs a gated metric needs
         self._index = {cid: i for i, cid in enumerate(self.ids)}
@@ -339,9 +341,18 @@ class Interleaving:
         self._failed: dict[int, str] = {}
         # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids)
         self._pending_rows: dict[int, tuple[int, np.ndarray, int, np.ndarray]] = {}
-        self._blocks: list[Block] = []
-        self._window: list[float] = []     # each block's window (s), beside _blocks: what its arrivals were offered
-        self._shape_ids: list[np.ndarray] = []  # each block's input shape id of each of its runs, beside _blocks
+        # ``prior``: blocks of an earlier run of the same comparison (seq 0 … P−1, whole pairs) that this one adds to
+        # (the live view's ``v`` pressed again), measured over ``prior_elapsed_s``; their windows and shapes are not
+        # kept, so the offered rate and the shape figures are this run's own
+        if len(prior) % len(self.profiles) or sorted(b.seq for b in prior) != list(range(len(prior))):
+            raise ValueError("prior blocks must be whole rounds numbered 0 … P−1")
+        self._seq0 = len(prior)
+        self._prior_s = prior_elapsed_s
+        self._blocks: list[Block] = sorted(prior, key=lambda b: b.seq)
+        self._window: list[float] = [0.0] * len(prior)  # each block's window (s), beside _blocks: what its arrivals
+        #                                                  were offered
+        self._shape_ids: list[np.ndarray] = [np.full(b.runs, -1, np.int32) for b in self._blocks]  # each block's
+        #                                         input shape id of each of its runs, beside _blocks
         self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
         self._queued = [0] * len(self.profiles)       # ... and blocks that ended with requests still waiting
         self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
@@ -364,10 +375,11 @@ class Interleaving:
         return self._phase
 
     def elapsed(self) -> float:
+        """This run's measuring time (an earlier run's it adds to not counted)."""
         return self._budget.elapsed()
 
     def blocks_so_far(self) -> int:
-        return len(self._blocks)
+        return len(self._blocks) - self._seq0
 
     # ---- messages ------------------------------------------------------------------------------------------------
     def deliver(self, msg: Any, channel: int = 0) -> None:
@@ -402,7 +414,7 @@ class Interleaving:
                 i = self._index[msg.config_id]
                 seq, lat, last_end, shapes = self._pending_rows.pop(
                     msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32)))
-                gseq = self._il.block_done(channel, msg.seq)
+                gseq = self._il.block_done(channel, msg.seq) + self._seq0
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
                 # Served is served: the block's wall time runs to its last completion, past the window's end when a
                 # queue drained after it (the window's nominal length would report the offered rate as served).
@@ -546,7 +558,7 @@ class Interleaving:
         budget is spent, or the sequential rule's look, if one is due (with ``decide_on`` or gates), settled what
         it waits for."""
         return self._budget.spent(ahead_s) or (self._looks is not None and
-                                               self._looks.after(self._blocks, self.elapsed()))
+                                               self._looks.after(self._blocks, self.elapsed() + self._prior_s))
 
     def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
         with self._cv:
@@ -555,7 +567,7 @@ class Interleaving:
             blocks = [self._blocks[k] for k in keep]
             windows = [self._window[k] for k in keep]
             ids = [self._shape_ids[k] for k in keep]
-            elapsed = self.elapsed() if decision is None else decision.elapsed_s
+            elapsed = self.elapsed() + self._prior_s if decision is None else decision.elapsed_s
         figures = []
         for i, prof in enumerate(self.profiles):
             mine = [b for b in blocks if b.config == i]

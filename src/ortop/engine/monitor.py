@@ -110,6 +110,7 @@ class Monitor(Verification, Readout):
         self._fatal: str | None = None
         self._worker_has_session = False
         self._verify = None  # a verification under way (engine.verify)
+        self._verify_pool = OrderedDict()  # what earlier verifications of a pair of rows measured (engine.verify)
         self._ready = threading.Event()
         self.schedule_ended = threading.Event()  # the live configuration's finite schedule (a trace) was served
         self._changed = threading.Condition(self._lock)

@@ -27,6 +27,14 @@ def primary_metric(before: Profile, after: Profile, changes: Sequence[Change] | 
     return next(m for m in VERDICT_METRICS if m in named)
 
 
+def objective_metric(before: Profile, after: Profile) -> str:
+    """What a live verification judges when the user named nothing: the metric the change is about
+    (:func:`primary_metric`), except that a paced or open-arrival caller's plain latency gives way to CPU per run —
+    its latency is mostly set by the rate, what each request costs is not (tune's objective for such a caller)."""
+    metric = primary_metric(before, after)
+    return "cpu" if metric == "p50" and after.workload.rate_hz > 0 else metric
+
+
 def verdict_from(comparisons: Sequence[Comparison], metric: str, against: int) -> RowVerdict:
     """A row verdict from an interleaved comparison: the kind comes from ``metric``; all metrics are kept."""
     comparisons = tuple(comparisons)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,17 +25,44 @@ from ortop.engine.bench.plan import period_ms, verify_seconds
 from ortop.engine.events import seconds_text
 from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
 from ortop.engine.store import ConfigStore
-from ortop.engine.verdicts import not_comparable, primary_metric, verdict_from
+from ortop.engine.verdicts import not_comparable, objective_metric, verdict_from
+from ortop.measure import sequential
+from ortop.measure.compare import METRICS, Block, compare, pairs
 from ortop.runtime import protocol as P
+
+POOLS_KEPT = 8         # pairs of rows whose verification runs are kept to add to (the most recent)
+PRESS_MAX_S = 120.0    # a press measures at most this long, whatever the last one said more would decide
+
+
+@dataclass
+class Pooled:
+    """What earlier verifications of one pair of rows measured, for the next press to add to: their blocks as
+    whole pairs (seq 0 … P−1), their measuring time, and how many runs there were (each spends its own share of α:
+    :func:`ortop.measure.sequential.resumed`); ``more_s``: what the last one said more would decide."""
+
+    blocks: tuple[Block, ...] = ()
+    elapsed_s: float = 0.0
+    times: int = 0
+    more_s: float | None = None
+
+
+def whole_pairs(blocks: Sequence[Block]) -> tuple[Block, ...]:
+    """Blocks of two configurations kept as the neighbour pairs they form, in order, numbered 0 … 2k−1 (an
+    unpaired block at the end is dropped: the next run's first block must not pair with it across the gap)."""
+    kept = sorted((b for pair in pairs(blocks, 0, 1) for b in pair), key=lambda b: b.seq)
+    return tuple(replace(b, seq=k) for k, b in enumerate(kept))
 
 
 class _Verify:
     """A verification under way: its ids, its interleaving (once started), a cancel flag and the caller's future."""
 
-    def __init__(self, config_id: int, against_id: int, seconds: float, future: Future):
+    def __init__(self, config_id: int, against_id: int, seconds: float, future: Future, metric: str = "p50",
+                 pooled: Pooled | None = None):
         self.config_id = config_id
         self.against_id = against_id
         self.seconds = seconds
+        self.metric = metric
+        self.pooled = pooled or Pooled()
         self.future = future
         self.cancel = threading.Event()
         self.interleaving: ab.Interleaving | None = None
@@ -63,6 +90,7 @@ class Verification:
     _stopping: bool
     _generation: int
     _verify: _Verify | None
+    _verify_pool: OrderedDict[tuple[int, int], Pooled]
 
     # The monitor's methods this part calls.
     now: Callable[[], float]
@@ -71,8 +99,15 @@ class Verification:
     _new_id: Callable[[], int]
     _set_state: Callable[[State], None]
 
-    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None,
+               metric: str | None = None) -> Future:
         """Compare history row ``config_id`` with ``against_id`` (default: the row before it) by interleaving.
+
+        ``metric`` (one of :data:`ortop.measure.compare.METRICS`) is what the verification judges and stops on: the
+        objective the user set; by default the change's own metric, CPU per run for a paced or open caller
+        (:func:`ortop.engine.verdicts.objective_metric`). Pressed again for the same two rows, a verification adds
+        to the pairs the earlier ones measured (each run spending its own share of α), and by default measures as
+        long as the last one said more would decide (at most ``PRESS_MAX_S``).
 
         Both configurations are rebuilt as sessions in the running worker and alternate in short blocks for
         ``seconds`` (builds not counted); ``Snapshot.verifying`` shows the progress; the row's verdict becomes
@@ -114,16 +149,23 @@ class Verification:
                 self._generation += 1
                 fut.set_result(rv)
                 return fut
+            if metric is not None and metric not in METRICS:
+                raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+            pooled = self._verify_pool.get((against_id, config_id)) or Pooled()
             if seconds is None:  # 6 s, or longer where blocks are long (a paced or slow model): ~8 pairs
                 lat = [float(np.median(c.ring.view()[:, T.RESPONSE])) for c in (base, row) if len(c.ring)]
                 seconds = verify_seconds(max(lat) if lat else math.nan, period_ms([base.profile, row.profile]))
-            v = _Verify(config_id, against_id, seconds, fut)
+                if pooled.more_s is not None:  # what the last press said would decide it
+                    seconds = max(seconds, min(PRESS_MAX_S, pooled.more_s))
+            v = _Verify(config_id, against_id, seconds, fut, metric or objective_metric(base.profile, row.profile),
+                        pooled)
             self._verify = v
             row.verdict_gen += 1
             self._generation += 1
             self._set_state(State.VERIFYING)
+            more = (f", adding to the {len(pooled.blocks) // 2} pairs measured before" if pooled.blocks else "")
             self._event("info", f"verifying #{config_id} against #{against_id}: interleaving them for "
-                                f"{seconds_text(seconds)}")
+                                f"{seconds_text(seconds)}{more}")
             v.thread = threading.Thread(target=self._verify_run, args=(v, base.profile, row.profile), daemon=True,
                                         name="ortop-verify")
             v.thread.start()
@@ -135,13 +177,14 @@ class Verification:
         try:
             same_worker = (before.restart_key() == after.restart_key() == self._worker_key)
             names = [f"#{v.against_id}", f"#{v.config_id}"]
-            metric = primary_metric(before, after)  # the one whose settled verdict ends the interleaving
+            metric = v.metric  # the one whose settled verdict ends the interleaving
             if same_worker:
                 res = self._verify_in_worker(v, before, after, names, metric)
             else:
                 res = self._verify_in_fresh_workers(v, before, after, names, metric)
             if res is not None and not v.cancel.is_set():
-                result = with_long_gaps(verdict_from(res.comparisons, metric, v.against_id), res, metric)
+                comps, more_s = self._keep_for_next(v, res, metric)
+                result = with_long_gaps(verdict_from(comps, metric, v.against_id), res, metric)
         except ab.NotEnoughMemory as exc:
             error = f"verification refused: {exc}"
         except Exception as exc:  # a build or run failure of a temporary session: the live one is untouched
@@ -182,7 +225,8 @@ class Verification:
                     self._in_worker.discard(cid)
 
         il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
-                             stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric)
+                             stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric,
+                             **self._resume_args(v))
         with self._lock:
             v.interleaving = il
             self._in_worker.update(ids)
@@ -203,10 +247,39 @@ class Verification:
 
         try:
             return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
-                                       stop=v.cancel, on_start=on_start, decide_on=metric)
+                                       stop=v.cancel, on_start=on_start, decide_on=metric, **self._resume_args(v))
         finally:
             if not v.paused and not self._stopping:
                 self._send(P.Resume())
+
+    @staticmethod
+    def _resume_args(v: _Verify) -> dict[str, Any]:
+        """What an interleaving adds to: the earlier runs' whole pairs, their time, and this run's looks."""
+        p = v.pooled
+        return {"prior": p.blocks, "prior_elapsed_s": p.elapsed_s,
+                "looks": sequential.resumed(len(p.blocks) // 2, p.times)}
+
+    def _keep_for_next(self, v: _Verify, res: Any, metric: str) -> tuple[tuple, float | None]:
+        """Keep this run's pairs for the next press on the same rows, and say what more would decide: an undecided
+        verdict's "about N s more" is estimated at the level the next press will judge at (stricter: it spends
+        a smaller share of α), which is what it has to come true at. Returns the comparisons to judge by and N."""
+        blocks = whole_pairs(res.blocks)
+        comps = tuple(res.comparisons)
+        main = next((c for c in comps if c.metric == metric and c.other == 1), None)
+        more_s = None
+        if main is not None and main.verdict == "undecided" and blocks:
+            nxt = sequential.resumed(len(blocks) // 2, v.pooled.times + 1)
+            level = 1 - nxt.alpha * (1 - sequential.FIRST_SHARE)  # its last look, after one look inside it
+            again = compare(blocks, 0, 1, metric, level=level, elapsed_s=res.elapsed_s)
+            more_s = again.seconds_more
+            comps = tuple(replace(c, seconds_more=more_s) if c is main else c for c in comps)
+        with self._lock:
+            key = (v.against_id, v.config_id)
+            self._verify_pool[key] = Pooled(blocks, float(res.elapsed_s), v.pooled.times + 1, more_s)
+            self._verify_pool.move_to_end(key)
+            while len(self._verify_pool) > POOLS_KEPT:
+                self._verify_pool.popitem(last=False)
+        return comps, more_s
 
     def _cancel_verify(self, why: str, wait: bool = True) -> None:
         v = self._verify

@@ -86,6 +86,7 @@ class Looks:
     confidence: float = 0.95
     corrected: bool = True
     taken: int = 0
+    start: int = 0  # the schedule's looks already behind this run's pairs (a continued comparison, :func:`resumed`)
 
     @property
     def alpha(self) -> float:
@@ -96,13 +97,13 @@ class Looks:
 
         When ``pairs`` passed several looks at once only the newest is taken; those passed over count as spent.
         """
-        k = self.taken
+        k = self.start + self.taken
         while look_pairs(k) <= pairs:
             k += 1
-        if k == self.taken:
+        if k == self.start + self.taken:
             return None
-        self.taken = k
-        return 1 - look_alpha(k - 1, self.alpha) if self.corrected else self.confidence
+        self.taken = k - self.start
+        return 1 - look_alpha(self.taken - 1, self.alpha) if self.corrected else self.confidence
 
     def spent(self) -> float:
         """The α the looks taken so far have spent."""
@@ -111,6 +112,24 @@ class Looks:
     def last(self) -> float:
         """The level of the last look, when the budget is spent: what is left of α."""
         return 1 - (self.alpha - self.spent()) if self.corrected else self.confidence
+
+
+RESUME_SHARE = 0.5  # a comparison resumed for the j-th time (from 0) spends α · RESUME_SHARE^(j+1)
+
+
+def resumed(pairs_before: int, times: int, confidence: float = 0.95) -> Looks:
+    """The looks of a comparison taken up again on the pairs it already has (the live view's ``v`` pressed again
+    for the same two rows), for the ``times``-th time (0: its first run).
+
+    Each run of it spends its own share of α, half of what is left (2.5 %, 1.25 %, … of a 5 % α), with the usual
+    looks inside that share: the union bound then holds over every interval any run reports, however often it is
+    taken up again, and each run's pairs add to the ones before instead of starting over. Its looks continue the
+    schedule: the first is due at the first scheduled count above ``pairs_before``."""
+    alpha = (1 - confidence) * RESUME_SHARE ** (times + 1)
+    start = 0
+    while look_pairs(start) <= pairs_before:
+        start += 1
+    return Looks(confidence=1 - alpha, start=start)
 
 
 def look(blocks: Sequence[Block], n_configs: int, metric: str, looks: Looks,

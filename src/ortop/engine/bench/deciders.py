@@ -62,9 +62,9 @@ class _Rule:
     """A sequential rule over ``n_configs`` configurations: after each complete round the look due is taken
     (:meth:`_decides`), and the first look that decides ends the measuring."""
 
-    def __init__(self, n_configs: int):
+    def __init__(self, n_configs: int, looks: sequential.Looks | None = None):
         self.n = n_configs
-        self.looks = sequential.Looks()
+        self.looks = looks or sequential.Looks()
         self.decision: Decision | None = None
         self._rounds_seen = 0
 
@@ -100,8 +100,8 @@ class Looks(_Rule):
     """The sequential rule on ``metric`` over ``n_configs`` configurations (each against the first): a look
     decides once it settled every verdict on the metric."""
 
-    def __init__(self, metric: str, n_configs: int):
-        super().__init__(n_configs)
+    def __init__(self, metric: str, n_configs: int, looks: sequential.Looks | None = None):
+        super().__init__(n_configs, looks)
         self.metric = metric
 
     def _decides(self, used: Sequence[Block], elapsed_s: float) -> float | None:
