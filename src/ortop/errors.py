@@ -84,6 +84,17 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
                  EXIT_USAGE: "bad input: an unknown profile or a file that cannot be read"},
     "export": {EXIT_OK: "the profile was written", EXIT_RUNTIME: "the output file could not be written",
                EXIT_USAGE: "bad input: an unknown profile or format"},
+    "fleet": {EXIT_OK: "every node measured gave its answer (whatever the verdicts), or was refused on its own (a "
+                       "provider it cannot give)",
+              EXIT_RUNTIME: "no node gave an answer, or a node's command failed (its own exit 1)",
+              EXIT_USAGE: "bad input, found before anything started on the cluster: a flag, a model missing here, "
+                          "an unreachable --cluster, no node that can measure, a --price for a type no node has",
+              EXIT_WORKER_LOST: "a node was lost mid-run (its raylet or host went away): the others' answers were "
+                                "printed, with the lost node named",
+              EXIT_VIOLATED: "a node's check said no (capacity --certify violated), as that command exits",
+              EXIT_UNDECIDED: "a node's check could not tell (capacity --certify undecided, tune not measured), as "
+                              "that command exits",
+              EXIT_INTERRUPTED: "stopped by ctrl-C: every node was stopped and what they gathered was printed"},
 }
 """Per command, the codes it returns and what each means there; every command may also end with
 :data:`EXIT_INTERRUPTED` when ctrl-C stops it before a result."""

@@ -37,6 +37,8 @@ COMMANDS: tuple[Command, ...] = (
             "ortop.cli.capacity"),
     Command("doctor", "what is wrong, with evidence and a fix", "ortop.cli.doctor"),
     Command("ops", "where the time goes, operator by operator (ORT's profiler)", "ortop.cli.ops"),
+    Command("fleet", "tune, capacity, compare or doctor on every node of a Ray cluster, per node and per node type",
+            "ortop.cli.fleet"),
     Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles",
             prepare="prepare_profiles", run="run_profiles", examples="PROFILES_EXAMPLES",
             description="ortop profiles list|show|diff|validate: the profiles in ./profiles and those shipped with "

@@ -1,0 +1,166 @@
+"""What runs on a node: its facts (the probe), and one measurement, the single-host command run as it is.
+
+These functions run inside Ray tasks on the node (:mod:`ortop.fleet.cluster` wraps them) but know nothing of Ray:
+the measurement is ``python -m ortop COMMAND MODEL … --json`` in a child process, so a node's answer is exactly
+what ``ortop COMMAND --json`` prints on that host, and the fleet never measures differently from one host. Only the
+model's bytes (checked by sha256 here), the profile files named on the command line and the arguments come in; the
+command's JSON, its exit code, the tail of its stderr and its own start and end times go back.
+
+A child is told to stop (SIGTERM, which every command takes as ctrl-C) when the Ray worker running it dies (Linux's
+parent-death signal), so a node lost or a task cancelled leaves no measurement running on the host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DIR_MARK = "@ORTOP_FLEET_DIR@"  # stands for the node's temporary folder in the arguments shipped
+STDERR_TAIL = 20                # lines of a child's stderr kept in its node result
+POLL_S = 0.2                    # how often a waiting task looks up (a cancel arrives between two looks)
+STOP_WAIT_S = 60.0              # how long a stopped child has to print what it gathered
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _gpu_names() -> list[str]:
+    """The GPUs the host's NVML lists, by name; none without NVML or a GPU."""
+    from ortop.collectors.gpu import make_gpu_collector
+
+    collector = make_gpu_collector()
+    try:
+        return [d.name for d in collector.sample().devices]
+    finally:
+        collector.close()
+
+
+def _providers() -> list[str]:
+    """The execution providers this host's onnxruntime offers, asked of a child (the fleet room never imports
+    onnxruntime); empty when it cannot be asked."""
+    code = "import onnxruntime, json; print(json.dumps(onnxruntime.get_available_providers()))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        return list(json.loads(out.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return []
+
+
+def probe() -> dict[str, Any]:
+    """The node's host facts, as the single-host commands read them: CPU model, usable cores, GPU models, and the
+    providers onnxruntime offers here."""
+    import ortop
+    from ortop.collectors.host import read_host
+
+    host = read_host()
+    return {"hostname": socket.gethostname(), "cpu_model": host.cpu_model, "logical_cpus": host.logical_cpus,
+            "usable_cpus": len(host.usable_cpus), "physical_cores": host.physical_cores,
+            "cpu_quota": host.cpu_quota, "gpus": _gpu_names(), "providers": _providers(),
+            "ortop": ortop.__version__, "python": sys.version.split()[0]}
+
+
+def _parent_death_signal() -> None:
+    """In the child, before exec: SIGTERM when the parent (the Ray worker) dies. Linux only; elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _last_json(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is a JSON object (a command's ``--json`` prints one)."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def _run(argv: Sequence[str], cwd: str) -> tuple[int | None, str, str, bool]:
+    """Run one child to its end; on a cancel (KeyboardInterrupt, from Ray) tell it to stop and wait for what it
+    prints. (exit code, stdout, stderr, stopped)."""
+    child = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_parent_death_signal if sys.platform == "linux" else None)
+    out: list[str] = []
+    err: list[str] = []
+    stopped = False
+    while True:
+        try:
+            o, e = child.communicate(timeout=POLL_S)
+            out.append(o or "")
+            err.append(e or "")
+            break
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:  # ray.cancel: the command prints what it gathered, as on ctrl-C
+            stopped = True
+            child.send_signal(signal.SIGINT)
+            try:
+                o, e = child.communicate(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                o, e = child.communicate()
+            out.append(o or "")
+            err.append(e or "")
+            break
+    return child.returncode, "".join(out), "".join(err), stopped
+
+
+def measure(spec: Mapping[str, Any], model: bytes) -> dict[str, Any]:
+    """One measurement on this node: the model written to a temporary folder (its sha256 checked against
+    ``spec["sha256"]``), ``python -m ortop COMMAND MODEL ARGS --json`` run there, and with ``spec["service_s"]``
+    a headless run of that many seconds for the service times sizing simulates from."""
+    started = time.time()
+    base: dict[str, Any] = {"started_at": started, "pid": os.getpid()}
+    digest = sha256(model)
+    if digest != spec["sha256"]:
+        return {**base, "status": "failed", "ended_at": time.time(),
+                "line": f"the model arrived with sha256 {digest[:12]}…, not {spec['sha256'][:12]}…"}
+    with tempfile.TemporaryDirectory(prefix="ortop-fleet-") as folder:
+        path = os.path.join(folder, spec["model_name"])
+        with open(path, "wb") as f:
+            f.write(model)
+        for name, data in (spec.get("files") or {}).items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(data)
+
+        def here(args: Sequence[str]) -> list[str]:
+            return [a.replace(DIR_MARK, folder) for a in args]
+
+        argv = [sys.executable, "-m", "ortop", spec["command"], path, *here(spec["args"]), "--json"]
+        code, out, err, stopped = _run(argv, folder)
+        ended = time.time()
+        service = None
+        if spec.get("service_s") and not stopped and code in (0, None):
+            run_argv = [sys.executable, "-m", "ortop", "run", path, "--headless", "--json", "--duration",
+                        str(spec["service_s"]), *here(spec.get("run_args") or [])]
+            _, run_out, _, _ = _run(run_argv, folder)
+            summary = _last_json(run_out) or {}
+            if summary.get("service_ms"):
+                workload = (summary.get("profile") or {}).get("workload") or {}
+                service = {"service_ms": summary["service_ms"], "replicas": workload.get("replicas") or 1}
+    result = _last_json(out)
+    tail = err.strip().splitlines()[-STDERR_TAIL:]
+    status = "interrupted" if stopped else "done" if result is not None else "failed"
+    line = None
+    if result is None:
+        line = tail[-1] if tail else f"ortop {spec['command']} exited {code} with no JSON"
+    return {**base, "status": status, "ended_at": ended, "exit_code": code, "result": result, "service": service,
+            "stderr_tail": tail, "line": line}

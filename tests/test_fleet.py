@@ -1,0 +1,204 @@
+"""``ortop fleet`` on a real local Ray cluster of three nodes of two types (``ray.cluster_utils.Cluster``): every
+node's answer shaped like the single-host command's JSON, a per-type answer, no two measurements on one node at once,
+a node killed mid-run, and bad input refused in one line before anything starts. The parser and the docs' command
+lines need no cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ortop.cli import fleet as F
+from ortop.cli.docgen import command_lines
+from ortop.cli.main import build_parser
+from ortop.fleet import INSTALL, available
+from tests.models import make_matmul_model
+from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = 6  # each node's capacity search: short, three nodes share two cores
+CAPACITY = ["--dim", "batch=16", "--threads", "1", "--slo", "p99=20ms", "--budget", str(BUDGET_S)]
+
+needs_ray = pytest.mark.skipif(not available(), reason="ray is not installed (pip install 'ortop[fleet]')")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> str:
+    return make_matmul_model(tmp_path_factory.mktemp("fleet") / "m.onnx", n=256)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Three nodes of one CPU each: two of type small (the head among them), one of type big."""
+    if not available():
+        pytest.skip("ray is not installed")
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"ortop-type:small": 1},
+                                                      "include_dashboard": False})
+    c.add_node(num_cpus=1, resources={"ortop-type:small": 1})
+    big = c.add_node(num_cpus=1, resources={"ortop-type:big": 1})
+    c.wait_for_nodes()
+    c.big = big  # type: ignore[attr-defined]
+    try:
+        yield c
+    finally:
+        c.shutdown()
+
+
+def fleet(*args: str, env: dict, cluster) -> subprocess.Popen:  # noqa: F811  (env: the caller's fixture)
+    return subprocess.Popen([sys.executable, "-m", "ortop.cli", "fleet", *args, "--cluster", cluster.address],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finished(p: subprocess.Popen, timeout: float = 150) -> tuple[int, dict, str]:
+    out, err = p.communicate(timeout=timeout)
+    assert out.strip(), err
+    return p.returncode, json.loads(out.strip().splitlines()[-1]), err
+
+
+# ---- the parser, the words each node is given --------------------------------------------------------------------
+def test_the_nodes_get_the_single_host_words_less_the_fleets_own(tmp_path) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text("[session]\nintra_op_num_threads = 1\n")
+    words = ["m.onnx", "--cluster", "auto", "--slo", "p99=5ms", "--price=a=1", "--per-type", "2", "--json",
+             "--profile", str(profile), "--peak", "50", "--report", "r.html", "--budget", "9"]
+    kept = F.forwarded(words, "m.onnx")
+    assert kept == ["--slo", "p99=5ms", "--profile", str(profile), "--budget", "9"]
+    sent, files = F.shipped(kept, "m.onnx")
+    assert sent[3].endswith("/0-p.toml") and sent[3].startswith("@ORTOP_FLEET_DIR@")
+    assert files == {"0-p.toml": profile.read_bytes()}
+    # the headless service run takes the session's words, not capacity's own
+    assert F.service_args(["--slo", "p99=5ms", "--threads", "1", "--budget", "9", "--dim", "batch=4"]) == [
+        "--threads", "1", "--dim", "batch=4"]
+
+
+def test_the_fleet_parser_takes_the_single_host_commands_own_flags() -> None:
+    args = build_parser().parse_args(["fleet", "capacity", "m.onnx", "--slo", "p99=5ms", "--threads", "1",
+                                      "--price", "small=0.5", "--peak", "100", "--per-type", "1"])
+    assert args.fleet_command == "capacity" and args.slo == "p99=5ms" and args.price == [("small", 0.5)]
+    assert args.fleet_argv[0] == "m.onnx"
+
+
+@pytest.mark.parametrize("extra, said", [(["--peak", "0"], "--peak"), (["--per-type", "0"], "--per-type"),
+                                         (["--price", "small"], "--price"), (["--price", "small=-1"], "--price")])
+def test_bad_fleet_flags_are_one_line_before_anything_starts(tmp_path, env, extra, said) -> None:  # noqa: F811
+    m = make_matmul_model(tmp_path / "m.onnx", n=8)
+    r = ortop("fleet", "capacity", m, "--slo", "p99=5ms", "--cluster", "127.0.0.1:1", *extra, env=env)
+    assert said in one_error_line(r)
+
+
+def test_a_missing_model_and_an_unreachable_cluster_are_one_line_each(tmp_path, env) -> None:  # noqa: F811
+    r = ortop("fleet", "capacity", tmp_path / "none.onnx", "--slo", "p99=5ms", env=env)
+    assert "no such model" in one_error_line(r)
+    m = make_matmul_model(tmp_path / "m.onnx", n=8)
+    t0 = time.monotonic()
+    r = ortop("fleet", "capacity", m, "--slo", "p99=5ms", "--cluster", "127.0.0.1:1", env=env, timeout=40)
+    assert "cannot reach 127.0.0.1:1" in one_error_line(r)
+    assert time.monotonic() - t0 < 30
+
+
+def test_without_ray_fleet_says_how_to_install_it(tmp_path, env) -> None:  # noqa: F811
+    """A Python where ``import ray`` finds nothing (a shadowing empty path entry): one line, exit 2."""
+    m = make_matmul_model(tmp_path / "m.onnx", n=8)
+    shadow = tmp_path / "noray"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(
+        "import importlib.abc, sys\n"
+        "class NoRay(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'ray':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoRay())\n")
+    e = {**env, "PYTHONPATH": str(shadow)}
+    r = ortop("fleet", "capacity", m, "--slo", "p99=5ms", env=e)
+    line = one_error_line(r)
+    assert INSTALL in line and "pip install 'ortop[fleet]'" in line
+    assert "ray" not in ortop("info", m, env=e).stderr.lower()
+
+
+def test_every_fleet_line_in_the_docs_parses_with_the_real_parser() -> None:
+    text = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    lines = [line for line in command_lines(text) if line.startswith("ortop fleet ")]  # not the name in prose
+    assert len(lines) >= 4
+    parser = build_parser()
+    for line in lines:
+        words = [w for w in re.findall(r"'[^']*'|\"[^\"]*\"|\S+", line)[1:]]
+        args = parser.parse_args([w.strip("'\"") for w in words])
+        assert args.command == "fleet" and args.fleet_command in F.COMMANDS, line
+
+
+# ---- on a real cluster -------------------------------------------------------------------------------------------
+@needs_ray
+@pytest.mark.integration
+def test_capacity_on_three_nodes_never_two_measurements_on_one_node(cluster, model, env) -> None:  # noqa: F811
+    """Two fleet runs at once on the same nodes: each node answers both, one after the other; every answer has the
+    shape of ``ortop capacity --json`` and a per-type answer comes with it."""
+    single = ortop("capacity", model, *CAPACITY[:-1], "2", "--json", env=env)
+    shape = set(json.loads(single.stdout))
+    a = fleet("capacity", model, *CAPACITY, "--json", "--price", "small=0.2", "--price", "BIG=0.5", env=env,
+              cluster=cluster)
+    b = fleet("capacity", model, *CAPACITY, "--json", "--per-type", "1", env=env, cluster=cluster)
+    (code_a, da, err_a), (code_b, db, _) = finished(a), finished(b)
+    assert code_a == 0 and da["exit_code"] == 0, err_a
+    assert code_b == 0
+    assert len(da["nodes"]) == 3 and len(db["nodes"]) == 2
+    assert {n["node"]["type"] for n in db["nodes"]} == {"small", "big"}
+    for n in da["nodes"] + db["nodes"]:
+        assert n["status"] == "done", n
+        assert set(n["result"]) == shape
+        assert n["node"]["facts"]["cpu_model"] and n["node"]["type_from"] == "resource"
+    types = {t["type"]: t for t in da["types"]}
+    assert set(types) == {"small", "big"} and len(types["small"]["nodes"]) == 2
+    priced = {(t["type"], p["profile"]) for t in da["types"] for p in t["profiles"] if p["interval"][0]}
+    assert {(r["type"], r["profile"]) for r in da["ranking"]} == priced, da["types"]
+    costs = [r["usd_per_million"] for r in da["ranking"]]
+    assert costs == sorted(costs)
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for n in da["nodes"] + db["nodes"]:
+        spans.setdefault(n["node"]["id"], []).append((n["started_at"], n["ended_at"]))
+    assert len(spans) == 3
+    for node, times in spans.items():
+        times.sort()
+        for (_, end), (start, _) in zip(times, times[1:]):
+            assert start >= end, (node, times)
+
+
+@needs_ray
+@pytest.mark.integration
+def test_a_price_for_a_type_no_node_has_is_one_line(cluster, model, env) -> None:  # noqa: F811
+    p = fleet("capacity", model, *CAPACITY, "--price", "huge=3", env=env, cluster=cluster)
+    out, err = p.communicate(timeout=60)
+    line = one_error_line(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    assert "--price huge=3" in line and "'small'" in line
+
+
+@needs_ray
+@pytest.mark.integration
+def test_a_node_killed_mid_run_is_named_and_the_others_answer(cluster, model, env) -> None:  # noqa: F811
+    """Last in the module: the node removed (its raylet killed) does not come back."""
+    args = [a if a != str(BUDGET_S) else "12" for a in CAPACITY]
+    p = fleet("capacity", model, *args, "--json", env=env, cluster=cluster)
+    assert p.stderr is not None
+    line = ""
+    while "measuring" not in line:
+        line = p.stderr.readline()
+        assert line, "the fleet ended before it started measuring"
+    time.sleep(4)
+    big_id = cluster.big.node_id
+    cluster.remove_node(cluster.big)
+    code, data, err = finished(p)
+    assert code == 4 and data["exit_code"] == 4
+    by_id = {n["node"]["id"]: n for n in data["nodes"]}
+    assert by_id[big_id]["status"] == "lost"
+    assert [n["status"] for i, n in by_id.items() if i != big_id] == ["done", "done"]
+    assert any(big_id[:12] in line and "big" in line for line in data["lost"])
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", "ortop-fleet-"], capture_output=True, text=True).stdout.split()
+    assert not left, "a measurement outlived its node"
