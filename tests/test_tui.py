@@ -429,6 +429,28 @@ async def test_v_verifies_the_last_change_and_the_history_verifies_a_row():
         await pilot.press("up", "v")  # the first row has nothing before it: said, not raised
         await pilot.pause()
         assert len(mon.verified) == 2
+        assert mon.verify_metrics == [None, None]  # no objective picked: the change's own metric
+
+
+@pytest.mark.slow
+async def test_v_judges_the_objective_picked_in_the_tune_screen():
+    """The objective the user picks with tune's o is what the live view's v judges from then on."""
+    mon = FakeMonitor()
+    app = make_app(mon, cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3), refresh_hz=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.tick()
+        await pilot.press("t")
+        await pilot.pause()
+        screen = app.screen
+        picked = screen.objective
+        await pilot.press("o")
+        await pilot.pause()
+        assert screen.objective != picked
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("v")
+        await pilot.pause()
+        assert mon.verify_metrics == [screen.objective], (mon.verify_metrics, screen.objective)
 
 
 # ---- what the demo walk found: each item, as a user meets it ---------------------------------------------------

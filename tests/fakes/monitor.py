@@ -53,6 +53,7 @@ class FakeMonitor:
         self.stopped = False
         self.applied: list[Profile] = []
         self.verified: list[tuple[int, int]] = []
+        self.verify_metrics: list[str | None] = []  # the metric each verification was asked to judge
         self.verifying: VerifyProgress | None = None
         self.pending: Profile | None = None
         self.traffic = None  # an engine.traffic.Traffic the snapshots carry (open arrivals, a shape mix)
@@ -164,13 +165,15 @@ class FakeMonitor:
     def resume(self) -> None:
         self.state = "measuring"
 
-    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None,
+               metric: str | None = None) -> Future:
         ids = [h.config_id for h in self.history]
         if config_id not in ids or ids.index(config_id) == 0:
             raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
         against = ids[ids.index(config_id) - 1] if against_id is None else against_id
         self.verifying = VerifyProgress(config_id, against, "measuring", 2.0, seconds or 6.0, 6)
         self.verified.append((config_id, against))
+        self.verify_metrics.append(metric)
         return Future()
 
     def reset_stats(self) -> None:

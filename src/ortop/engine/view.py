@@ -52,5 +52,7 @@ class MonitorView(Protocol):
 
     def add_event(self, level: str, text: str) -> None: ...
 
-    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None) -> Future:
-        """Interleave a configuration with the one before it (or ``against_id``); ValueError if there is none."""
+    def verify(self, config_id: int, against_id: int | None = None, seconds: float | None = None,
+               metric: str | None = None) -> Future:
+        """Interleave a configuration with the one before it (or ``against_id``), judging ``metric`` (None: the
+        change's own); ValueError if there is none."""

@@ -110,6 +110,7 @@ class OrtopApp(App[int]):
         self._origins: dict[str, str] = {}  # profile_key -> where a profile applied from a screen came from
         self._keys_held: tuple[float, float | None] | None = None  # (since, ready) while a screen opens
         self.keys_dropped = 0
+        self.objective: str | None = None  # the objective the user picked (tune's o): what v judges; None: the change's
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -492,6 +493,10 @@ class OrtopApp(App[int]):
                             highlight=highlight)
         self.push_screen(screen, answered)
 
+    @on(TuneScreen.ObjectiveChosen)
+    def _objective_chosen(self, message: TuneScreen.ObjectiveChosen) -> None:
+        self.objective = message.objective
+
     @on(HistoryScreen.VerifyRow)
     def _verify_row(self, message: HistoryScreen.VerifyRow) -> None:
         note = self.start_verify(message.record.config_id)
@@ -505,7 +510,7 @@ class OrtopApp(App[int]):
         once, marked "unverified", and the user asks for the proof when it matters.
         """
         try:
-            self.monitor.verify(config_id)
+            self.monitor.verify(config_id, metric=self.objective)
         except ValueError as exc:
             return f"✗ {exc}"
         self.tick()

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ortop.config.profile import Profile
@@ -245,10 +246,18 @@ class TuneScreen(JobScreen[TuneResult, Row]):
         self._draw_title()
         self.refresh_bindings()
 
+    class ObjectiveChosen(Message):
+        """The user picked an objective: the live view's verifications judge it too."""
+
+        def __init__(self, objective: str) -> None:
+            super().__init__()
+            self.objective = objective
+
     def action_objective(self) -> None:
         if self.may_set():
             self.objective = OBJECTIVES[(OBJECTIVES.index(self.objective) + 1) % len(OBJECTIVES)]
             self._draw_title()
+            self.post_message(self.ObjectiveChosen(self.objective))
 
     def action_limit(self) -> None:
         """Cycle the p99 limit: a constrained objective ("least CPU per run with p99 ≤ 5 ms")."""
