@@ -162,3 +162,23 @@ def test_tune_allows_for_the_asked_rates_poisson_spread():
     assert trial(6.0, 600, 200).pace() == "rate not kept: asked 12/s, served 6.0/s"
     closed = Trial(Candidate(P.Profile(), "threads", "a"), "incumbent", figures=Figures(1.0, 2.0, 5.0, 1.0, 4, 20))
     assert closed.pace() == ""
+
+
+def test_tune_judges_the_arrivals_its_race_blocks_counted_where_it_has_them():
+    """A race's blocks count what arrived in their windows: a candidate is judged on those (as compare is), so a
+    server that kept up with a Poisson count that came in low is kept, and one that fell behind what arrived is not,
+    whatever the asked rate says."""
+    from ortop.engine.space import Candidate
+    from ortop.engine.trials import Figures, Trial
+
+    prof = P.from_dict({"workload": {"rate_hz": 12, "arrival": "poisson"}})
+
+    def trial(arrived: int, runs: int, served_per_s: float) -> Trial:
+        return Trial(Candidate(prof, "threads", "a"), "incumbent",
+                     figures=Figures(20.0, 40.0, served_per_s, 1.0, 20, runs, arrived, 0, 20 * 0.5))
+
+    # 80 arrived in 10 s of windows (a low count for 12/s asked), all served: kept
+    assert trial(80, 80, 8.0).pace() == ""
+    # 120 arrived, 60 served at 6/s: not kept, and the words name what arrived beside the rate asked
+    said = trial(120, 60, 6.0).pace()
+    assert said.startswith("rate not kept: offered 12/s") and "served 6.0/s" in said, said

@@ -54,7 +54,7 @@ from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, usable_pairs
 from ortop.measure.gate import Gate
-from ortop.measure.pace import Pace, block_span, words
+from ortop.measure.pace import Pace, of_blocks, words
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
 from ortop.model.feeds import note_level
@@ -139,10 +139,8 @@ class ConfigFigures:
         over the time the runs took, less a median response per block (:func:`ortop.measure.pace.block_span`)."""
         arrived = self.runs + self.dropped
         window = arrived / self.offered_per_s if self.offered_per_s > 0 else math.nan
-        wall = self.runs / self.throughput_per_s if self.throughput_per_s > 0 else window
-        span = block_span(wall, self.blocks, self.p50_ms, window)
-        return Pace(self.offered_per_s * span, self.runs, self.dropped, span,
-                    asked_per_s=offered_rate(self.profile))
+        return of_blocks(arrived, window, self.runs, self.throughput_per_s, self.blocks, self.p50_ms, self.dropped,
+                         offered_rate(self.profile))
 
     def kept(self) -> bool:
         """The requests that arrived were served at their pace (:func:`ortop.measure.pace.kept`): its figures
@@ -339,8 +337,9 @@ class Interleaving:
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
         self._failed: dict[int, str] = {}
-        # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids)
-        self._pending_rows: dict[int, tuple[int, np.ndarray, int, np.ndarray]] = {}
+        # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids,
+        # (arrived, shed) of open arrivals or (-1, 0))
+        self._pending_rows: dict[int, tuple[int, np.ndarray, int, np.ndarray, tuple[int, int]]] = {}
         # ``prior``: blocks of an earlier run of the same comparison (seq 0 … P−1, whole pairs) that this one adds to
         # (the live view's ``v`` pressed again), measured over ``prior_elapsed_s``; their windows and shapes are not
         # kept, so the offered rate and the shape figures are this run's own
@@ -397,14 +396,16 @@ class Interleaving:
                 last_end = int(R.end_ns(rows).max()) if len(rows) else -1
                 shapes = rows[:, R.Col.SHAPE].astype(np.int32) if rows.shape[1] > R.Col.SHAPE else \
                     np.zeros(len(rows), dtype=np.int32)
-                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end, shapes)
+                traffic = getattr(msg, "traffic", None)
+                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end, shapes,
+                                                     (int(traffic[0]), int(traffic[1])) if traffic is not None
+                                                     else (-1, 0))
                 if rows.shape[1] > R.Col.IDLE:  # service times of runs after a long idle gap: a pool's wake-up
                     self._long_gap[self._index[msg.config_id]].append(
                         R.service_ms(rows[rows[:, R.Col.IDLE] >= LONG_GAP_NS]))
                 if getattr(msg, "rss", -1) >= 0:  # a leak shows as growth over the configuration's blocks
                     first, _ = self._rss[self._index[msg.config_id]]
                     self._rss[self._index[msg.config_id]] = (msg.rss if first < 0 else first, msg.rss)
-                traffic = getattr(msg, "traffic", None)
                 if traffic is not None:
                     arrived, dropped = self._offered[self._index[msg.config_id]]
                     self._offered[self._index[msg.config_id]] = (arrived + traffic[0], dropped + traffic[1])
@@ -412,8 +413,8 @@ class Interleaving:
                         self._queued[self._index[msg.config_id]] += 1
             elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
-                seq, lat, last_end, shapes = self._pending_rows.pop(
-                    msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32)))
+                seq, lat, last_end, shapes, (arrived_n, shed_n) = self._pending_rows.pop(
+                    msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32), (-1, 0)))
                 gseq = self._il.block_done(channel, msg.seq) + self._seq0
                 between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
                 # Served is served: the block's wall time runs to its last completion, past the window's end when a
@@ -421,7 +422,8 @@ class Interleaving:
                 t_end = max(msg.t_end_ns, last_end)
                 self._blocks.append(block_from_runs(i, gseq, lat, t_start=msg.t_start_ns / 1e9,
                                                     t_end=t_end / 1e9, cpu_ms=msg.cpu_ns / 1e6,
-                                                    cpu_between_ms=between))
+                                                    cpu_between_ms=between, arrived=arrived_n, shed=shed_n,
+                                                    window_s=(msg.t_end_ns - msg.t_start_ns) / 1e9))
                 self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
                 self._shape_ids.append(shapes)
             elif isinstance(msg, P.AlternationDone):

@@ -294,9 +294,11 @@ class WorkerRacer:
         for b in sorted(runs, key=lambda r: r.seq):
             last = int(R.end_ns(b.rows).max()) if len(b.rows) else b.t_end_ns
             between = b.cpu_between_ns / 1e6 if b.cpu_between_ns >= 0 else math.nan
+            arrived, shed = (int(b.traffic[0]), int(b.traffic[1])) if b.traffic is not None else (-1, 0)
             out.blocks.append(block_from_runs(0, self._seq + b.seq, R.response_ms(b.rows), t_start=b.t_start_ns / 1e9,
                                               t_end=max(b.t_end_ns, last) / 1e9, cpu_ms=b.cpu_ns / 1e6,
-                                              cpu_between_ms=between))
+                                              cpu_between_ms=between, arrived=arrived, shed=shed,
+                                              window_s=(b.t_end_ns - b.t_start_ns) / 1e9))
         if runs:
             self._seq += max(b.seq for b in runs) + 2
         self._proven.add(profile_key(profile))

@@ -84,6 +84,9 @@ class Figures:
     cpu_ms_per_run: float = math.nan
     blocks: int = 0
     runs: int = 0
+    arrived: int = -1             # open arrivals counted over its blocks' windows (-1: not counted)
+    shed: int = 0
+    window_s: float = math.nan    # those windows together
 
     def value(self, metric: str) -> float:
         return {"p50": self.p50_ms, "p99": self.p99_ms, "throughput": self.throughput_per_s,
@@ -107,7 +110,10 @@ def figures(blocks: Sequence[Block]) -> Figures:
     st = pooled(blocks)  # the percentiles compare reports for the same blocks
     p50 = st.p50 if runs >= runs_needed("p50") else math.nan
     p99 = st.p99 if runs >= runs_needed("p99") else math.nan
-    return Figures(p50, p99, runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs)
+    counted = all(b.arrived >= 0 for b in blocks)
+    return Figures(p50, p99, runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs,
+                   sum(b.arrived for b in blocks) if counted else -1, sum(b.shed for b in blocks),
+                   sum(b.window_s for b in blocks) if counted else math.nan)
 
 
 def p99_interval(blocks: Sequence[Block]) -> tuple[float, float, float]:
@@ -176,16 +182,20 @@ class Trial:
 
     def pace(self) -> str:
         """"" when the candidate served the requests its rate offered; else a word that its figures are not a paced
-        answer. A race's blocks carry runs, not arrivals, so what arrived is the rate asked over the time its blocks'
-        arrivals were served in (:func:`ortop.measure.pace.block_span`), and the rule allows for that count's own
+        answer. Judged on the requests that arrived in its blocks' windows where they were counted
+        (:func:`ortop.measure.pace.of_blocks`, as compare judges them); else on the rate asked over the time its
+        blocks' arrivals were served in (:func:`ortop.measure.pace.block_span`), allowing for that count's own
         Poisson spread (:func:`ortop.measure.pace.kept`)."""
         from ortop.engine.traffic import offered_rate
-        from ortop.measure.pace import Pace, block_span, words
+        from ortop.measure.pace import Pace, block_span, of_blocks, words
 
         f = self.figures
         asked = offered_rate(self.profile)
         if not f.blocks or not asked > 0 or not f.throughput_per_s > 0:
             return ""
+        if f.arrived > 0 and f.window_s > 0:
+            pace = of_blocks(f.arrived, f.window_s, f.runs, f.throughput_per_s, f.blocks, f.p50_ms, f.shed, asked)
+            return "" if pace.kept() else f"rate not kept: {pace.text()}"
         wall = f.runs / f.throughput_per_s
         # never below half the wall time: a block's drain past its window as long as the window is a backlog's
         span = block_span(wall, f.blocks, f.p50_ms, wall / 2)

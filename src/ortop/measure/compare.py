@@ -132,6 +132,9 @@ class Block:
     cpu_ms_per_run: float    # process CPU during the block / runs (nan when unknown)
     cpu_ms_between_per_s: float = math.nan  # CPU burned between runs per second (spin), nan when n/a
     latency_ms: np.ndarray | None = field(default=None, compare=False, repr=False)  # its runs (block_from_runs)
+    arrived: int = -1        # open arrivals: requests that arrived in its window (-1: a closed loop, or not counted)
+    shed: int = 0            # ... and those shed
+    window_s: float = math.nan  # its arrival window (its wall time runs on to its last response)
 
     def value(self, metric: str) -> float:
         """The block's figure for one of ``METRICS``."""
@@ -140,7 +143,8 @@ class Block:
 
 
 def block_from_runs(config: int, seq: int, latency_ms: np.ndarray, *, t_start: float, t_end: float,
-                    cpu_ms: float, cpu_between_ms: float = math.nan) -> Block:
+                    cpu_ms: float, cpu_between_ms: float = math.nan, arrived: int = -1, shed: int = 0,
+                    window_s: float = math.nan) -> Block:
     """Summarise one block's runs. ``cpu_ms`` is the process CPU over the whole block (ms); throughput is runs
     over the block's wall time; ``cpu_between_ms`` (CPU spent between runs, e.g. spinning) becomes ms per s."""
     lat = np.asarray(latency_ms, dtype=np.float64)
@@ -151,7 +155,7 @@ def block_from_runs(config: int, seq: int, latency_ms: np.ndarray, *, t_start: f
     cpu_per_run = float(cpu_ms) / runs if runs > 0 else math.nan
     between = float(cpu_between_ms) / wall if wall > 0 else math.nan
     return Block(config, seq, float(t_start), float(t_end), runs, st.p50, st.p99, throughput, cpu_per_run, between,
-                 lat)
+                 lat, int(arrived), int(shed), float(window_s))
 
 
 def pooled(blocks: Sequence[Block]) -> LatencyStats:
@@ -250,8 +254,11 @@ def merge_blocks(blocks: Sequence[Block], seq: int) -> Block:
     spin = [b for b in blocks if math.isfinite(b.cpu_ms_between_per_s) and b.t_end > b.t_start]
     between = (sum(b.cpu_ms_between_per_s * (b.t_end - b.t_start) for b in spin)
                / sum(b.t_end - b.t_start for b in spin)) if spin else math.nan
+    counted = all(b.arrived >= 0 for b in blocks)
     return Block(blocks[0].config, seq, min(b.t_start for b in blocks), max(b.t_end for b in blocks), runs,
-                 st.p50, st.p99, runs / wall if wall > 0 else math.nan, cpu_per_run, between, lat)
+                 st.p50, st.p99, runs / wall if wall > 0 else math.nan, cpu_per_run, between, lat,
+                 sum(b.arrived for b in blocks) if counted else -1, sum(b.shed for b in blocks),
+                 sum(b.window_s for b in blocks))
 
 
 def pooled_pairs(paired: Sequence[tuple[Block, Block]], need: int) -> list[tuple[Block, Block]]:

@@ -94,6 +94,18 @@ def block_span(wall_s: float, blocks: int, response_p50_ms: float, floor_s: floa
     return max(floor_s, wall_s - drain)
 
 
+def of_blocks(arrived: int, window_s: float, runs: int, served_per_s: float, blocks: int, response_p50_ms: float,
+              shed: int = 0, asked_per_s: float = math.nan) -> Pace:
+    """What blocks of open arrivals say of the pace: ``arrived`` requests over their windows (``window_s`` in all),
+    ``runs`` served at ``served_per_s`` over their wall time. Each block records the requests that arrived in its
+    window, each to its response, so its runs end up to a response time after the window: the arrivals are judged
+    at their rate over the time the runs took, less a median response per block (:func:`block_span`)."""
+    offered = arrived / window_s if window_s > 0 else math.nan
+    wall = runs / served_per_s if served_per_s > 0 else window_s
+    span = block_span(wall, blocks, response_p50_ms, window_s)
+    return Pace(offered * span, runs, shed, span, asked_per_s=asked_per_s)
+
+
 def rate(x: float) -> str:
     """A rate as the warnings say it: whole numbers from 10/s, one decimal below; ``?`` when unknown."""
     if not math.isfinite(x):
