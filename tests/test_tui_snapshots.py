@@ -81,13 +81,21 @@ def test_settings_screen(snap_compare, size: tuple[int, int]) -> None:
 
 def test_settings_screen_refuses_bad_affinity(snap_compare) -> None:
     async def before(pilot) -> None:
+        from textual.widgets import Input
+
+        from tests.test_tui import open_settings, wait_for
+
         await settle(pilot)
-        await pilot.press("s")
+        await open_settings(pilot)
         screen = pilot.app.screen
+        for field in screen.query(Input):  # a blinking cursor is drawn or not by when the picture is taken
+            field.cursor_blink = False
         screen.set_value("session.intra_op_num_threads", "3")
         screen.set_value("session.intra_op_thread_affinities", "1")
         await pilot.pause()
         await pilot.press("ctrl+s")
+        # the refusal is drawn beside its field: on a busy host one pause may come before it
+        await wait_for(pilot, lambda: bool(screen.query(".-error")), what="the refusal shown")
         await pilot.pause()
 
     assert snap_compare(fake_app(), terminal_size=(120, 40), run_before=before)

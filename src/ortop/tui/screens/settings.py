@@ -147,7 +147,9 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
                 out.append(f.section)
         return out
 
-    def load(self, profile: Profile, keep: frozenset[str] | set[str] = frozenset()) -> None:
+    NOTHING_KEPT: frozenset[str] = frozenset()
+
+    def load(self, profile: Profile, keep: frozenset[str] | set[str] = NOTHING_KEPT) -> None:
         """Show ``profile`` in an already-built form: the app keeps one SettingsScreen and reopens it, because
         building the form costs about half a second of CPU and reopening costs nothing. Fields in ``keep`` (given a
         value through :meth:`set_value` meanwhile) keep theirs."""
@@ -155,6 +157,10 @@ class SettingsScreen(Responsive, ModalScreen[Profile | None]):
         self.initial = form.form_values(profile)
         self.cores = self._given_cores or form.host_cores()
         if not self.is_mounted:
+            return
+        now = self.values() if keep is not self.NOTHING_KEPT else {}
+        if now and all(f.key in keep or now[f.key] == self.initial[f.key] for f in form.FIELDS):
+            self.set_keys = set()  # shown again once drawn, and nothing strayed in: errors and focus stay as they are
             return
         self.clear_errors()
         for f in form.FIELDS:
