@@ -16,6 +16,7 @@ import pytest
 from ortop.engine import headless
 from tests.test_cli import ortop
 from tests.test_compare import threads_profiles  # noqa: F401  (a fixture)
+from tests.test_engine import wait_for
 from tests.test_traffic import batch_model, env, prof  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration
@@ -149,11 +150,14 @@ def worker_of(proc: subprocess.Popen, besides: int | None = None, timeout_s: flo
     raise AssertionError("no worker process appeared")
 
 
-def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 5.0) -> int:
+def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 5.0, timeout_s: float = 120.0) -> int:
     """SIGKILL the command's worker once it has run long enough to have measured blocks: its CPU time past what
-    importing onnxruntime and building the session take (the evidence waited for, not a wall-clock guess)."""
+    importing onnxruntime and building the session take (the evidence waited for, not a wall-clock guess), within
+    ``timeout_s`` (a worker that stalls fails the test instead of hanging it)."""
     w = worker_of(proc)
-    while True:
+
+    def killed_when_measured() -> int | None:
+        nonlocal w
         assert proc.poll() is None, proc.communicate()
         try:
             if sum(w.cpu_times()[:2]) >= cpu_s:
@@ -161,7 +165,10 @@ def kill_once_measuring(proc: subprocess.Popen, cpu_s: float = 5.0) -> int:
                 return w.pid
         except psutil.NoSuchProcess:  # a spawned child that ended (not the worker): look again
             w = worker_of(proc, besides=w.pid)
-        time.sleep(0.05)
+        return None
+
+    return wait_for(killed_when_measured, timeout_s, f"the worker to spend {cpu_s:g} s of CPU measuring",
+                    interval=0.05)
 
 
 def killed(proc: subprocess.Popen, *, again: bool = False, cpu_s: float = 5.0) -> tuple[int, dict, str]:

@@ -105,9 +105,11 @@ def test_a_tiny_budget_leaves_the_rule_undecided_with_the_requests_it_still_need
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("args", "said"), [
-    (("--slo", "p99=5ms", "--certify", "-5"), "--certify must be a rate > 0"),
-    (("--slo", "p99=5ms", "--certify", "abc"), "--certify 'abc'"),
-    (("--slo", "p99=5ms", "--certify", "10", "--min-duration", "0"), "--min-duration must be > 0"),
+    (("--slo", "p99=5ms", "--certify", "-5"), "argument --certify: must be a rate > 0 requests/s, got -5"),
+    (("--slo", "p99=5ms", "--certify", "abc"), "argument --certify: expected a rate in requests/s, got 'abc'"),
+    (("--slo", "p99=5ms", "--certify", "inf"), "argument --certify: must be a rate > 0"),
+    (("--slo", "p99=5ms", "--certify", "10", "--min-duration", "0"), "argument --min-duration: must be > 0 seconds"),
+    (("--slo", "p99=5ms", "--certify", "10", "--budget", "nan"), "argument --budget: must be > 0 seconds, got nan"),
     (("--slo", "p99=5ms", "--certify", "10", "--min-duration", "60", "--budget", "30"), "could never certify"),
     (("--slo", "mean=5ms", "--certify", "10"), "percentile SLO"),
 ])
@@ -240,6 +242,7 @@ def test_certify_without_a_rate_searches_first_and_certifies_nine_tenths_of_the_
 @pytest.mark.sharing  # a fault or ctrl-C and the exit code: no time judged
 def test_ctrl_c_prints_the_certification_so_far_as_undecided(env, tmp_path):  # noqa: F811
     from tests.test_bench import worker_of
+    from tests.test_engine import wait_for
 
     model = make_matmul_model(tmp_path / "mm.onnx", n=256)
     # 1500/s keeps the worker about a third busy, so its CPU time shows blocks measured within seconds (at 200/s it
@@ -248,9 +251,12 @@ def test_ctrl_c_prints_the_certification_so_far_as_undecided(env, tmp_path):  # 
                        "--min-duration", 60, "--budget", 90, "--json", env=env)
     try:
         w = worker_of(proc)
-        while sum(w.cpu_times()[:2]) < 3.0:  # past onnxruntime's import and the build: blocks are being measured
+
+        def measuring() -> bool:  # past onnxruntime's import and the build: blocks are being measured
             assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
+            return sum(w.cpu_times()[:2]) >= 3.0
+
+        wait_for(measuring, 120, "the worker to measure blocks (3 s of its CPU)", interval=0.05)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

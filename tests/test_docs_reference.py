@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -208,3 +210,29 @@ def test_the_contrib_readme_lists_every_metric_and_points_to_the_generated_list(
     for f in fam.families():
         name = docgen._exported_as(f)
         assert f"`{name}`" in text or (name.startswith("ortop_process_") and "`ortop_process_*`" in text), name
+
+
+# ---- one command for the tests: the README's, CI's and the script's ------------------------------------------------
+def _development_commands(readme: str) -> list[str]:
+    """The commands of the README's Development block, comments and blank lines left out."""
+    section = readme.split("\n## Development\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_the_readme_sets_up_in_two_commands_and_ci_runs_the_same_script() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert _development_commands(readme) == ["pip install -e '.[test,fleet]'", "scripts/test"]
+    script = ROOT / "scripts" / "test"
+    assert os.access(script, os.X_OK), "scripts/test is not executable"
+    # CI calls the script, and holds no copy of the tiers of its own
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/test" in ci and "pytest" not in ci.replace('"== pytest"', "")
+    # the three tiers, in order, each its own marker expression
+    tiers = re.findall(r'^tier "[^"]+" -m "([^"]+)"', script.read_text(encoding="utf-8"), re.M)
+    assert tiers == ["not integration or sharing", "integration and not sharing and not timing", "timing"]
+    help_ = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert help_.returncode == 0 and "--quick" in help_.stdout
+    # a README still giving the old three pytest lines is caught
+    old = readme.replace("scripts/test                     #", ".venv/bin/python -m pytest -q -m timing  #", 1)
+    assert _development_commands(old) != _development_commands(readme)

@@ -192,7 +192,7 @@ def _cli(argv, capsys):
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--budget", "0"], "--budget must be > 0"),
+    (["--budget", "0"], "argument --budget: must be > 0 seconds, got 0"),
     (["--cosine", "2"], "a cosine floor is between -1 and 1"),
     (["--rtol", "-1"], "expected a number >= 0 or 'off'"),
     (["--calibrate", "/nonexistent/cal"], "--calibrate /nonexistent/cal: not a folder"),

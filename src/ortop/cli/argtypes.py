@@ -1,11 +1,53 @@
-"""Argument types and options that several commands share: an output bound that may be 'off', a cosine floor, and
-another interpreter's onnxruntime for one configuration (``--ort-python``)."""
+"""Argument types and options that several commands share: positive durations and rates, an output bound that may be
+'off', a cosine floor, and another interpreter's onnxruntime for one configuration (``--ort-python``).
+
+A bad value is refused while parsing, as one line naming the flag (``argument --budget: must be > 0 seconds, got
+-1``, exit 2), so a command never checks a parsed number again."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from typing import Any
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds, > 0 and finite (argparse ``type=``)."""
+    x = _number(text, "a number of seconds")
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return x
+
+
+def seconds_or_zero(text: str) -> float:
+    """A duration in seconds, ≥ 0 and finite, where 0 skips what the time is for (argparse ``type=``)."""
+    x = _number(text, "a number of seconds")
+    if not (x >= 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return x
+
+
+def milliseconds(text: str) -> float:
+    """A latency in milliseconds, > 0 and finite (argparse ``type=``)."""
+    x = _number(text, "a number of milliseconds")
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be > 0 milliseconds, got {text}")
+    return x
+
+
+def rate(text: str) -> float:
+    """A rate in requests/s, > 0 and finite (argparse ``type=``)."""
+    x = _number(text, "a rate in requests/s")
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a rate > 0 requests/s, got {text}")
+    return x
 
 
 def bound(text: str) -> float | None:

@@ -19,18 +19,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import signal
-import threading
 import time
 from typing import Any
 
+from ortop.cli.argtypes import rate as rate_arg
+from ortop.cli.argtypes import seconds
 from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_workload_args, apply_flags
+from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
 from ortop.measure.rerun import drift_gain
 
 SEARCH_BUDGET_S = 120.0
 CERTIFY_BUDGET_S = 300.0   # ortop.engine.certify.BUDGET_S (not imported here: the parser stays light)
-CERTIFY_SEARCHED = "search"  # --certify with no RATE: search first, certify 0.9 × the capacity found
+# --certify with no RATE: search first, certify 0.9 × the capacity found. A rate the parser refuses (never one
+# given), and not a str: argparse would parse a str const as a RATE.
+CERTIFY_SEARCHED = math.inf
 
 EXAMPLES = """examples:
   ortop capacity model.onnx --slo p99=50ms
@@ -48,7 +51,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="a profile to size (repeat for several, compared side by side); default: ORT's defaults")
     p.add_argument("--slo", required=True, metavar="METRIC=LIMIT",
                    help="the latency objective on response time: p50, p90, p95, p99, p999 or mean, e.g. p99=50ms")
-    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--budget", type=seconds, default=None, metavar="SECONDS",
                    help=f"{BUDGET_WALL} (default {SEARCH_BUDGET_S:g}; {CERTIFY_BUDGET_S:g} with --certify, of which "
                         f"a search before the certification takes up to half, at most {SEARCH_BUDGET_S:g})")
     add_certify_args(p)
@@ -76,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
         return run_certify(args, slo)
     if args.budget is None:
         args.budget = SEARCH_BUDGET_S
-    if not (args.budget > 0 and math.isfinite(args.budget)):
-        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     load_model(args.model)
     names = list(args.profile) or ["defaults"]
     paths = [resolve_profile(n) for n in args.profile]
@@ -87,24 +88,11 @@ def run(args: argparse.Namespace) -> int:
         check_report(args.report, protect=(args.model, *paths))
     bases = [P.load(p) for p in paths] or [P.Profile()]
     profiles = [apply_flags(b, args, args.model) for b in bases]
-    stop = threading.Event()
-    interrupted = []
-
-    def on_signal(signum: int, frame: Any) -> None:  # ctrl-C: print what is known; a second one aborts
-        if stop.is_set():
-            raise KeyboardInterrupt
-        interrupted.append(signum)
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = find_capacity(args.model, profiles, slo, budget_s=args.budget, names=names, stop=stop,
+    with stop_on_signals(second_aborts=True) as stopping:  # ctrl-C: print what is known; a second one aborts
+        result = find_capacity(args.model, profiles, slo, budget_s=args.budget, names=names, stop=stopping.event,
                                strict_providers=args.strict_providers)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     # ctrl-C exits 130; a worker lost for good (it died again right after a restart) 3; both print what is known
-    code = EXIT_WORKER_LOST if result.fault else 130 if interrupted else 0
+    code = EXIT_WORKER_LOST if result.fault else 130 if stopping.signalled else 0
     data = {**result.as_dict(), "exit_code": code}
     if args.json:
         print(json.dumps(data), flush=True)
@@ -229,24 +217,14 @@ def format_result(result: Any, *, plot: bool = True) -> str:
 
 # ---- --certify RATE: MLPerf Server's early-stopping rule at one rate (ortop.engine.certify) ---------------------
 def add_certify_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--certify", nargs="?", const=CERTIFY_SEARCHED, default=None, metavar="RATE",
+    p.add_argument("--certify", nargs="?", type=rate_arg, const=CERTIFY_SEARCHED, default=None, metavar="RATE",
                    help="certify that RATE requests/s (Poisson) meets the SLO's percentile, by MLPerf Inference's "
                         "Server early-stopping rule (99 %% confidence, clumped overs counted once per clump); "
                         "without RATE, search first and certify 0.9 x the capacity found. Exit 0 certified, "
                         "5 violated, 6 undecided")
-    p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--min-duration", type=seconds, default=None, metavar="SECONDS",
                    help="with --certify: the measured time a certification needs besides the rule's request count "
                         "(default 60; MLPerf asks 600)")
-
-
-def _certify_rate(text: str) -> float:
-    try:
-        rate = float(text)
-    except ValueError:
-        raise UsageError(f"--certify {text!r}: expected a rate in requests/s, e.g. --certify 150") from None
-    if not (rate > 0 and math.isfinite(rate)):
-        raise UsageError(f"--certify must be a rate > 0 requests/s, got {text}")
-    return rate
 
 
 def run_certify(args: argparse.Namespace, slo: Any) -> int:
@@ -258,13 +236,9 @@ def run_certify(args: argparse.Namespace, slo: Any) -> int:
     from ortop.model import load_model
 
     percentile_of(slo)
-    rate = None if args.certify == CERTIFY_SEARCHED else _certify_rate(args.certify)
+    rate = None if args.certify == CERTIFY_SEARCHED else args.certify
     min_s = CERTIFY_MIN_DURATION_S if args.min_duration is None else args.min_duration
-    if not (min_s > 0 and math.isfinite(min_s)):
-        raise UsageError(f"--min-duration must be > 0 seconds, got {min_s:g}")
     budget = CERTIFY_BUDGET_S if args.budget is None else args.budget
-    if not (budget > 0 and math.isfinite(budget)):
-        raise UsageError(f"--budget must be > 0 seconds, got {budget:g}")
     if budget < min_s:
         raise UsageError(f"--budget {budget:g} s is shorter than --min-duration {min_s:g} s: the run could never "
                          "certify")
@@ -277,20 +251,11 @@ def run_certify(args: argparse.Namespace, slo: Any) -> int:
         check_report(args.report, protect=(args.model, *paths))
     bases = [P.load(p) for p in paths] or [P.Profile()]
     profiles = [apply_flags(b, args, args.model) for b in bases]
-    stop = threading.Event()
-    interrupted: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:  # ctrl-C: print the certification so far; a second one aborts
-        if stop.is_set():
-            raise KeyboardInterrupt
-        interrupted.append(signum)
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     searched = None
     result = None
     t0 = time.monotonic()
-    try:
+    with stop_on_signals(second_aborts=True) as stopping:  # ctrl-C: the certification so far; a second aborts
+        stop = stopping.event
         if rate is None:  # the search takes up to half the budget, and the certification what is left
             searched = find_capacity(args.model, profiles[:1], slo, budget_s=min(SEARCH_BUDGET_S, budget / 2),
                                      names=names[:1], stop=stop, strict_providers=args.strict_providers)
@@ -302,11 +267,9 @@ def run_certify(args: argparse.Namespace, slo: Any) -> int:
             result = certify_rate(args.model, profiles[0], slo, rate, min_duration_s=min_s,
                                   budget_s=max(1.0, budget - (time.monotonic() - t0)),
                                   name=names[0], stop=stop, strict_providers=args.strict_providers)
-    finally:
-        for s_, h in old.items():
-            signal.signal(s_, h)
     if result is None:  # the search first, and it found nothing to certify
-        code = EXIT_WORKER_LOST if searched is not None and searched.fault else 130 if interrupted else EXIT_UNDECIDED
+        lost = searched is not None and searched.fault
+        code = EXIT_WORKER_LOST if lost else 130 if stopping.signalled else EXIT_UNDECIDED
         data: dict[str, Any] = {"capacity": searched.as_dict() if searched else None, "certification": None,
                                 "exit_code": code}
         if args.json:
@@ -318,7 +281,7 @@ def run_certify(args: argparse.Namespace, slo: Any) -> int:
         return code
     if len(profiles) > 1:
         result.warnings.insert(0, f"--certify certifies the first profile, {names[0]}; the others were not run")
-    code = certify_exit(result, interrupted=bool(interrupted))
+    code = certify_exit(result, interrupted=stopping.signalled)
     data = {**result.as_dict(), "exit_code": code}
     if searched is not None:
         data["capacity"] = searched.as_dict()

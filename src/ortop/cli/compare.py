@@ -48,13 +48,12 @@ import argparse
 import json
 import math
 import os
-import signal
-import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ortop.cli.argtypes import bound, cosine
+from ortop.cli.argtypes import bound, cosine, seconds
 from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args, apply_flags
+from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure import gate as G
 from ortop.measure.agreement import Tolerance
@@ -85,7 +84,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", action="append", default=[], metavar="PROFILE",
                    help="a profile to run on every model, as if named after them (repeat for several)")
     add_budget_arg(p, 30.0, BUDGET_MEASURING, ", all configurations together: the comparison stops sooner once "
-                   "every verdict on the objective is settled")
+                   "every verdict on the objective is settled", kind=seconds)
     p.add_argument("--objective", choices=METRICS, default="p50",
                    help="the metric listed first in the verdicts, and whose verdicts end the comparison once "
                         "settled (default p50; with --fail-if the gates end it instead)")
@@ -437,8 +436,6 @@ def plan(args: argparse.Namespace) -> Plan:
 def run(args: argparse.Namespace) -> int:
     from ortop.engine import compare, workload_difference
 
-    if not (args.budget > 0 and math.isfinite(args.budget)):
-        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     try:
         gate_specs = [G.parse_gate(spec) for spec in args.fail_if]
     except ValueError as exc:
@@ -472,19 +469,11 @@ def run(args: argparse.Namespace) -> int:
         if diff:
             warnings.append(f"{name} runs a different workload than {names[0]} ({', '.join(diff)}): "
                             "its figures measure different work")
-    stop = threading.Event()
-
-    def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish with what was measured
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     # with gates, the gates, not the objective, end the comparison
     rule: dict[str, Any] = {"gates": gate_specs} if gate_specs else {"decide_on": args.objective}
-    try:
-        result = compare(model, profiles, budget_s=args.budget, names=names, stop=stop, tolerance=tolerance, **rule)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    with stop_on_signals() as stopping:  # Ctrl-C or SIGTERM: finish with what was measured
+        result = compare(model, profiles, budget_s=args.budget, names=names, stop=stopping.event,
+                         tolerance=tolerance, **rule)
     if warnings:
         result = replace(result, warnings=tuple(warnings) + result.warnings)
     gates = judge_gates(result, gate_specs) if gate_specs else None

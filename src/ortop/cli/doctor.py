@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,11 +36,12 @@ EXAMPLES = """examples:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
+    from ortop.cli.argtypes import seconds_or_zero
     from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg
     from ortop.cli.ops import add_profile_args
 
     p.add_argument("model", metavar="MODEL", help="the .onnx model")
-    add_budget_arg(p, 15.0, BUDGET_MEASURING, ": the measured checks' time; 0 skips them")
+    add_budget_arg(p, 15.0, BUDGET_MEASURING, ": the measured checks' time; 0 skips them", kind=seconds_or_zero)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--save-fixed", metavar="FILE", help="write the start profile with every patch applied to FILE "
                                                         "(TOML)")
@@ -82,12 +80,11 @@ def run(args: argparse.Namespace) -> int:
     """``ortop doctor``: the checks, then the report (or JSON); the exit code says whether anything is above info."""
     from ortop import fsutil
     from ortop.cli.ops import start_profile
+    from ortop.cli.stopping import stop_on_signals
     from ortop.doctor import apply_patches, diagnose_model, format_report
     from ortop.engine import check_profile
     from ortop.model import load_model
 
-    if not (args.budget >= 0 and math.isfinite(args.budget)):
-        raise UsageError(f"--budget must be 0 or more seconds, got {args.budget:g}")
     if args.fix_model:
         return _fix_model(args.model, args.fix_model)
     info = load_model(args.model)
@@ -95,21 +92,13 @@ def run(args: argparse.Namespace) -> int:
     check_profile(info, profile)
     if args.save_fixed:
         fsutil.check_writable(args.save_fixed, protect=[args.model], what="profile")
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:  # Ctrl-C or SIGTERM: finish with what was measured
-        stop.set()
 
     def progress(line: str) -> None:
         if sys.stderr.isatty():
             print(f"ortop doctor: {line} …", file=sys.stderr, flush=True)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        d = diagnose_model(args.model, profile, budget_s=args.budget, stop=stop, on_progress=progress)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    with stop_on_signals() as stopping:  # Ctrl-C or SIGTERM: finish with what was measured
+        d = diagnose_model(args.model, profile, budget_s=args.budget, stop=stopping.event, on_progress=progress)
     saved: str | None = None
     notes: list[str] = []
     if args.save_fixed:

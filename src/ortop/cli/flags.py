@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -58,10 +58,12 @@ OWN_ARRIVALS = ("capacity offers Poisson arrivals at the rates it searches (use 
                 "rate or a trace of your own)", ("--rate", "--arrival", "--trace", "--trace-speed", "--trace-loop"))
 
 
-def add_budget_arg(p: Any, default: float, counts: str, more: str = "") -> None:
+def add_budget_arg(p: Any, default: float, counts: str, more: str = "",
+                   kind: Callable[[str], float] = float) -> None:
     """``--budget SECONDS``: ``counts`` is :data:`BUDGET_WALL` or :data:`BUDGET_MEASURING`; ``more`` what else it
-    does in this command."""
-    p.add_argument("--budget", type=float, default=default, metavar="SECONDS",
+    does in this command; ``kind`` the argparse type that refuses a bad budget while parsing
+    (:func:`ortop.cli.argtypes.seconds`, or ``seconds_or_zero`` where 0 skips the measuring)."""
+    p.add_argument("--budget", type=kind, default=default, metavar="SECONDS",
                    help=f"{counts}{more} (default {default:g})")
 
 

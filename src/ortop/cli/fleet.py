@@ -17,12 +17,11 @@ import importlib
 import json
 import math
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ortop.cli.stopping import stop_on_signals
 from ortop.errors import (
     EXIT_USAGE,
     UsageError,
@@ -257,22 +256,12 @@ def run(args: argparse.Namespace) -> int:
                        per_type=args.per_type, prices=prices, peak=args.peak, slo=slo, provider=_provider(args),
                        service_s=SERVICE_S if args.peak is not None else 0.0,
                        run_args=service_args(words) if args.peak is not None else [])
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:  # ctrl-C: every node prints what it has; a second one aborts
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
 
     def say(line: str) -> None:
         print(f"fleet: {line}", file=sys.stderr, flush=True)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        data = run_fleet(req, say=say, stopping=stop.is_set)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    with stop_on_signals(second_aborts=True) as stop:  # ctrl-C: every node prints what it has; a second aborts
+        data = run_fleet(req, say=say, stopping=stop.event.is_set)
     if args.json:
         print(json.dumps(data), flush=True)
     else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import signal
 import sys
 from typing import Any
 
@@ -217,8 +216,7 @@ def _resumed(model: str | None, named: str = "") -> Any:
 
 
 def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | None = None) -> int:
-    import threading
-
+    from ortop.cli.stopping import stop_on_signals
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as P
     from ortop.engine import measure
@@ -236,21 +234,14 @@ def run_headless(args: argparse.Namespace, model_path: str, outputs: Outputs | N
         duration = _check_duration(10.0 if args.duration is None else args.duration)
     outputs = outputs or Outputs()
     gpu = make_gpu_collector()
-    stop = threading.Event()
-
-    def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish with what was measured
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        res = measure(model_path, prof, duration_s=duration, strict_providers=args.strict_providers,
-                      stop=stop, gpu=gpu, on_monitor=outputs.attach,
-                      slo=parse_slo(args.slo) if args.slo else None)
-    finally:
-        gpu.close()
-        outputs.close()  # the stream's last line comes before the summary
-        for s, h in old.items():
-            signal.signal(s, h)
+    with stop_on_signals() as stopping:  # Ctrl-C or SIGTERM: finish with what was measured
+        try:
+            res = measure(model_path, prof, duration_s=duration, strict_providers=args.strict_providers,
+                          stop=stopping.event, gpu=gpu, on_monitor=outputs.attach,
+                          slo=parse_slo(args.slo) if args.slo else None)
+        finally:
+            gpu.close()
+            outputs.close()  # the stream's last line comes before the summary
     # What was measured reaches stdout first: a summary file that fails to write must not lose it.
     if args.json:
         print(json.dumps(res.summary), flush=True)

@@ -22,7 +22,6 @@ without one).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
 import math
 import os
@@ -30,11 +29,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ortop.cli.argtypes import milliseconds, seconds
 from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_workload_args, apply_flags
+from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_GATE_UNDECIDED, EXIT_OK, EXIT_WORKER_LOST, UsageError
 
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
@@ -55,13 +56,13 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     from ortop.engine import DIMENSIONS, NOT_DEFAULT, OBJECTIVES
 
     p.add_argument("model", metavar="MODEL", help="the .onnx model")
-    add_budget_arg(p, 60.0, BUDGET_WALL)
+    add_budget_arg(p, 60.0, BUDGET_WALL, kind=seconds)
     p.add_argument("--objective", choices=(*OBJECTIVES, "capacity"), default="p50",
                    help="what to optimise: p50/p99 latency, throughput, CPU per run, or capacity within --slo "
                         "(default p50)")
     p.add_argument("--slo", metavar="METRIC=LIMIT",
                    help="with --objective capacity: the SLO, p99=50ms or p50=10ms (see ortop capacity)")
-    p.add_argument("--max-p99", type=float, metavar="MS", help="constraint: p99 latency at most MS milliseconds")
+    p.add_argument("--max-p99", type=milliseconds, metavar="MS", help="constraint: p99 latency at most MS milliseconds")
     p.add_argument("--space", metavar="DIM,…",
                    help=f"dimensions to search (default: all that apply but {', '.join(sorted(NOT_DEFAULT))}): "
                         f"{', '.join(DIMENSIONS)}")
@@ -86,10 +87,6 @@ def start_profile(args: argparse.Namespace, model_path: str) -> Any:
 
 
 def _check_args(args: argparse.Namespace) -> list[str] | None:
-    if not (args.budget > 0 and math.isfinite(args.budget)):
-        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget:g}")
-    if args.max_p99 is not None and not (args.max_p99 > 0 and math.isfinite(args.max_p99)):
-        raise UsageError(f"--max-p99 must be a positive number of milliseconds, got {args.max_p99:g}")
     if args.space is None:
         return None
     dims = [d.strip() for d in args.space.split(",") if d.strip()]
@@ -413,8 +410,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--space: {exc}") from None
     progress = Progress(args.budget, args.objective, clock, t0, live=sys.stderr.isatty())
     tuner.on_event = progress  # set once the space is known good: a refused --space leaves no live display behind
+
+    def stopping() -> None:
+        progress.note("stopping: the result so far follows (ctrl-C again aborts)")
+
     try:
-        with _first_interrupt_stops(stop, progress):
+        # Ctrl-C once: the search stops where it is and the result so far is printed (and saved), exit 130.
+        # Ctrl-C twice: abort at once, nothing printed. SIGTERM keeps its default.
+        with stop_on_signals(stop, signals=(signal.SIGINT,), second_aborts=True, on_stop=stopping):
             result = tuner.run()
     finally:
         progress.close()
@@ -472,27 +475,6 @@ def _ended(result: Any, stopped: str) -> str:
     if result.fault:
         return f"; a worker was lost for good ({result.fault}): these are the figures so far"
     return stopped if result.stopped else ""
-
-
-@contextlib.contextmanager
-def _first_interrupt_stops(stop: threading.Event, progress: Progress) -> Iterator[None]:
-    """Ctrl-C once: the search stops where it is and the result so far is printed (and saved), exit 130.
-    Ctrl-C twice: abort at once, nothing printed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        progress.note("stopping: the result so far follows (ctrl-C again aborts)")
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,13 +26,13 @@ import argparse
 import json
 import math
 import os
-import signal
 import sys
 import threading
 from dataclasses import replace
 from typing import Any
 
 from ortop.cli.argtypes import add_ort_python_arg, with_ort_python
+from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_WORKER_LOST, RuntimeFailure, UsageError
 from ortop.measure.compare import METRICS
 
@@ -69,6 +69,7 @@ def tolerance_of(args: argparse.Namespace) -> Any:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
+    from ortop.cli.argtypes import seconds
     from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg
     from ortop.cli.ops import add_profile_args
 
@@ -77,7 +78,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                                                 "folder>/<stem>-variants, or a temporary folder where that cannot "
                                                 "be written)")
     add_budget_arg(p, 30.0, BUDGET_MEASURING, ", all variants together: the comparison stops sooner once every "
-                   "verdict on the objective is settled")
+                   "verdict on the objective is settled", kind=seconds)
     p.add_argument("--objective", choices=METRICS, default="p50", help="the metric the fastest is named by")
     p.add_argument("--calibrate", metavar="DIR", help="calibration inputs for static int8: .npy files, one per "
                                                       "input named after it (samples stacked on a new first axis)")
@@ -210,8 +211,6 @@ def run(args: argparse.Namespace) -> int:
     from ortop.engine import check_out_dir, check_profile, default_out_dir, make_variants, plan_kinds
     from ortop.model import load_model
 
-    if not (args.budget > 0 and math.isfinite(args.budget)):
-        raise UsageError(f"--budget must be > 0 seconds, got {args.budget:g}")
     tol = tolerance_of(args)
     info = load_model(args.model)  # a missing or broken model is bad input: said before anything starts
     profile = start_profile(args, os.path.abspath(args.model))
@@ -226,13 +225,8 @@ def run(args: argparse.Namespace) -> int:
 
         check_report(args.report, protect=(args.model,))
     kinds, skipped = plan_kinds(profile, calibrate=args.calibrate, fp16=args.fp16)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:  # Ctrl-C or SIGTERM: finish with what was measured
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with stop_on_signals() as stopping:  # Ctrl-C or SIGTERM: finish with what was measured
+        stop = stopping.event
         _say(f"making {', '.join(kinds)} in {out_dir}")
         made = make_variants(args.model, profile, out_dir, kinds, calibrate=args.calibrate, stop=stop)
         ok = [v for v in made.variants if v.ok]
@@ -247,9 +241,6 @@ def run(args: argparse.Namespace) -> int:
             _say(f"comparing {len(profiles) - 1} variant{'s' if len(profiles) > 2 else ''} with the original for at "
                  f"most {args.budget:g} s")
             result = _compare_left(args.model, profiles, names, args, tol, stop, dropped)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     best, line = best_variant(result, args.objective)
     if args.json:
         print(json.dumps(to_json(args, out_dir, made, skipped, dropped, result, tol, best, line)), flush=True)
