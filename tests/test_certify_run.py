@@ -112,6 +112,7 @@ def test_a_tiny_budget_leaves_the_rule_undecided_with_the_requests_it_still_need
     (("--slo", "p99=5ms", "--certify", "10", "--budget", "nan"), "argument --budget: must be > 0 seconds, got nan"),
     (("--slo", "p99=5ms", "--certify", "10", "--min-duration", "60", "--budget", "30"), "could never certify"),
     (("--slo", "mean=5ms", "--certify", "10"), "percentile SLO"),
+    (("--slo", "p99=5ms", "--min-duration", "30"), "--min-duration is a certification's: it needs --certify"),
 ])
 def test_bad_certify_input_is_one_line_exit_2(small_model, env, args, said):  # noqa: F811
     assert said in one_error_line(ortop("capacity", small_model, *args, env=env))

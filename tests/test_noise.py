@@ -166,11 +166,27 @@ def test_percentile_label() -> None:
 def test_host_noise_judged_and_as_dict() -> None:
     service = np.ones(1000)
     service[:8] = 10.0
-    noise = HostNoise(steal_pct=1.23456, cpu_pressure_pct=20.0).judged(service, None, 0.99)
+    noise = HostNoise(steal_pct=1.23456, cpu_pressure_pct=12.0).judged(service, None, 0.99)
     assert noise.as_dict() == {
-        "steal_pct": 1.235, "cpu_pressure_pct": 20.0, "slow_share": 0.008, "slow_k": SLOW_K,
+        "steal_pct": 1.235, "cpu_pressure_pct": 12.0, "slow_share": 0.008, "slow_k": SLOW_K,
         "verdict": "the host's stalls alone put 0.8 % of runs over 3\u00d7 their shape's median: a p99 SLO sits "
                    "within the host's noise"}
     quiet = HostNoise().judged(np.ones(100), np.zeros(100, int), 0.99, k=4.0)
     assert quiet.as_dict() == {"steal_pct": None, "cpu_pressure_pct": None, "slow_share": 0.0, "slow_k": 4.0,
                                "verdict": None}
+
+
+def test_a_busy_host_is_named_with_its_figures_and_a_quiet_one_is_not() -> None:
+    """CPU pressure of a fifth of the time or more, or 5 % steal, names the host as busy in the verdict (with the
+    figure), beside any stall verdict; below both, nothing is said."""
+    from ortop.measure.noise import busy_verdict
+
+    assert busy_verdict(0.2, 4.0) is None and busy_verdict(None, None) is None
+    said = busy_verdict(0.19, 98.1)
+    assert said is not None and said.startswith("a busy host: some task waited for a CPU 98 % of the time"), said
+    assert "hypervisor" in (busy_verdict(7.0, None) or "")
+    runs = np.ones(1000)
+    quiet = HostNoise(steal_pct=0.1, cpu_pressure_pct=3.0).judged(runs, None, 0.99)
+    assert quiet.verdict is None
+    busy = HostNoise(steal_pct=0.19, cpu_pressure_pct=98.1).judged(runs, None, 0.99)
+    assert busy.verdict is not None and busy.verdict.startswith("a busy host") and busy.as_dict()["verdict"]

@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     slo = parse_slo(args.slo)
     if args.certify is not None:
         return run_certify(args, slo)
+    if args.min_duration is not None:  # a search has no minimum duration: taken in silence it would be ignored
+        raise UsageError("--min-duration is a certification's: it needs --certify [RATE]")
     if args.budget is None:
         args.budget = SEARCH_BUDGET_S
     load_model(args.model)

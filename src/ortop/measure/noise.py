@@ -25,6 +25,14 @@ The runs' own figure (:func:`slow_share`)
     scheduler slice of a few milliseconds takes 4–5 ms. A larger ``k`` counts fewer, longer stalls; the verdict
     names the ``k`` it used.
 
+A busy host (:func:`busy_verdict`)
+    Stalls are not the only way a host moves an answer: work beside the measurement that keeps its cores busy
+    (another process, a build, a second measurement) slows every run a little rather than a few runs a lot, and
+    shows as CPU pressure or steal rather than as stalled runs. When some task waited for a CPU a fifth of the time
+    or more (``BUSY_PRESSURE_PCT``), or the hypervisor took 5 % of the CPU time (``BUSY_STEAL_PCT``), the runs shared
+    their cores often enough to move a capacity or a percentile by several percent, and a rerun on a quiet host may
+    differ by as much: the verdict names the host as busy, with its figures.
+
 When it matters (:func:`stall_verdict`)
     A p99 SLO tolerates ``1 − p`` = 1 % of requests over its bound. If stalls alone put a share of runs far out
     of line comparable to that (at least half of it: ``0.5 · (1 − p)``, 0.5 % for p99), then whether the bound
@@ -44,6 +52,8 @@ import numpy as np
 from ortop.measure.stats import json_num as _num
 
 SLOW_K = 3.0          # a run slower than this × its shape's median service counts as stalled
+BUSY_PRESSURE_PCT = 20.0  # CPU pressure ("some") at or over this: the measurement shared its cores (docstring)
+BUSY_STEAL_PCT = 5.0      # hypervisor steal at or over this, likewise
 COMPARABLE = 0.5      # a slow share ≥ this × (1 − p) puts a p SLO within the host's noise
 
 
@@ -87,6 +97,19 @@ def stall_verdict(share: float | None, percentile: float, k: float = SLOW_K) -> 
             f"a {percentile_label(percentile)} SLO sits within the host's noise")
 
 
+def busy_verdict(steal_pct: float | None, cpu_pressure_pct: float | None) -> str | None:
+    """A sentence when the host was busy enough beside the measurement to move its answer; else None."""
+    said = []
+    if cpu_pressure_pct is not None and cpu_pressure_pct >= BUSY_PRESSURE_PCT:
+        said.append(f"some task waited for a CPU {cpu_pressure_pct:.0f} % of the time")
+    if steal_pct is not None and steal_pct >= BUSY_STEAL_PCT:
+        said.append(f"the hypervisor took {steal_pct:.0f} % of the CPU time")
+    if not said:
+        return None
+    return (f"a busy host: {' and '.join(said)}; other work shared its cores, and a rerun on a quiet host may read "
+            "several percent apart")
+
+
 @dataclass(frozen=True)
 class HostNoise:
     """The host's own noise over one measurement; None where it could not be read or was not judged."""
@@ -101,7 +124,9 @@ class HostNoise:
                percentile: float, k: float = SLOW_K) -> HostNoise:
         """This reading with the runs' slow share and the verdict for a ``percentile`` SLO added."""
         share = slow_share(service_ms, shape_ids, k)
-        return replace(self, slow_share=share, slow_k=k, verdict=stall_verdict(share, percentile, k))
+        said = [v for v in (stall_verdict(share, percentile, k), busy_verdict(self.steal_pct, self.cpu_pressure_pct))
+                if v]
+        return replace(self, slow_share=share, slow_k=k, verdict="; ".join(said) or None)
 
     def as_dict(self) -> dict:
         """JSON-ready."""
