@@ -44,7 +44,7 @@ def _has(loaded: set[str], top: str) -> set[str]:
 
 
 ROOMS = {"config", "model", "runtime", "measure", "engine", "doctor", "collectors", "export", "report", "metrics",
-         "cli", "tui"}
+         "cli", "tui", "fleet"}
 
 
 def test_the_rooms_are_all_seen():
