@@ -251,3 +251,32 @@ def test_the_tuner_takes_the_count_the_racer_saw() -> None:
     labels = {t.label for t in result.trials} | {c.label for c, _ in result.not_tried}
     assert "threads 4" not in labels and {"threads 8", "threads 1"} <= labels  # 4 is the baseline's own count
     assert any("counted in its worker" in n for n in result.pruned)
+
+
+def test_a_knee_the_budget_cannot_hold_says_what_budget_would_find_it() -> None:
+    """A capacity search's points each hold the SLO metric's requests (a p99: 100): at ten runs a second that is
+    about 50 s of knee, which a 60 s budget's quarter cannot hold; at a thousand a second half a second."""
+    from ortop.cli.tune import KNEE_SHARE, knee_needs_s
+
+    slow = knee_needs_s(10.0, 100)
+    assert slow is not None and 45 < slow < 80 and slow > KNEE_SHARE * 60
+    fast = knee_needs_s(1000.0, 100)
+    assert fast is not None and fast < 1
+    assert knee_needs_s(float("nan"), 100) is None and knee_needs_s(0.0, 100) is None
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_tune_at_a_slow_models_knee_says_in_one_line_what_budget_it_needs(slow_model: str,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """On a model that runs about ten times a second a 20 s budget's knee (15 s) cannot hold its points' requests:
+    tune says so in one line with the budget that would find it, prints its JSON, and exits "not measured"."""
+    code = tune_main([slow_model, "--objective", "capacity", "--slo", "p99=2s", "--budget", "20", "--json"])
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    if d["knee"]["result"] != "undecided":  # found or decided in 15 s after all: nothing to say about the budget
+        pytest.skip(f"the knee was {d['knee']['result']} in its 15 s on this host")
+    assert code == EXIT_NOT_MEASURED
+    assert d["knee"]["needs_budget_s"] > 20 and "would find it" in d["knee"]["note"], d["knee"]
+    said = [ln for ln in err.splitlines() if "a knee needs about" in ln]
+    assert len(said) == 1 and f"--budget {d['knee']['needs_budget_s']}" in said[0], err

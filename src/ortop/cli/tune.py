@@ -111,6 +111,16 @@ def _check_feeds(info: Any, profile: Any) -> None:
 
 KNEE_SHARE = 0.25   # of the budget, for finding the baseline's capacity
 KNEE_RATE = 0.9     # candidates race at this share of it
+KNEE_POINTS = 4     # points a capacity search typically decides on, each near the knee (~0.7 × the ceiling)
+
+
+def knee_needs_s(ceiling_per_s: float, runs_needed: int) -> float | None:
+    """About the seconds a capacity search needs at a model's pace: a closed loop that holds the SLO metric's runs,
+    then KNEE_POINTS points that each hold its requests at about 0.7 × the closed loop's ceiling; None unmeasured.
+    At ten runs a second and a p99 (100 requests a point) that is about 50 s."""
+    if not ceiling_per_s > 0 or not math.isfinite(ceiling_per_s):
+        return None
+    return runs_needed / ceiling_per_s + KNEE_POINTS * runs_needed / (0.7 * ceiling_per_s)
 
 
 def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tuple[Any, str, dict[str, Any], str]:
@@ -146,6 +156,12 @@ def _at_the_knee(args: argparse.Namespace, model_path: str, profile: Any) -> tup
             no_race = f"{NO_RATE}: the baseline meets {slo.text()} at no rate here ({why}); nothing to race at its knee"
         else:
             no_race = f"the baseline's knee under {slo.text()} was not found ({outcome}: {why}): nothing to race at it"
+            need = knee_needs_s(base.ceiling_per_s, slo.runs_needed())
+            if need is not None and need > budget:  # said in requests: the knee's points could not hold them
+                more = math.ceil(need / KNEE_SHARE / 10) * 10
+                knee["needs_s"], knee["needs_budget_s"] = round(need), more
+                no_race += (f"; at this model's pace ({base.ceiling_per_s:.3g} runs/s) a knee needs about {need:.0f} s "
+                            f"of the {budget:.0f} s it had: --budget {more:.0f} would find it")
         knee["note"] = no_race
         print(f"ortop tune: {no_race}", file=sys.stderr)
         return profile, slo.metric, knee, no_race
