@@ -27,11 +27,12 @@ from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import not_comparable, objective_metric, verdict_from
 from ortop.measure import sequential
-from ortop.measure.compare import METRICS, Block, compare, pairs
+from ortop.measure.compare import METRICS, SECONDS_MORE_CAP, Block, compare, pairs
 from ortop.runtime import protocol as P
 
 POOLS_KEPT = 8         # pairs of rows whose verification runs are kept to add to (the most recent)
-PRESS_MAX_S = 120.0    # a press measures at most this long, whatever the last one said more would decide
+PRESS_MAX_S = SECONDS_MORE_CAP  # a press measures at most this long: beyond it the verdict says "more than"
+MORE_MARGIN = 2.0      # "about N s more" is this many times the plain estimate (see _keep_for_next)
 
 
 @dataclass
@@ -262,7 +263,11 @@ class Verification:
     def _keep_for_next(self, v: _Verify, res: Any, metric: str) -> tuple[tuple, float | None]:
         """Keep this run's pairs for the next press on the same rows, and say what more would decide: an undecided
         verdict's "about N s more" is estimated at the level the next press will judge at (stricter: it spends
-        a smaller share of α), which is what it has to come true at. Returns the comparisons to judge by and N."""
+        a smaller share of α), which is what it has to come true at, and doubled: the plain estimate assumes the
+        change stays where it is, and comes true about three times in four (measure.compare); twice the pairs
+        leave room for an estimate that drifts toward the margin, and the next press, which measures N, stops
+        as soon as it is decided, so the margin costs nothing when it was not needed. Returns the comparisons to
+        judge by and N."""
         blocks = whole_pairs(res.blocks)
         comps = tuple(res.comparisons)
         main = next((c for c in comps if c.metric == metric and c.other == 1), None)
@@ -271,7 +276,7 @@ class Verification:
             nxt = sequential.resumed(len(blocks) // 2, v.pooled.times + 1)
             level = 1 - nxt.alpha * (1 - sequential.FIRST_SHARE)  # its last look, after one look inside it
             again = compare(blocks, 0, 1, metric, level=level, elapsed_s=res.elapsed_s)
-            more_s = again.seconds_more
+            more_s = None if again.seconds_more is None else min(SECONDS_MORE_CAP, MORE_MARGIN * again.seconds_more)
             comps = tuple(replace(c, seconds_more=more_s) if c is main else c for c in comps)
         with self._lock:
             key = (v.against_id, v.config_id)
