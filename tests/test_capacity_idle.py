@@ -105,3 +105,22 @@ def test_an_slo_below_the_models_own_service_time_stops_at_once_with_the_verdict
     d = json.loads(json.dumps(result.as_dict()))
     assert d["best"] is None and d["profiles"][0]["met"] is False and d["profiles"][0]["note"] == s.note
     assert f"#0: {s.note}" in d["warnings"]
+
+
+def test_every_rate_measured_missed_and_none_lower_measured_is_a_bound_not_a_zero():
+    """A slow model whose first point (4.2/s, 45 % of its ceiling) missed the SLO and whose budget ended before a
+    lower one: the capacity is below 4.2/s, not 0, and "no profile meets it at any rate" would be a claim nothing
+    measured. The table and the line under it say the bound, and where the queue model puts the capacity."""
+    slo = Slo("p99", 450.0)
+    s = Search(0, "running", Profile(), ceiling_per_s=9.4, floor_ms=199.0, hi=4.2, predicted_per_s=1.5,
+               no_load=metric_figure(slo, np.r_[np.full(120, 100.0), np.full(6, 200.0)]))
+    s.points[4.2] = _point(4.2, 900.0, slo)
+    assert s.outcome(slo) == "none met"
+    table = format_result(CapacityResult("m.onnx", slo, [s], 54.0, 60.0), plot=False)
+    row = next(line for line in table.splitlines() if line.startswith("  0  "))
+    assert "< 4.2/s" in row, row
+    assert "at any rate here" not in table
+    said = next(line for line in table.splitlines() if line.startswith("below 4.2/s for p99 ≤ 450 ms"))
+    assert "none lower was measured" in said and "near 1.5/s" in said and "about 67 s for its 100 requests" in said
+    d = s.as_dict(slo)
+    assert d["result"] == "none met" and d["below_per_s"] == 4.2 and d["capacity_per_s"] == 0

@@ -117,10 +117,14 @@ def _rate(x: float | None) -> str:
 
 
 def capacity_text(search: Any, slo: Any) -> str:
-    """``32/s (90 % interval 27–35/s)``; ``0`` when nothing met the SLO; ``undecided`` when no point was judged
-    (each ended with fewer requests than the SLO's metric needs)."""
+    """``32/s (90 % interval 27–35/s)``; ``0`` when no rate meets the SLO (decided at no load); ``< 4.2/s`` when
+    every rate measured missed it and none lower was measured; ``undecided`` when no point was judged (each ended
+    with fewer requests than the SLO's metric needs)."""
     if not search.met:
-        return "undecided" if search.outcome(slo) == "undecided" else "0"
+        outcome = search.outcome(slo)
+        if outcome == "none met" and search.points:
+            return f"< {_rate(min(search.points))}/s"
+        return "undecided" if outcome == "undecided" else "0"
     cap = f"{_rate(search.capacity(slo))}/s"
     iv = search.interval(slo)
     if iv is None or not math.isfinite(iv.lo):
@@ -195,6 +199,14 @@ def format_result(result: Any, *, plot: bool = True) -> str:
         if live and all(s.outcome(slo) == "undecided" for s in live):  # no point held the requests it needs
             lines += ["", f"undecided for {slo.text()}: no point held the {slo.runs_needed()} requests a {slo.metric} "
                           "needs within the budget (met: false; a longer --budget gives them)"]
+        elif live and all(s.outcome(slo) in ("none met", "undecided") for s in live):  # below what was measured
+            low = min(r for s in live for r in s.points) if any(s.points for s in live) else math.nan
+            pred = [s.predicted_per_s for s in live if s.predicted_per_s > 0]
+            guess = (f"; the queue model of their runs puts it near {_rate(min(pred))}/s, where a point needs about "
+                     f"{slo.runs_needed() / min(pred):.0f} s for its {slo.runs_needed()} requests"
+                     if pred else "")
+            lines += ["", f"below {_rate(low)}/s for {slo.text()}: every rate measured missed it and none lower was "
+                          f"measured in the budget{guess} (met: false; a longer --budget measures lower rates)"]
         else:
             lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
     if any(s.points for s in result.searches):

@@ -415,7 +415,10 @@ class Search:
 
     def as_dict(self, slo: Slo) -> dict[str, Any]:
         iv = self.interval(slo)
-        return {"profile": self.label(), "result": self.outcome(slo), "capacity_per_s": json_num(self.capacity(slo)),
+        outcome = self.outcome(slo)
+        return {"profile": self.label(), "result": outcome, "capacity_per_s": json_num(self.capacity(slo)),
+                # every rate measured missed: the capacity lies below the lowest (not a zero)
+                "below_per_s": json_num(min(self.points)) if outcome == "none met" and self.points else None,
                 "interval": [json_num(iv.lo), json_num(iv.hi)] if iv is not None else None,
                 "interval_confidence": iv.confidence if iv is not None else CONFIDENCE,
                 "interval_terms": iv.as_dict() if iv is not None else None,
