@@ -271,17 +271,24 @@ class Verification:
         spread, 8–15 pairs before), the next press decides within the plain estimate 69 % of the time, within
         twice it 79 %, within three times 86 %. The next press measures N with the blocks of the first (so "N s"
         buys the pairs it counted) and stops as soon as it is decided, so the margin costs nothing it does not
-        need. Returns the comparisons to judge by and N."""
+        need. Only a change measured beyond the ±2 % margin gets an N: see the note below. Returns the comparisons
+        to judge by and N."""
         blocks = whole_pairs(res.blocks)
         comps = tuple(res.comparisons)
         main = next((c for c in comps if c.metric == metric and c.other == 1), None)
         more_s = None
-        if main is not None and main.verdict == "undecided" and blocks:
+        # a change measured within the margin heads for "no difference", which a change of a percent or two (two
+        # sessions of the same settings differ that much) never reaches: no time is promised for it (measured: each
+        # "about N s" shown for one came untrue, 0 of 3); its interval says what was ruled out
+        heading = main is not None and abs(main.change_pct) > main.margin_pct
+        if main is not None and main.verdict == "undecided" and blocks and heading:
             nxt = sequential.resumed(len(blocks) // 2, v.pooled.times + 1)
             level = 1 - nxt.alpha * (1 - sequential.FIRST_SHARE)  # its last look, after one look inside it
             again = compare(blocks, 0, 1, metric, level=level, elapsed_s=res.elapsed_s)
             more_s = None if again.seconds_more is None else min(SECONDS_MORE_CAP, MORE_MARGIN * again.seconds_more)
             comps = tuple(replace(c, seconds_more=more_s) if c is main else c for c in comps)
+        elif main is not None and main.verdict == "undecided":
+            comps = tuple(replace(c, seconds_more=None) if c is main else c for c in comps)
         with self._lock:
             key = (v.against_id, v.config_id)
             block_s = v.pooled.block_s if v.pooled.block_s is not None else res.block_s
