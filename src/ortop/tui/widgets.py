@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from rich.console import Console
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,6 +23,84 @@ from ortop.tui.keymap import MAIN_KEYS, Key, bar_display
 
 Draw = Callable[[int, int], Text]
 PALETTE_W = 12  # the command palette's key on the footer's right: "▏^p palette "
+
+
+def stacked_lines(text: Text) -> list[Text]:
+    """The lines of a drawing: those :func:`~ortop.tui.panels._format.join_lines` kept, else ``text`` split.
+
+    A split line without spans is drawn without the text's style, as Rich's ``render`` draws it (a panel that
+    wants a style on such a line stacks it with ``join_lines``, which keeps each line's own)."""
+    kept = getattr(text, "lines", None)
+    if kept is not None:
+        return list(kept)
+    lines = list(text.split("\n", allow_blank=True)) if text.plain else []
+    for line in lines:
+        if not line.spans:
+            line.style = ""
+    return lines
+
+
+def same_line(a: Text, b: Text) -> bool:
+    """Whether two lines draw the same: text, spans and the line's own style (Text's ``==`` ignores the last)."""
+    return a.plain == b.plain and a.style == b.style and a.spans == b.spans
+
+
+def runs(ys: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted line numbers as runs of consecutive ones, ``(first, last + 1)``: one dirty region per run."""
+    out: list[tuple[int, int]] = []
+    for y in ys:
+        if out and out[-1][1] == y:
+            out[-1] = (out[-1][0], y + 1)
+        else:
+            out.append((y, y + 1))
+    return out
+
+
+_STYLES: dict[tuple[object, object], Style] = {}  # (line style, span style) -> the style the segment draws with
+_STYLES_MAX = 4096  # a bound: styles are a few dozen names in practice
+
+
+def _style(console: Console, base: str | Style, span: str | Style | None) -> Style:
+    key = (base, span)
+    hit = _STYLES.get(key)
+    if hit is None:
+        get = console.get_style
+        hit = get(base, default=Style.null())
+        if span is not None:
+            hit = Style.combine((hit, get(span, default=Style.null())))
+        if len(_STYLES) >= _STYLES_MAX:
+            _STYLES.clear()
+        _STYLES[key] = hit
+    return hit
+
+
+def line_segments(line: Text, console: Console) -> list[Segment]:
+    """One line as Rich renders it (the line's style under each span's), in one pass over its spans.
+
+    A panel's lines are built by appending, so their spans come in order and do not overlap; for those the styles
+    are looked up once per (line style, span style) instead of stacked and combined per span on every repaint,
+    which was most of the cost of a repainted line. Any other line goes through Rich's own ``render``. Unlike
+    ``render``, a line with a style and no spans keeps its style (as it does once split out of a stacked text).
+    """
+    text, spans, base = line.plain, line.spans, line.style
+    if not spans and not base:
+        return [Segment(text)]
+    at = 0
+    for span in spans:
+        if span.start < at or span.end < span.start:
+            return list(line.render(console))
+        at = span.end
+    out: list[Segment] = []
+    at = 0
+    for start, end, style in spans:
+        if start > at:
+            out.append(Segment(text[at:start], _style(console, base, None)))
+        if end > start:
+            out.append(Segment(text[start:end], _style(console, base, style)))
+        at = max(at, end)
+    if at < len(text):
+        out.append(Segment(text[at:], _style(console, base, None)))
+    return out
 
 
 class Panel(Widget):
@@ -70,14 +150,16 @@ class Panel(Widget):
         return self.set_text(draw(size.width, size.height))
 
     def set_text(self, text: Text) -> bool:
-        """Show ``text``, marking dirty only the lines that differ (Rich compares plain text and spans)."""
-        if text == self._text:
-            return False
-        new = list(text.split("\n", allow_blank=True)) if text.plain else []
+        """Show ``text``, marking dirty only the lines that differ (their text, spans or style).
+
+        A drawing stacked by :func:`ortop.tui.panels._format.join_lines` carries its lines, so they are compared
+        as drawn, without splitting the stacked text again; a run of changed lines is marked dirty as one region.
+        """
+        new = stacked_lines(text)
         old = self._lines
-        changed = [y for y in range(max(len(new), len(old)))
-                   if y >= len(new) or y >= len(old) or new[y] != old[y]]
         self._text = text
+        changed = [y for y in range(max(len(new), len(old)))
+                   if y >= len(new) or y >= len(old) or not same_line(new[y], old[y])]
         self._lines = new
         if not changed:
             return False
@@ -85,7 +167,7 @@ class Panel(Widget):
         for y in changed:
             self._strips.pop(y, None)
         width = max(1, self.size.width)
-        self.refresh(*[Region(0, y, width, 1) for y in changed])
+        self.refresh(*[Region(0, top, width, bottom - top) for top, bottom in runs(changed)])
         return True
 
     def render_line(self, y: int) -> Strip:
@@ -100,7 +182,7 @@ class Panel(Widget):
         self.lines_painted += 1
         if y < len(self._lines):
             line = self._lines[y]
-            strip = Strip(line.render(self.app.console), line.cell_len).crop_extend(0, width, style)
+            strip = Strip(line_segments(line, self.app.console), line.cell_len).crop_extend(0, width, style)
             strip = strip.apply_style(style)
         else:
             strip = Strip.blank(width, style)

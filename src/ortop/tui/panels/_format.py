@@ -323,15 +323,24 @@ def wrap_terms(terms: Sequence[str], width: int, lead: str = "", sep: str = " ·
     return lines
 
 
+class Stacked(Text):
+    """A panel's drawing as :func:`join_lines` stacks it, keeping its lines: the panel compares and repaints them
+    one by one without splitting the stacked text again (see :meth:`ortop.tui.widgets.Panel.set_text`)."""
+
+    lines: tuple[Text, ...] = ()
+
+
 def join_lines(lines: Sequence[Text], height: int | None = None) -> Text:
     """Stack lines into one Text; with ``height``, cut to it (a panel never grows its own box)."""
     if height is not None:
         lines = list(lines)[: max(0, height)]
-    out = Text(no_wrap=True, overflow="crop", end="")
+    out = Stacked(no_wrap=True, overflow="crop", end="")
     for i, line in enumerate(lines):
         if i:
             out.append("\n")
         out.append_text(line)
+    if out.plain and all("\n" not in line.plain for line in lines):  # else its lines are the split ones
+        out.lines = tuple(lines)
     return out
 
 

@@ -16,6 +16,7 @@ def series_columns(series: Sequence[Bucket], width: int, bucket_s: float) -> lis
     """The last ``width`` bucket slots in time order, None where no run landed (a pause or a rebuild shows as a gap)."""
     if width <= 0 or not series:
         return []
+    series = series[-width:]  # buckets are one per slot, in time order: older ones cannot reach the last width slots
     idx = [int(round(b.t / bucket_s)) for b in series]
     last = idx[-1]
     first = max(idx[0], last - width + 1)
@@ -56,10 +57,10 @@ def split_line(traffic: Any, width: int = 200) -> Text | None:
             t.append(shed, style="bold red")
         return t
 
-    return fit([form(f"{traffic.mode} ", "queue ", "+ service ", "ms p50/p99"),
-                form("", "queue ", "+ service ", "ms p50/p99"),
-                form("", "queue ", "+ svc ", "ms p50/p99"),
-                form("", "q ", "svc ", "ms p50/p99")], width)
+    return fit((form(*words) for words in ((f"{traffic.mode} ", "queue ", "+ service ", "ms p50/p99"),
+                                           ("", "queue ", "+ service ", "ms p50/p99"),
+                                           ("", "queue ", "+ svc ", "ms p50/p99"),
+                                           ("", "q ", "svc ", "ms p50/p99"))), width)  # built until one fits
 
 
 def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: LatencyStats, runs: int,
@@ -115,7 +116,7 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
         t.append(" ms", style="dim")
         return t
 
-    now = fit([now_form(f"last {span}: ", " · "), now_form(f"{span}: ", " ")], width)
+    now = fit((now_form(*words) for words in ((f"last {span}: ", " · "), (f"{span}: ", " "))), width)
 
     def total_form(keys: tuple[str, ...], sep: str, lead: str, rate: bool) -> Text:
         t = Text(no_wrap=True, end="")
@@ -134,10 +135,10 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     full = tuple(k for k in ("p50", "p99", "p999") if resolved(k, runs))
     short = tuple(k for k in ("p50", "p99") if resolved(k, runs))
     lead = f"all {runs:,} runs" + (": " if full else "")
-    total = fit([total_form(full, " · ", lead, True),
-                 total_form(full, " ", lead, True),
-                 total_form(short, " ", lead, True),
-                 total_form(short, " ", f"all {runs:,}" + (": " if short else ""), False)], width)
+    total = fit((total_form(*words) for words in ((full, " · ", lead, True), (full, " ", lead, True),
+                                                   (short, " ", lead, True),
+                                                   (short, " ", f"all {runs:,}" + (": " if short else ""), False))),
+                width)  # each wording built only if the longer ones did not fit
 
     split = split_line(traffic, width)
     if split is not None and height >= 5:  # the split is worth more than the totals

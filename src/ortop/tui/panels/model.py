@@ -72,16 +72,17 @@ def shape_line(row: Any, width: int) -> Text:
             t.append(text, style=style)
         return t
 
-    return fit([
-        form(("shape ", "dim"), (f"{row.label} ", "bold"), (f"{row.runs} runs · service p50 {fmt_ms(row.service.p50)}"
-             f" p99 {fmt_ms(row.service.p99)} ms · response p99 {resp} ms", "")),
-        form(("shape ", "dim"), (f"{row.label} ", "bold"), (f"{row.runs} runs · service p50/p99 {sv} · response "
-             f"p99 {resp} ms", "")),
-        form((f"{row.label} ", "bold"), (f"{row.runs} runs · service {sv} · response p99 {resp} ms", "")),
-        form((f"{row.label} ", "bold"), (f"service {sv} · response p99 {resp} ms", "")),
-        form((f"{row.label} ", "bold"), (f"svc {sv} resp p99 {resp} ms", "")),
-        form((f"{row.label} ", "bold"), (f"resp p99 {resp} ms", "")),
-    ], width)
+    label = (f"{row.label} ", "bold")
+    wordings = (
+        (("shape ", "dim"), label, (f"{row.runs} runs · service p50 {fmt_ms(row.service.p50)} p99 "
+                                    f"{fmt_ms(row.service.p99)} ms · response p99 {resp} ms", "")),
+        (("shape ", "dim"), label, (f"{row.runs} runs · service p50/p99 {sv} · response p99 {resp} ms", "")),
+        (label, (f"{row.runs} runs · service {sv} · response p99 {resp} ms", "")),
+        (label, (f"service {sv} · response p99 {resp} ms", "")),
+        (label, (f"svc {sv} resp p99 {resp} ms", "")),
+        (label, (f"resp p99 {resp} ms", "")),
+    )
+    return fit((form(*parts) for parts in wordings), width)  # a Text only for the wordings tried
 
 
 SHAPES_KEY = next(key_display(k) for k in MAIN_KEYS if k.action == "shapes")  # the screen that lists them all
@@ -105,8 +106,18 @@ def shapes_summary(rows: Sequence[Any], width: int, more: bool) -> Text:
     return fit(forms, width)
 
 
-def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) -> Text:
-    """Model name and shape, the fed inputs, providers requested vs active, build times, state and settings."""
+def head_key(snap: Any, width: int, fatal: str | None = None) -> tuple:
+    """What :func:`model_head` draws from: its lines are the same while this is (the live view keeps them)."""
+    busy = snap.state in BUSY_STATES
+    traffic = getattr(snap, "traffic", None)
+    shapes = tuple(str(getattr(r, "shape", None)) for r in traffic.shapes) if traffic is not None else ()
+    return (width, snap.state, round(snap.state_elapsed, 1) if busy else None, snap.pending, snap.config_id, fatal,
+            snap.model_path, id(snap.model), snap.feeds, shapes, snap.providers_active, snap.providers_requested,
+            snap.fallback, snap.create_ms, snap.first_run_ms, snap.restarts, snap.worker_pid, snap.profile)
+
+
+def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
+    """The panel's lines that change only with a rebuild: state, model, inputs, providers, session and settings."""
     lines: list[Text] = []
     st = Text(no_wrap=True, end="")
     busy = snap.state in BUSY_STATES
@@ -190,6 +201,16 @@ def model_panel(snap: Any, width: int, height: int, fatal: str | None = None) ->
     line.append("settings ", style="dim")
     line.append(settings_line(snap.profile), style="bold")
     lines.append(fit([line], width))
+    return lines
+
+
+def model_panel(snap: Any, width: int, height: int, fatal: str | None = None,
+                head: Sequence[Text] | None = None) -> Text:
+    """Model name and shape, the fed inputs, providers requested vs active, build times, state and settings, then
+    what moves: the paced-rate shortfall, each shape of a mix, the notes. ``head``: :func:`model_head`'s lines for
+    this snapshot, when the caller kept them."""
+    lines = list(model_head(snap, width, fatal) if head is None else head)
+    traffic = getattr(snap, "traffic", None)
     short = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, traffic)
     if short:
         said = ("the latencies include the wait" if traffic is not None and traffic.open

@@ -57,6 +57,7 @@ class MainScreen(Screen[None]):
         self._fit_key: tuple = ()
         self._replicas: tuple[Any, ...] = ()  # the running configuration's replicas, as the last snapshot had them
         self._owners: dict[int, tuple[int, ...]] = {}  # core -> the pinned replicas holding it
+        self._head: tuple[tuple, list[Any]] = ((), [])  # the model panel's head lines and what they were drawn from
 
     def compose(self) -> ComposeResult:
         yield Panel(id="status")
@@ -129,12 +130,20 @@ class MainScreen(Screen[None]):
         traffic = snap.traffic
         pace = pace_shortfall(snap.profile, snap.throughput_per_s, snap.runs, traffic)  # not kept: said at once
         by_shape = (m.frame, len(traffic.shapes)) if traffic is not None and traffic.shapes else None
-        q("#model", Panel).show(lambda w, h: model.model_panel(snap, w, h, fatal),
+        q("#model", Panel).show(lambda w, h: model.model_panel(snap, w, h, fatal, self._model_head(snap, w, fatal)),
                                 (snap.state, elapsed if busy else None, snap.config_id, snap.pending, fatal,
                                  snap.providers_active, snap.profile, snap.worker_pid, snap.restarts, snap.create_ms,
                                  snap.notes, pace, by_shape))
         q("#events", Panel).show(lambda w, h: events.events_panel(evs, w, h),
                                  (len(evs), evs[-1] if evs else None))
+
+    def _model_head(self, snap: Any, width: int, fatal: str | None) -> list[Any]:
+        """The model panel's lines that change only with a rebuild, drawn again only when what they show changed:
+        with a shape mix the panel is redrawn every frame for its figures, and these were most of its cost."""
+        key = model.head_key(snap, width, fatal)
+        if key != self._head[0]:
+            self._head = (key, model.model_head(snap, width, fatal))
+        return self._head[1]
 
     def refit(self) -> None:
         """Re-fit the content-sized panels after a resize (the breakpoints change column widths too)."""
