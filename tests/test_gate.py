@@ -327,3 +327,12 @@ def test_the_comparison_itself_judges_a_p99_only_on_pooled_blocks_that_hold_it()
     assert w.pooled and w.pairs == 200 // 17 and w.verdict == "slower", w
     (g,) = judge_blocks([parse_gate("p99:+5%")], worse)
     assert g.result == "fail" and g.ci_low_pct == w.ci_low_pct
+
+
+def test_a_percentile_no_pooled_pair_holds_says_so_instead_of_question_marks() -> None:
+    """Sixty runs a side in blocks of six: not one pooled pair of 100 runs a side, so the p99 has no figure at all,
+    and its text says why (not "p99 ? → ? ms")."""
+    c = compare(ab_blocks([6] * 10, [6] * 10, seed=5), 0, 1, "p99")
+    assert c.pooled and c.pairs == 0 and c.verdict == "undecided"
+    text = c.text()
+    assert "?" not in text and text.startswith("p99 not judged yet: blocks of ~6 runs cannot hold a p99 (needs 100)")

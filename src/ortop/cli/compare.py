@@ -308,7 +308,7 @@ def _verdict_rule(comp: Any) -> str:
 def _short_blocks_note(comp: Any) -> str:
     """A percentile's comparison on blocks too short to hold it: what it was judged on instead."""
     need = G.runs_for(comp.metric)
-    if need <= 1 or not comp.pooled:
+    if need <= 1 or not comp.pooled or not comp.pairs:  # no pair at all: the comparison's own text says why
         return ""
     few = "" if comp.pairs >= MIN_PAIRS else ", too few for an interval"
     return (f"  [blocks of ~{comp.block_runs:.0f} runs cannot hold a {comp.metric} (needs {need}): judged on "

@@ -385,6 +385,12 @@ class Comparison:
         ``p50 1.00 → 1.01 ms, under the 2 % margin (95 % CI +0.5…+1.6 %)`` (shown, but too small to count);
         ``p50 2.10 → 2.14 ms, undecided (95 % CI −3.1…+4.0 %): about 20 s more would decide``."""
         label, unit = _LABEL[self.metric]
+        if self.pooled and not self.pairs:  # not one pair of blocks holds the runs the metric needs
+            need = runs_needed(self.metric) if self.metric in QUANTILE else 1
+            more = (f": about {self.seconds_more:.0f} s more would give it {MIN_PAIRS} pairs"
+                    if self.seconds_more is not None and self.seconds_more < SECONDS_MORE_CAP else "")
+            return (f"{label} not judged yet: blocks of ~{self.block_runs:.0f} runs cannot hold a {label} (needs "
+                    f"{need}), and together they make no pair of {need} runs a side{more}")
         before, after = _fmt_values(self.before, self.after)
         head = f"{label} {before} \u2192 {after}{unit}"
         if self.verdict == "no difference":
