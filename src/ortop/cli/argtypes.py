@@ -18,36 +18,32 @@ def _number(text: str, what: str) -> float:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
 
 
+def _finite(text: str, what: str, zero_ok: bool, rule: str) -> float:
+    """``text`` as a finite number above 0 (or at 0 with ``zero_ok``); else an argparse error saying ``rule``."""
+    x = _number(text, what)
+    if not ((x >= 0 if zero_ok else x > 0) and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+    return x
+
+
 def seconds(text: str) -> float:
     """A duration in seconds, > 0 and finite (argparse ``type=``)."""
-    x = _number(text, "a number of seconds")
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return x
+    return _finite(text, "a number of seconds", False, "> 0 seconds")
 
 
 def seconds_or_zero(text: str) -> float:
     """A duration in seconds, ≥ 0 and finite, where 0 skips what the time is for (argparse ``type=``)."""
-    x = _number(text, "a number of seconds")
-    if not (x >= 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
-    return x
+    return _finite(text, "a number of seconds", True, "0 or more seconds")
 
 
 def milliseconds(text: str) -> float:
     """A latency in milliseconds, > 0 and finite (argparse ``type=``)."""
-    x = _number(text, "a number of milliseconds")
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be > 0 milliseconds, got {text}")
-    return x
+    return _finite(text, "a number of milliseconds", False, "> 0 milliseconds")
 
 
 def rate(text: str) -> float:
     """A rate in requests/s, > 0 and finite (argparse ``type=``)."""
-    x = _number(text, "a rate in requests/s")
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be a rate > 0 requests/s, got {text}")
-    return x
+    return _finite(text, "a rate in requests/s", False, "a rate > 0 requests/s")
 
 
 def bound(text: str) -> float | None:
