@@ -49,8 +49,14 @@ def test_an_a_a_p99_gate_at_ten_runs_a_second_is_not_judged_and_never_passes(slo
     lines = r.stdout.splitlines()
     table = [ln.split() for ln in lines if ln.strip().startswith(("0 ", "1 "))]
     assert [row[1] for row in table] == ["defaults", "defaults"], r.stdout  # ORT's defaults, named as a profile
+    for row in table:  # a configuration's pooled p99 only from the 100 runs it needs; else "—", and said why
+        runs, p99 = int(row[2]), row[4]
+        assert (p99 == "\u2014") == (runs < 100), row
+    if any(int(row[2]) < 100 for row in table):
+        assert any(ln.strip().startswith("p99 \u2014: fewer than the 100 runs a p99 needs") for ln in lines), lines
     verdicts = [ln for ln in lines if ln.startswith((" *", "  ")) and "\u2192" in ln]
-    p99 = next(ln for ln in verdicts if ln.strip().startswith("p99"))
+    p99 = next(ln for ln in lines if ln.startswith((" *", "  ")) and ln.strip().startswith("p99 ")
+               and ("\u2192" in ln or "not judged yet" in ln))
     assert "\u2192 faster" not in r.stdout and "\u2192 slower" not in r.stdout, verdicts
     # the comparison's p99 is judged on pooled pairs too (a block's own "p99" is its slowest run), and says so
     if "not judged yet" in p99:  # under 100 runs a side in all: not one pooled pair

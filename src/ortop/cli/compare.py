@@ -58,6 +58,7 @@ from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure import gate as G
 from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, MIN_PAIRS, decided_after
+from ortop.measure.stats import runs_needed
 
 DEFAULT_TOLERANCE = Tolerance()
 
@@ -333,12 +334,18 @@ def format_result(model_path: str, budget_s: float, objective: str, result, gate
         "",
         f"  #  {head:<{width}}  {'runs':>8}  {'p50 ms':>8}  {'p99 ms':>8}  {'runs/s':>8}  {'CPU/run ms':>10}",
     ]
+    p99_needs = runs_needed("p99")
+    short = [c for c in result.configs if c.runs < p99_needs]
     for c in result.configs:
         kept = "" if c.kept() else \
             f"  ← rate not kept: offered {c.offered_per_s:.0f}/s, served {c.throughput_per_s:.0f}/s"
         differs = f"  ← outputs differ: {'; '.join(c.differs)}" if c.differs else ""
-        lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {num(c.p99_ms):>8}  "
+        p99 = "\u2014" if c.runs < p99_needs else num(c.p99_ms)  # fewer runs: the slowest under another name
+        lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {p99:>8}  "
                      f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}{differs}")
+    if short:
+        lines.append(f"  p99 \u2014: fewer than the {p99_needs} runs a p99 needs ({min(c.runs for c in short)} "
+                     "here): a longer --budget gives them")
     lines += _model_lines(result)
     other = None
     for comp in _ordered(result.comparisons, objective):
