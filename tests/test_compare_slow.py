@@ -42,7 +42,11 @@ def test_an_a_a_p99_gate_at_ten_runs_a_second_is_not_judged_and_never_passes(slo
     """ORT's defaults (by name) against themselves, one thread, ~10 runs/s for 20 s: blocks of at most ~1 s hold a
     handful of runs, and all of them together about 200 a side, too few for even one pair of pooled 100-run blocks
     per six pairs an interval needs. So the p99 gate is not judged (one warning line saying why and what budget would
-    judge it), the result is undecided (exit 6), never a pass nor a fail, and no comparison claims a difference."""
+    judge it), the result is undecided (exit 6), never a pass nor a fail, and the p99 claims no difference.
+
+    That no other metric claims one either is a rate, not a single run's outcome: at 95 % per interval and three
+    metrics, an honest comparison claims a difference in a few A/A runs of a hundred, more while another test loads
+    the second core. ``bench/aa_slow.py`` measures that rate (docs/benchmarks/slow.md)."""
     r = ortop("compare", slow_model, "--profile", "defaults", "--profile", "defaults", "--threads", 1,
               "--fail-if", "p99:+5%", "--budget", BUDGET_S, env=env, timeout=150)
     assert r.returncode == 6, (r.stdout, r.stderr)
@@ -57,7 +61,7 @@ def test_an_a_a_p99_gate_at_ten_runs_a_second_is_not_judged_and_never_passes(slo
     verdicts = [ln for ln in lines if ln.startswith((" *", "  ")) and "\u2192" in ln]
     p99 = next(ln for ln in lines if ln.startswith((" *", "  ")) and ln.strip().startswith("p99 ")
                and ("\u2192" in ln or "not judged yet" in ln))
-    assert "\u2192 faster" not in r.stdout and "\u2192 slower" not in r.stdout, verdicts
+    assert "\u2192 faster" not in p99 and "\u2192 slower" not in p99, verdicts
     # the comparison's p99 is judged on pooled pairs too (a block's own "p99" is its slowest run), and says so
     if "not judged yet" in p99:  # under 100 runs a side in all: not one pooled pair
         assert "cannot hold a p99 (needs 100), and together they make no pair" in p99, p99
@@ -83,7 +87,9 @@ def test_an_a_a_p99_gate_on_short_blocks_is_pooled_or_not_judged_and_says_which(
                                                                                env):  # noqa: F811
     """At around a hundred runs a second the gate lengthens the blocks (a p99 needs 100 runs; 25 s allow about
     0.45 s with 48 blocks), and the p99 gate is judged on them, on pooled pairs that hold 100 runs a side, or not at
-    all, as the JSON and the summary say; an A/A never fails, and "not judged" is never a pass."""
+    all, as the JSON and the summary say; an A/A never fails its gates (a +50 % threshold no chance reaches), and
+    "not judged" is never a pass. Whether a comparison's verdict claims a difference is a rate, measured by
+    ``bench/aa_slow.py``, not asserted of one run."""
     md = tmp_path / "gate.md"
     r = ortop("compare", mid_model, "--profile", "defaults", "--profile", "defaults", "--threads", 1,
               "--fail-if", "p99:+50%", "--fail-if", "p50:+50%", "--budget", 25, "--json",
@@ -93,7 +99,6 @@ def test_an_a_a_p99_gate_on_short_blocks_is_pooled_or_not_judged_and_says_which(
     check_gates_json(d, ["p99:+50%", "p50:+50%"])
     assert [c["profile"] for c in d["configs"]] == ["defaults", "defaults"]
     assert d["gate_result"] != "fail" and all(g["result"] != "fail" for g in d["gates"]), d["gates"]
-    assert all(c["verdict"] not in ("faster", "slower") for c in d["comparisons"] if c["metric"] in ("p50", "p99"))
     assert d["block_s"] > 0.35, d["block_s"]  # longer than a comparison's 0.3 s: sized for the p99's runs
     p99 = d["gates"][0]
     on = p99["judged_on"]

@@ -65,7 +65,7 @@ class RunLive:
 
 @dataclass(frozen=True)
 class Alternate:
-    """Run the sessions in blocks, in the order of ``ortop.measure.compare.schedule(len(ids), rounds)``.
+    """Run the sessions in blocks, in the order of ``ortop.measure.compare.schedule(len(ids), rounds, order_seed)``.
 
     Each block first runs ``settle_s`` of runs that are not recorded (another session's pool threads may still
     be spin-waiting after its block), then records for ``block_s``. ``rounds=None`` goes on until another command
@@ -81,6 +81,7 @@ class Alternate:
     arrival: str | None = None     # with rate_hz: the arrival mode (fixed or poisson)
     first_round: int = 0           # round number of the first block: each round draws its own arrivals and shapes,
     #                                the same for every session in it (a later Alternate carries on the numbering)
+    order_seed: int | None = None  # the schedule's seed (its pairs of rounds in random order); None: A B B A …
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,7 @@ class _Alternation:
         self.rate_hz = getattr(msg, "rate_hz", None)
         self.arrival = getattr(msg, "arrival", None)
         self.first_round = int(getattr(msg, "first_round", 0))
+        self.order_seed = getattr(msg, "order_seed", None)
         self.pos = 0                   # schedule position of the next (or current) block
         self.block: _Block | None = None
         self._order: list[int] = []
@@ -120,7 +121,7 @@ class _Alternation:
             rounds = max(2, 2 * (pos // len(self.ids) + 1))
             if self.rounds is not None:
                 rounds = self.rounds
-            self._order = schedule(len(self.ids), rounds)
+            self._order = schedule(len(self.ids), rounds, self.order_seed)
         return self.ids[self._order[pos]]
 
 

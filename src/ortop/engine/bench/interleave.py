@@ -31,7 +31,7 @@ import numpy as np
 from ortop.engine.bench.pool import Worker
 from ortop.errors import RuntimeFailure
 from ortop.measure import rows as R
-from ortop.measure.compare import schedule
+from ortop.measure.compare import order_seed, schedule
 from ortop.runtime import protocol as P
 
 RESTART_TIMEOUT_S = 120.0   # a restarted worker's sessions must be built again within this
@@ -222,8 +222,8 @@ class Interleaver:
                 self._leave(0, outcome, self._who(0))
                 return
             # A bounded alternation owes its rounds (its caller numbers rounds across calls): it goes on from the
-            # last it finished. An unbounded one goes on from a fresh pair of rounds past every block measured, so
-            # A B B A's balance holds after the gap. Either way each round draws its own arrivals.
+            # last it finished. An unbounded one goes on from a fresh pair of rounds past every block measured, as
+            # each Alternate draws its rounds' order afresh. Either way each round draws its own arrivals.
             base = base + self._in_alt[0] // n * n if rounds is not None else -(-self._top // (2 * n)) * 2 * n
             if not self._recover(0):
                 return
@@ -233,13 +233,14 @@ class Interleaver:
         time to run one block (its seq: its place in the schedule) while the others wait on their command pipe."""
         n = len(self.ids)
         per_block = self._plan[0] + self._plan[1]
-        order = schedule(n, rounds) if rounds is not None else []
+        seed = order_seed()
+        order = schedule(n, rounds, seed) if rounds is not None else []
         pos = 0
         # A block costs its settle and its recording plus a round trip: none starts that would end past the budget
         # by more than half of it.
         while not stopping(per_block / 2):
             if rounds is None and pos >= len(order):
-                order = schedule(n, 2 * (pos // n + 2))
+                order = schedule(n, 2 * (pos // n + 2), seed)
             if pos >= len(order):
                 return
             i = order[pos]
@@ -263,7 +264,8 @@ class Interleaver:
             self._in_alt[channel] = 0
             expect = self._alt_done[channel] + 1
         self.channels[channel].send(P.Alternate(ids, block_s, settle_s, rounds, rate_hz=rate_hz, arrival=arrival,
-                                                first_round=first_round + base // len(self.ids)))
+                                                first_round=first_round + base // len(self.ids),
+                                                order_seed=order_seed()))
         return expect
 
     def _wait(self, channel: int, expect: int, late_s: float | None, stopping: Callable[[], bool]) -> str:
