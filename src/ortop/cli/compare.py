@@ -11,12 +11,12 @@ from the first model's; models whose inputs differ (a name, a dtype, a fixed siz
 built.
 
 The sessions are built side by side (one worker per environment, sessions of several models in one) and run in
-alternating blocks of about 0.3 s (each round's order drawn at random) for at most the budget; neighbouring blocks are paired and each metric
-gets a confidence interval from the pairs. Each configuration is compared with the first. The verdict is "faster"
-or "slower" only when the whole interval clears ±2 %; "no difference" when it lies inside; else "undecided" (with
-about how much longer would decide it). The comparison stops as soon as every verdict on the objective is settled,
-at looks fixed in advance whose intervals keep 95 % coverage under that stopping
-(:mod:`ortop.measure.sequential`); the output says when it stopped early.
+alternating blocks of about 0.3 s (each round's order drawn at random) for at most the budget; neighbouring
+blocks are paired and each metric gets a confidence interval from the pairs. Each configuration is compared with
+the first. The verdict is "faster" or "slower" only when the whole interval clears ±2 %; "no difference" when it
+lies inside; else "undecided" (with about how much longer would decide it). The comparison stops as soon as every
+verdict on the objective is settled, at looks fixed in advance whose intervals keep 95 % coverage under that
+stopping (:mod:`ortop.measure.sequential`); the output says when it stopped early.
 
 Each session's outputs of one run after its warm-up are compared with the first's (:mod:`ortop.measure.agreement`);
 a configuration whose outputs are further than ``--atol`` (max abs error), ``--rtol`` (mean relative error) or under

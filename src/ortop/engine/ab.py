@@ -2,8 +2,8 @@
 neighbouring blocks, and say what differs (``ortop compare``, and ``Monitor.verify`` for a history row).
 
 On a drifting host a before/after measured minutes (or seconds) apart reports drift as an effect; blocks of about
-0.3 s that alternate (each round's order drawn at random) share the host's state pairwise, so the paired ratios cancel it (see
-:mod:`ortop.measure.compare` for the statistics).
+0.3 s that alternate (each round's order drawn at random) share the host's state pairwise, so the paired ratios
+cancel it (see :mod:`ortop.measure.compare` for the statistics).
 
 Profiles that can share a process (the same ``Profile.restart_key()``: environment and global thread pool) live
 as sessions in one worker, which alternates them itself; profiles that cannot get one worker each, alternated

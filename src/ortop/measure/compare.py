@@ -187,16 +187,16 @@ def schedule(n_configs: int, n_rounds: int, seed: int | None = None) -> list[int
 
     ``seed=None``: the fixed order. Two configurations: A B, B A, A B, B A, … (A B B A A B B A). More: mirrored pairs
     of rounds whose starting configuration rotates, e.g. 0 1 2 2 1 0 1 2 0 0 2 1 …. With a ``seed`` each round's
-    order is drawn at random from ``seed`` and the round's number, so a longer schedule of the same seed starts
-    with the shorter one. See the module docstring for why.
+    order is drawn at random, the rounds in turn from one stream, so a longer schedule of the same seed starts with
+    the shorter one. See the module docstring for why.
     """
     if n_configs < 1 or n_rounds < 0:
         raise ValueError("schedule needs at least one configuration and a non-negative number of rounds")
+    if seed is not None:  # a row of uniforms per round, drawn in order (so a prefix is the shorter schedule's)
+        draws = np.random.default_rng(seed).random((n_rounds, n_configs))
+        return [int(k) for k in np.argsort(draws, axis=1, kind="stable").ravel()]
     out: list[int] = []
     for r in range(n_rounds):
-        if seed is not None:
-            out.extend(int(k) for k in np.random.default_rng([seed, r]).permutation(n_configs))
-            continue
         shift = (r // 2) % n_configs if n_configs > 2 else 0
         order = [(shift + k) % n_configs for k in range(n_configs)]
         out.extend(reversed(order) if r % 2 else order)
