@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -179,17 +180,60 @@ def test_a_price_for_a_type_no_node_has_is_one_line(cluster, model, env) -> None
     assert "--price huge=3" in line and "'small'" in line
 
 
+def wait_measuring(p: subprocess.Popen) -> None:
+    """Until the fleet says it started its nodes' measurements (its stderr), or fail if it ended first."""
+    assert p.stderr is not None
+    line = ""
+    while "measuring" not in line:
+        line = p.stderr.readline()
+        assert line, "the fleet ended before it started measuring"
+
+
+@needs_ray
+@pytest.mark.integration
+def test_ctrl_c_stops_every_nodes_measurement_and_prints_what_they_gathered(cluster, model, env) -> None:  # noqa: F811
+    """ctrl-C a few seconds into 30 s searches: every node's command is told to stop (as its own ctrl-C) and prints
+    what it measured, the fleet prints the three, exit 130, and no measurement goes on on any host."""
+    args = [a if a != str(BUDGET_S) else "30" for a in CAPACITY]
+    p = fleet("capacity", model, *args, "--json", env=env, cluster=cluster)
+    wait_measuring(p)
+    time.sleep(5)
+    p.send_signal(signal.SIGINT)
+    code, data, err = finished(p, timeout=120)
+    assert code == 130 and data["exit_code"] == 130 and data["fleet"]["stopped"] is True, err
+    assert len(data["nodes"]) == 3 and data["lost"] == []
+    for n in data["nodes"]:
+        assert n["status"] == "interrupted", n
+        assert n["result"] is not None and n["result"]["stopped"] is True, n  # what the node gathered, as JSON
+        assert n["ended_at"] - n["started_at"] < 25, n  # stopped, not run to its 30 s budget
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", "ortop-fleet-"], capture_output=True, text=True).stdout.split()
+    assert not left, "a measurement went on after ctrl-C"
+
+
+@needs_ray
+@pytest.mark.integration
+def test_a_provider_a_node_cannot_give_refuses_that_node_in_one_line_and_starts_nothing_there(
+        cluster, model, env) -> None:  # noqa: F811
+    """``--provider cuda`` on nodes with no GPU: each node refused on its own, one line naming it and why (not one
+    refusal for the fleet, and no measurement started on it); none left to measure is the fleet's exit 1."""
+    p = fleet("capacity", model, *CAPACITY, "--provider", "cuda", "--json", env=env, cluster=cluster)
+    code, data, err = finished(p, timeout=90)
+    assert code == 1 and data["exit_code"] == 1, err
+    assert [n["status"] for n in data["nodes"]] == ["refused"] * 3
+    refused = [ln for ln in err.splitlines() if " refused: --provider cuda: " in ln]
+    assert len(refused) == 3 and len({ln.split()[2] for ln in refused}) == 3, err  # one line per node, by its id
+    assert all("no GPU" in n["line"] and "\n" not in n["line"] for n in data["nodes"]), data["nodes"]
+    assert all("started_at" not in n for n in data["nodes"]), data["nodes"]  # nothing ran there
+
+
 @needs_ray
 @pytest.mark.integration
 def test_a_node_killed_mid_run_is_named_and_the_others_answer(cluster, model, env) -> None:  # noqa: F811
     """Last in the module: the node removed (its raylet killed) does not come back."""
     args = [a if a != str(BUDGET_S) else "12" for a in CAPACITY]
     p = fleet("capacity", model, *args, "--json", env=env, cluster=cluster)
-    assert p.stderr is not None
-    line = ""
-    while "measuring" not in line:
-        line = p.stderr.readline()
-        assert line, "the fleet ended before it started measuring"
+    wait_measuring(p)
     time.sleep(4)
     big_id = cluster.big.node_id
     cluster.remove_node(cluster.big)

@@ -109,9 +109,9 @@ def test_the_fleet_exit_code_is_its_gravest_nodes() -> None:
         "node bb (t, 10.0.0.1) lost: the node died"]
 
 
-def test_the_fleet_page_renders_the_json_alone() -> None:
-    from ortop.report.fleet import fleet_page
-
+def fleet_data() -> dict:
+    """A fleet's JSON as ``ortop fleet capacity --json --peak 280 --price c6i=0.34`` gives it: four c6i nodes, one
+    flagged, a g5 node lost (the report tests render it in a browser too)."""
     nodes = [node("a" * 20, "c6i", 100, 90, 110), node("b" * 20, "c6i", 104, 95, 112),
              node("c" * 20, "c6i", 98, 88, 108), node("d" * 20, "c6i", 60, 50, 70),
              node("e" * 20, "g5", None, None, None, status="lost")]
@@ -119,11 +119,17 @@ def test_the_fleet_page_renders_the_json_alone() -> None:
         n["node"]["facts"] = {"cpu_model": "Xeon <8375C>", "usable_cpus": 8, "gpus": []}
     types = G.per_type(nodes, {"c6i": 0.34})
     types[0]["sizing"] = S.size(280.0, 88.0, [RECORDED], Slo("p99", 1.0)).as_dict()
-    data = {"fleet": {"command": "capacity", "model": "m.onnx", "sha256": "0" * 64, "args": ["--slo", "p99=1ms"],
+    return {"fleet": {"command": "capacity", "model": "m.onnx", "sha256": "0" * 64, "args": ["--slo", "p99=1ms"],
                       "cluster": "10.0.0.5:6379", "elapsed_s": 41.0, "peak_per_s": 280.0,
                       "slo": {"metric": "p99", "ms": 1.0}},
             "nodes": nodes, "types": types, "ranking": G.ranking(types), "lost": G.lost_lines(nodes),
             "not_measured": [], "exit_code": 4}
+
+
+def test_the_fleet_page_renders_the_json_alone() -> None:
+    from ortop.report.fleet import fleet_page
+
+    data = fleet_data()
     html = fleet_page(data)
     assert "Xeon &lt;8375C&gt;" in html and "<script" not in html
     assert "dddddddddddd flagged" in html and "Lost nodes" in html and "eeeeeeeeeeee (g5" in html

@@ -27,7 +27,8 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from ortop.collectors.gpu import FakeGpuCollector, GiB
+from ortop.collectors.gpu import FakeGpuCollector, GiB, GpuSample
+from ortop.collectors.host import facts_type, read_host
 from ortop.errors import UsageError
 from ortop.measure.stats import Ring
 from ortop.metrics import runs as runs_mod
@@ -180,6 +181,7 @@ EXPECTED = {  # family name as the text parser reports it -> type
     "ortop_worker_resident_memory_bytes": "gauge",
     "ortop_worker_gpu_memory_bytes": "gauge",
     "ortop_config": "info",
+    "ortop_host": "info",
     "ortop_state": "gauge",
 }
 
@@ -281,7 +283,8 @@ def test_contrib_dashboard_and_readme_name_only_metrics_that_exist():
     documented = set(re.findall(r"`(ortop_\w+?)`", (root / "README.md").read_text())) - {"ortop_process_"}
     families = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
     assert documented <= exposed | families, documented - exposed - families
-    assert {n for n in EXPECTED if n != "ortop_config"} <= {d.removesuffix("_total") for d in documented}
+    assert {f"{n}_info" if t == "info" else n for n, t in EXPECTED.items()} <= {d.removesuffix("_total")
+                                                                               for d in documented}
 
 
 # ---- the run feed ------------------------------------------------------------------------------------------------
@@ -390,6 +393,7 @@ def test_endpoint_serves_the_monitor_it_is_given_on_its_own_registry():
         for name in ("ortop_runs", "ortop_errors", "ortop_rebuilds", "ortop_worker_restarts", "ortop_requests_dropped"):
             assert [s.value for s in before[name].samples if s.name == f"{name}_total"] == [0.0], name
         assert "ortop_state" not in before and "ortop_config" not in before  # what needs a session waits for one
+        assert [s.labels["host"] for s in before["ortop_host_info"].samples] == [socket.gethostname()]  # needs none
         server.attach(fm)
         fm.runs.add(300)
         fams = {f.name: f for f in text_string_to_metric_families(_get(server.url))}
@@ -416,6 +420,100 @@ def test_a_port_in_use_or_out_of_range_is_a_usage_error():
         start_metrics_server(None, "127.0.0.1", 70000, gpu=FakeGpuCollector())
     with pytest.raises(UsageError, match="cannot listen on"):
         start_metrics_server(None, "no-such-host.invalid", 0, gpu=FakeGpuCollector())
+
+
+# ---- the host and its node type ----------------------------------------------------------------------------------
+def _host_info(text: str) -> dict[str, str]:
+    """The labels of the one ``ortop_host_info`` sample of a scrape (value 1, as an info metric's always is)."""
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    [s] = fams["ortop_host_info"].samples
+    assert s.name == "ortop_host_info" and s.value == 1
+    return s.labels
+
+
+def _cpu_type() -> str:
+    host = read_host()
+    return f"{' '.join(host.cpu_model.split())} x{len(host.usable_cpus)}"
+
+
+def test_host_info_names_the_host_and_the_type_its_facts_make():
+    me = socket.gethostname()
+    registry, _ = _collector(gpu=FakeGpuCollector([("NVIDIA L4", 24 * GiB)] * 2))
+    assert _host_info(generate_latest(registry).decode()) == {"host": me, "node_type": "NVIDIA L4 x2"}
+    registry, _ = _collector(gpu=FakeGpuCollector(no_gpu=True))
+    assert _host_info(generate_latest(registry).decode()) == {"host": me, "node_type": _cpu_type()}
+    registry, _ = _collector(node_type="c6i-2xl")  # a GPU host typed by name: the name wins
+    assert _host_info(generate_latest(registry).decode()) == {"host": me, "node_type": "c6i-2xl"}
+    # in OpenMetrics it is an info family, ortop_host_info, like ortop_config_info
+    fams = {f.name: f for f in parse_openmetrics(generate_openmetrics(registry).decode())}
+    assert fams["ortop_host"].type == "info" and fams["ortop_host"].samples[0].name == "ortop_host_info"
+
+
+def test_a_gpu_nvml_could_not_read_does_not_fix_the_type():
+    """An NVML error at the first scrape types the host by its CPU for that scrape only; once NVML answers, the GPU
+    names it, and that answer is kept."""
+
+    class Flaky(FakeGpuCollector):
+        failing = True
+
+        def sample(self) -> GpuSample:
+            return GpuSample((), "NVML error: Unknown Error") if self.failing else super().sample()
+
+    gpu = Flaky([("NVIDIA A10G", 24 * GiB)])
+    registry, _ = _collector(gpu=gpu)
+    assert _host_info(generate_latest(registry).decode())["node_type"] == _cpu_type()
+    gpu.failing = False
+    assert _host_info(generate_latest(registry).decode())["node_type"] == "NVIDIA A10G"
+    gpu.failing = True
+    assert _host_info(generate_latest(registry).decode())["node_type"] == "NVIDIA A10G"
+
+
+def _cli_endpoint_labels(argv: list[str]) -> dict[str, str]:
+    """``ortop run`` parses ``argv``, binds its endpoint as a run does (before any session) and is scraped once."""
+    from ortop.cli import run
+    from ortop.cli.main import _with_command, build_parser
+
+    args = build_parser().parse_args(_with_command(argv))
+    outputs = run.open_outputs(args, protect=[])
+    try:
+        [server] = outputs.items
+        return _host_info(_get(server.url))
+    finally:
+        outputs.close()
+
+
+def test_node_type_from_the_flag_else_the_environment_else_as_the_fleet_names_the_host(monkeypatch):
+    from ortop.fleet import tasks  # what the fleet's probe reads on a node (no Ray needed to call it here)
+
+    monkeypatch.delenv("ORTOP_NODE_TYPE", raising=False)
+    base = ["model.onnx", "--metrics-port", "0"]
+    me = socket.gethostname()
+    assert _cli_endpoint_labels([*base, "--node-type", "c6i-2xl"]) == {"host": me, "node_type": "c6i-2xl"}
+    probed = tasks.probe()
+    assert _cli_endpoint_labels(base) == {"host": probed["hostname"], "node_type": facts_type(probed)}
+    monkeypatch.setenv("ORTOP_NODE_TYPE", "g5-xl")
+    assert _cli_endpoint_labels(base) == {"host": me, "node_type": "g5-xl"}
+    assert _cli_endpoint_labels([*base, "--node-type", "Intel Xeon 8375C × 8"])["node_type"] == "Intel Xeon 8375C × 8"
+    monkeypatch.setenv("ORTOP_NODE_TYPE", "")  # set but empty: as if unset
+    assert _cli_endpoint_labels(base)["node_type"] == facts_type(probed)
+
+
+@pytest.mark.parametrize(("argv", "variable", "said"), [
+    (["--node-type", "", "--metrics-port", "0"], None, "argument --node-type: expected a name, got ''"),
+    (["--node-type", " g5-xl", "--metrics-port", "0"], None,
+     "argument --node-type: no spaces at either end, got ' g5-xl'"),
+    (["--node-type", "g5\nxl", "--metrics-port", "0"], None,
+     "argument --node-type: no control characters (tab, newline, ...), got 'g5\\nxl'"),
+    (["--node-type", "x" * 129, "--metrics-port", "0"], None, "argument --node-type: at most 128 characters, got 129"),
+    (["--node-type", "g5-xl"], None, "--node-type labels the metrics endpoint: add --metrics-port"),
+    (["--metrics-port", "0"], "g5\txl", "ORTOP_NODE_TYPE: no control characters (tab, newline, ...), got 'g5\\txl'"),
+], ids=["empty", "spaces", "newline", "long", "no-endpoint", "environment"])
+def test_a_bad_node_type_is_one_line_exit_2_before_the_endpoint_is_bound(small_model, env, argv, variable, said):
+    if variable is not None:
+        env["ORTOP_NODE_TYPE"] = variable
+    r = subprocess.run(_ortop(small_model, "--headless", "--duration", 30, *argv), capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert _one_error_line(r) == f"ortop: error: {said}"  # one line: no "metrics on ..." came before it
 
 
 # ---- the JSON-lines stream ---------------------------------------------------------------------------------------
@@ -615,9 +713,10 @@ def _polled(read: Callable[[], float], done: Callable[[float], bool], what: str,
 
 @pytest.mark.integration
 def test_headless_until_stopped_serves_metrics_and_ends_on_sigterm(small_model, env):
+    env["ORTOP_NODE_TYPE"] = "not-this-one"  # the flag wins over the environment
     p = subprocess.Popen(_ortop(small_model, "--headless", "--duration", "0", "--json", "--threads", 1,
-                                "--metrics-port", 0), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env)
+                                "--metrics-port", 0, "--node-type", "c6i-2xl"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = _metrics_url(p)
         assert _runs_total(url) >= 0  # the counter is there from the first scrape, before the session is built
@@ -625,6 +724,7 @@ def test_headless_until_stopped_serves_metrics_and_ends_on_sigterm(small_model, 
         _polled(lambda: _runs_total(url), lambda runs: runs > first, "more runs")
         text = _get(url)
         assert 'ortop_state{state="measuring"} 1.0' in text
+        assert _host_info(text) == {"host": socket.gethostname(), "node_type": "c6i-2xl"}
         assert "ortop_worker_resident_memory_bytes" in text
         assert p.poll() is None  # --duration 0 runs until stopped
         p.send_signal(signal.SIGTERM)

@@ -23,8 +23,10 @@ import pytest
 
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.report import capacity_page, certify_page, check_report, compare_page, tune_page, write_report
+from ortop.report.fleet import fleet_page
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 from tests.test_compare import threads_profiles  # noqa: F401  (a fixture: one and two intra-op threads)
+from tests.test_fleet_sizing import fleet_data
 
 # These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
 pytestmark = pytest.mark.sharing
@@ -129,6 +131,7 @@ PAGES = {
     "tune": lambda: tune_page(TUNE),
     "capacity": lambda: capacity_page(CAPACITY, host=HOST),
     "certify": lambda: certify_page(CERTIFY, host=HOST, profiles=TOMLS[1:]),
+    "fleet": lambda: fleet_page(fleet_data()),
 }
 
 
@@ -199,7 +202,7 @@ def assert_self_contained(page: str, figures: int = 1) -> None:
 @pytest.mark.parametrize("kind", sorted(PAGES))
 def test_each_page_is_one_self_contained_document(kind):
     page = PAGES[kind]()
-    figures = 0 if kind == "certify" else 1  # a certification is a verdict and tables: no figure
+    figures = 0 if kind in ("certify", "fleet") else 1  # a certification, a fleet: verdicts and tables, no figure
     assert_self_contained(page, figures)
     assert page.count("<svg") == figures and "<?xml" not in page and "<!DOCTYPE svg" not in page
     assert "<metadata>" not in page  # matplotlib's RDF block names its home page
@@ -447,3 +450,20 @@ def test_the_browser_shows_each_capacitys_interval_and_the_certification(tmp_pat
     assert "221" in seen["capacity"] and "261" in seen["capacity"]
     assert "Certified: p99 ≤ 20 ms at 216 requests/s." in seen["certify"]
     assert "27,000" in seen["certify"] and "MLPerf" in seen["certify"]
+
+
+@pytest.mark.integration
+@browser
+def test_the_browser_shows_the_fleets_types_its_flagged_and_lost_nodes_and_the_sizing(tmp_path):
+    """The fleet's page as Chromium laid it out: each type with its pooled interval, the node whose interval left
+    out its siblings' median flagged, the lost node named, the ranking by cost and the peak's sizing."""
+    path = tmp_path / "fleet.html"
+    path.write_text(PAGES["fleet"](), encoding="utf-8")
+    r = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                        f"--user-data-dir={tmp_path / 'fleet-dom'}", "--dump-dom", path.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    dom = r.stdout
+    assert "c6i" in dom and "g5" in dom and "Xeon &lt;8375C&gt;" in dom
+    assert "dddddddddddd flagged" in dom and "Lost nodes" in dom and "eeeeeeeeeeee (g5" in dom
+    assert "Sizing a peak of 280/s" in dom and "Cost per million requests" in dom

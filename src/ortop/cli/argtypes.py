@@ -1,5 +1,6 @@
 """Argument types and options that several commands share: positive durations and rates, an output bound that may be
-'off', a cosine floor, and another interpreter's onnxruntime for one configuration (``--ort-python``).
+'off', a cosine floor, a name to put in a metric's label, and another interpreter's onnxruntime for one configuration
+(``--ort-python``).
 
 A bad value is refused while parsing, as one line naming the flag (``argument --budget: must be > 0 seconds, got
 -1``, exit 2), so a command never checks a parsed number again."""
@@ -72,6 +73,24 @@ def _float(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'off', got {text!r}") from None
+
+
+LABEL_MAX_CHARS = 128  # a label value a dashboard's legend and a variable's drop-down can still show whole
+
+
+def label_value(text: str) -> str:
+    """A name for a Prometheus label (``--node-type c6i-2xl``): not empty, no spaces at either end, no control
+    characters, at most LABEL_MAX_CHARS. Prometheus takes any UTF-8, but a value with a newline or a trailing space
+    reads as another name in every query that spells it (argparse ``type=``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a name, got {text!r}")
+    if text != text.strip():
+        raise argparse.ArgumentTypeError(f"no spaces at either end, got {text!r}")
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(f"no control characters (tab, newline, ...), got {text!r}")
+    if len(text) > LABEL_MAX_CHARS:
+        raise argparse.ArgumentTypeError(f"at most {LABEL_MAX_CHARS} characters, got {len(text)}")
+    return text
 
 
 def add_ort_python_arg(p: argparse.ArgumentParser, help_: str) -> None:

@@ -3,7 +3,9 @@
 The start profile is the last session's (``--resume``: the model's, or with no MODEL the latest of any model) or
 ``--profile``'s, with each flag on top (flags win).
 Either mode can serve Prometheus metrics (``--metrics-port``) and stream live figures as JSON lines (``--jsonl``);
-both are bound or opened before any session is built, so a port in use is bad input, not a late failure.
+both are bound or opened before any session is built, so a port in use is bad input, not a late failure. The
+endpoint names its host and node type (``--node-type``, else ``ORTOP_NODE_TYPE``, else the type the fleet makes of
+the host's facts), so many hosts' endpoints can be grouped by type in Prometheus itself.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
+from ortop.cli.argtypes import label_value
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import RuntimeFailure, UsageError
+
+NODE_TYPE_VAR = "ORTOP_NODE_TYPE"  # the node type when --node-type is absent (set once per host, by its image)
 
 EXAMPLES = """examples:
   ortop model.onnx                                    the live view (ortop run model.onnx)
@@ -24,6 +30,7 @@ EXAMPLES = """examples:
   ortop model.onnx --headless --duration 30 --json    measure 30 s, print the summary as JSON
   ortop model.onnx --headless --rate 500 --arrival poisson --slo p99=20ms
   ortop model.onnx --headless --duration 0 --metrics-port 9811 --summary last.json
+  ortop model.onnx --headless --duration 0 --metrics-port 9811 --node-type c6i-2xl
   ortop --demo                                        the built-in demo model
 """
 
@@ -55,6 +62,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         "printed on stderr)")
     m.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
                    help="address the metrics endpoint listens on (default 127.0.0.1; 0.0.0.0: every interface)")
+    m.add_argument("--node-type", type=label_value, metavar="NAME",
+                   help=f"the node type ortop_host_info names (default: ${NODE_TYPE_VAR}, else as ortop fleet names "
+                        "a node from its host facts: the GPU model, else the CPU model and usable CPUs)")
     m.add_argument("--jsonl", metavar="FILE",
                    help="write one JSON object of live figures per interval to FILE (- for stdout; a FIFO works)")
     m.add_argument("--jsonl-interval", type=float, default=1.0, metavar="SECONDS",
@@ -74,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.summary, protect=protect, what="summary")
     if args.headless and args.duration is not None:
         _check_duration(args.duration)
+    node_type(args)  # a bad ORTOP_NODE_TYPE, or --node-type with no endpoint, is found before anything starts
     if args.slo is not None:
         if not args.headless:
             raise UsageError("--slo judges a headless run: add --headless (the capacity screen, c, sizes traffic "
@@ -129,6 +140,26 @@ def _profile_name(args: argparse.Namespace) -> str:
     return "default"
 
 
+def node_type(args: argparse.Namespace) -> str | None:
+    """The node type the metrics endpoint names: ``--node-type``, else ``ORTOP_NODE_TYPE`` (checked as the flag is;
+    empty counts as unset), else None (the endpoint names the type from the host's facts). ``--node-type`` without
+    ``--metrics-port`` labels nothing: a UsageError, as any flag that would be silently ignored; the variable, set
+    for every command a host runs, is only read when there is an endpoint."""
+    if args.metrics_port is None:
+        if args.node_type is not None:
+            raise UsageError("--node-type labels the metrics endpoint: add --metrics-port")
+        return None
+    if args.node_type is not None:
+        return str(args.node_type)
+    env = os.environ.get(NODE_TYPE_VAR, "")
+    if not env:
+        return None
+    try:
+        return label_value(env)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"{NODE_TYPE_VAR}: {exc}") from None
+
+
 def open_outputs(args: argparse.Namespace, protect: list[str]) -> Outputs:
     """Bind --metrics-port and open --jsonl now (UsageError for a port in use or an unwritable path)."""
     out = Outputs()
@@ -142,7 +173,7 @@ def open_outputs(args: argparse.Namespace, protect: list[str]) -> Outputs:
             from ortop.metrics.prometheus import start_metrics_server
 
             server = start_metrics_server(None, args.metrics_addr, args.metrics_port,
-                                          profile_name=_profile_name(args))
+                                          profile_name=_profile_name(args), node_type=node_type(args))
             out.items.append(server)
             print(f"ortop: metrics on {server.url}", file=sys.stderr, flush=True)
     except BaseException:

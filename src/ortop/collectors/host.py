@@ -15,6 +15,9 @@ Why it matters: ONNX Runtime's default intra-op pool follows the host's physical
 or cpuset, so a container with 1.5 CPUs on a 64-core host gets 64 threads fighting for 1.5 CPUs. The thread
 counts worth trying are bounded by :attr:`HostFacts.thread_cap`.
 
+A host's *type* (:func:`facts_type`) is named from these facts and its GPU models: the fleet types a node that
+declares none this way, and the metrics endpoint labels itself the same way, so both name one host alike.
+
 Nothing here imports onnxruntime or textual; nothing raises on a missing or odd file (that fact is None/empty).
 """
 
@@ -24,9 +27,10 @@ import math
 import os
 import platform
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from ortop.collectors.cpu import parse_cpulist
 from ortop.config.values import format_cpulist  # re-exported: the doctor names core sets with it
@@ -304,3 +308,23 @@ def read_host(root: str = "/") -> HostFacts:
         cpu_quota=read_cpu_quota(root),
         cpu_model=read_cpu_model(root),
     )
+
+
+# ---- the host's type ----------------------------------------------------------------------------------------------
+def facts_type(facts: Mapping[str, Any]) -> str:
+    """A host's type from its facts as the fleet's probe reports them (``gpus``: GPU models, ``cpu_model``,
+    ``usable_cpus``: a count): its GPU model (with the count beyond one), else its CPU model × usable CPUs.
+
+    Two hosts of one type should measure alike: the GPU decides that where there is one, the CPU model and the
+    cores this process may use where there is not."""
+    gpus = list(facts.get("gpus") or [])
+    if gpus:
+        return gpus[0] + (f" x{len(gpus)}" if len(gpus) > 1 else "")
+    model = " ".join(str(facts.get("cpu_model") or "unknown CPU").split())
+    return f"{model} x{facts.get('usable_cpus') or '?'}"
+
+
+def host_type(host: HostFacts, gpus: Sequence[str]) -> str:
+    """This host's type (:func:`facts_type`) from its facts and the GPU models NVML lists, read as the fleet's
+    probe reads them."""
+    return facts_type({"gpus": list(gpus), "cpu_model": host.cpu_model, "usable_cpus": len(host.usable_cpus)})

@@ -25,6 +25,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ortop.collectors.host import facts_type  # shared with the metrics endpoint, which names its host alike
 from ortop.errors import UsageError, one_line
 from ortop.fleet import tasks
 
@@ -66,15 +67,6 @@ class Node:
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "address": self.address, "type": self.type, "type_from": self.type_from,
                 "cpus": self.cpus, "gpus": self.gpus, "facts": dict(self.facts)}
-
-
-def facts_type(facts: Mapping[str, Any]) -> str:
-    """A node's type from its host facts: its GPU model (with the count beyond one), else its CPU model × cores."""
-    gpus = list(facts.get("gpus") or [])
-    if gpus:
-        return gpus[0] + (f" x{len(gpus)}" if len(gpus) > 1 else "")
-    model = " ".join(str(facts.get("cpu_model") or "unknown CPU").split())
-    return f"{model} x{facts.get('usable_cpus') or '?'}"
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

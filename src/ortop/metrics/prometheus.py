@@ -6,6 +6,10 @@ endpoint nobody scrapes costs nothing. The histogram must count every run, which
 RunFeed` about once a second (faster when runs come quickly enough to turn a ring over) and adds the new runs
 with one ``numpy.searchsorted``; a scrape brings it up to date first. Nothing is added to the per-run path.
 
+``ortop_host_info`` says which host serves the endpoint and its node type (``--node-type``, else the type the fleet
+names from the host's facts: :func:`~ortop.collectors.host.facts_type`), so a Prometheus scraping many hosts can
+group them by type with a join, without target labels of its own.
+
 Names and units follow Prometheus conventions (base units, ``_total`` counters, ``_seconds``, ``_bytes``,
 ``_ratio``). The latency buckets are twenty per decade (the R20 preferred numbers: 1, 1.12, 1.25, 1.4 … 9) from
 1 µs to 10 s, 141 bounds: each about 12 % wider than the one before, so ``histogram_quantile``'s linear
@@ -17,6 +21,7 @@ bound of 10 µs by 11 % at p50 on a 6 µs model.
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,6 +39,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
+from ortop.collectors.gpu import NO_GPU, OK
+from ortop.collectors.host import HostFacts, host_type, read_host
 from ortop.engine.snapshot import Snapshot, State
 from ortop.engine.store import CONFIG_RING
 from ortop.errors import UsageError
@@ -164,18 +171,22 @@ class OrtopCollector:
 
     ``monitor`` may come later (:meth:`attach`): the endpoint is bound before any session is built, so a port in use
     is bad input found at once. ``gpu`` is a GpuCollector (NVML) for the worker's GPU memory; ``rss`` maps a pid to
-    bytes (injectable for tests); ``profile_name`` is what the run started from, for the info metric.
+    bytes (injectable for tests); ``profile_name`` is what the run started from, for the info metric. ``node_type``
+    names the host's type for ``ortop_host_info``; None: the type its facts make (:meth:`host_labels`).
     """
 
     def __init__(self, monitor: Any = None, *, histogram: LatencyHistogram | None = None,
                  feed: HistogramFeed | None = None, gpu: Any = None, rss: Any = None,
-                 profile_name: str = "default") -> None:
+                 profile_name: str = "default", node_type: str | None = None) -> None:
         self.monitor = monitor
         self.histogram = histogram or (feed.histogram if feed is not None else LatencyHistogram())
         self.feed = feed
         self.gpu = gpu
         self.rss = rss or WorkerRss()
         self.profile_name = profile_name
+        self.node_type = node_type
+        self._host: dict[str, str] | None = None  # read once: a host's name and facts do not change under a run
+        self._facts: HostFacts | None = None
         self._errors = 0
         self._dropped: dict[int, int] = {}  # requests shed, per configuration (a counter never goes down)
         self._lock = threading.Lock()
@@ -191,7 +202,7 @@ class OrtopCollector:
         with self._lock:
             monitor, feed = self.monitor, self.feed
             if monitor is None:  # the endpoint is up before the session: its counters already read 0
-                return iter([*self._counters(None), self._dropped_family()])
+                return iter([self._host_info(), *self._counters(None), self._dropped_family()])
             if feed is not None:
                 try:
                     feed.update()
@@ -199,7 +210,36 @@ class OrtopCollector:
                     feed.failed(exc)
             return iter(list(self._families(monitor.snapshot())))
 
+    def host_labels(self) -> dict[str, str]:
+        """``host`` (the host name, as the fleet's probe reads it) and ``node_type``: the one given, else the type
+        the host's facts make, as the fleet names a node that declares none. Read at the first scrape and kept;
+        a GPU sample with a device NVML could not read is not kept (the type would miss it, or fall back to the
+        CPU's), so the next scrape asks NVML again."""
+        if self._host is not None:
+            return self._host
+        labels = {"host": socket.gethostname(), "node_type": self.node_type or ""}
+        keep = True
+        if not self.node_type:
+            gpus: list[str] = []
+            if self.gpu is not None:
+                sample = self.gpu.sample()
+                keep = sample.status in (OK, NO_GPU)
+                gpus = [d.name for d in sample.devices]
+            if self._facts is None:
+                self._facts = read_host()
+            labels["node_type"] = host_type(self._facts, gpus)
+        if keep:
+            self._host = labels
+        return labels
+
+    def _host_info(self) -> Metric:
+        return InfoMetricFamily("ortop_host", "The host serving this endpoint and its node type (--node-type or "
+                                "ORTOP_NODE_TYPE, else its GPU model, else its CPU model and usable CPUs, as the "
+                                "fleet names it); join on instance to group other series by type.",
+                                value=self.host_labels())
+
     def _families(self, s: Snapshot) -> Iterable[Metric]:
+        yield self._host_info()
         yield from self._counters(s)
         yield from self._gauges(s)
         yield from self._traffic(s)
@@ -361,12 +401,13 @@ class MetricsServer:
 
 
 def start_metrics_server(monitor: Any = None, addr: str = "127.0.0.1", port: int = 0, *,
-                         profile_name: str = "default", gpu: Any = None,
+                         profile_name: str = "default", gpu: Any = None, node_type: str | None = None,
                          registry: CollectorRegistry | None = None) -> MetricsServer:
     """Bind ``addr:port`` (0: any free port; ``.port`` says which) and serve ``/metrics`` on a daemon thread.
 
     ``monitor`` may be attached later with :meth:`MetricsServer.attach`; until then the endpoint answers with the
-    process metrics only. ``gpu`` defaults to NVML (started on the first scrape; absent GPUs report nothing).
+    host, the process metrics and the counters (at 0). ``gpu`` defaults to NVML (started on the first scrape; absent
+    GPUs report nothing). ``node_type`` labels ``ortop_host_info``; None: the type the host's facts make.
 
     Raises:
         UsageError: the port is out of range, in use or not allowed, or the address cannot be bound.
@@ -378,7 +419,7 @@ def start_metrics_server(monitor: Any = None, addr: str = "127.0.0.1", port: int
 
         gpu = make_gpu_collector()
     registry = registry or CollectorRegistry()
-    collector = OrtopCollector(gpu=gpu, profile_name=profile_name)
+    collector = OrtopCollector(gpu=gpu, profile_name=profile_name, node_type=node_type)
     registry.register(collector)
     ProcessCollector(namespace="ortop", registry=registry)
     try:
