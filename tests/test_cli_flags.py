@@ -133,6 +133,7 @@ def test_max_p99_reaches_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert json.loads(capsys.readouterr().out)["max_p99_ms"] == 7.5
 
 
+@pytest.mark.slow
 def test_metrics_addr_is_the_address_the_endpoint_listens_on() -> None:
     args = parse([MODEL, "--metrics-port", "0", "--metrics-addr", "127.0.0.2"])
     assert parse([MODEL, "--metrics-port", "0"]).metrics_addr == "127.0.0.1"  # the default is another address
@@ -146,6 +147,7 @@ def test_metrics_addr_is_the_address_the_endpoint_listens_on() -> None:
         outputs.close()
 
 
+@pytest.mark.slow
 def test_version_through_the_installed_entry_point(capsys) -> None:
     want = f"ortop {importlib.metadata.version('ortop')}"
     assert ortop.__version__ == importlib.metadata.version("ortop")

@@ -127,6 +127,7 @@ def test_current_process_busy_main_thread() -> None:
         assert main.core in s.worker_cores
 
 
+@pytest.mark.slow
 def test_busy_child_two_threads() -> None:
     child = subprocess.Popen([sys.executable, "-c", BUSY_CHILD, "1.0"], stdout=subprocess.PIPE, text=True,
                              env=_single_thread_env())

@@ -91,6 +91,7 @@ def test_profiles_validate_names_the_concurrency_line(tmp_path: Path, capsys: py
     assert line.strip().startswith(f"{path}:7:") and "workload.concurrency = 2" in line  # the concurrency line
 
 
+@pytest.mark.slow
 def test_run_with_a_concurrent_cuda_graph_profile_exits_2_in_one_line(tmp_path: Path) -> None:
     model = make_matmul_model(tmp_path / "m.onnx", n=8, batch=1)
     profile = tmp_path / "graph.toml"
@@ -145,6 +146,7 @@ def test_the_1_31_options_are_accepted_whatever_the_spelling() -> None:
         assert "unknown CUDA provider option 'sdpa_kernal'" in msg and "sdpa_kernel" in msg
 
 
+@pytest.mark.slow
 def test_declared_cuda_options_are_the_names_the_installed_provider_parses() -> None:
     """Every CUDA option ortop declares (and every pointer option it refuses by name) is a string in the installed
     libonnxruntime_providers_cuda.so, where CUDAExecutionProviderInfo::FromProviderOptions names them."""

@@ -660,6 +660,7 @@ struct Session {
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_cpp_exports_compile_against_the_declared_api(tmp_path: Path) -> None:
     profiles = [pm.load(p) for p in SHIPPED] + [

@@ -87,6 +87,7 @@ def test_the_fleet_parser_takes_the_single_host_commands_own_flags() -> None:
     assert args.fleet_argv[0] == "m.onnx"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, said", [(["--peak", "0"], "--peak"), (["--per-type", "0"], "--per-type"),
                                          (["--price", "small"], "--price"), (["--price", "small=-1"], "--price")])
 def test_bad_fleet_flags_are_one_line_before_anything_starts(tmp_path, env, extra, said) -> None:  # noqa: F811
@@ -95,6 +96,7 @@ def test_bad_fleet_flags_are_one_line_before_anything_starts(tmp_path, env, extr
     assert said in one_error_line(r)
 
 
+@pytest.mark.slow
 def test_a_missing_model_and_an_unreachable_cluster_are_one_line_each(tmp_path, env) -> None:  # noqa: F811
     r = ortop("fleet", "capacity", tmp_path / "none.onnx", "--slo", "p99=5ms", env=env)
     assert "no such model" in one_error_line(r)
@@ -105,6 +107,7 @@ def test_a_missing_model_and_an_unreachable_cluster_are_one_line_each(tmp_path, 
     assert time.monotonic() - t0 < 30
 
 
+@pytest.mark.slow
 def test_without_ray_fleet_says_how_to_install_it(tmp_path, env) -> None:  # noqa: F811
     """A Python where ``import ray`` finds nothing (a shadowing empty path entry): one line, exit 2."""
     m = make_matmul_model(tmp_path / "m.onnx", n=8)

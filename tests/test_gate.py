@@ -170,6 +170,7 @@ def ab_blocks(runs_a: list[int], runs_b: list[int], *, slower: float = 1.0, seed
 run_counts = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=60)
 
 
+@pytest.mark.slow
 @given(runs=run_counts, need=st.integers(1, 120))
 @settings(max_examples=300, deadline=None)
 def test_pool_groups_hold_the_runs_needed_and_keep_pairs_whole(runs, need) -> None:
@@ -198,6 +199,7 @@ def test_pairs_that_hold_the_runs_are_not_pooled(runs) -> None:
     assert pooled_pairs(paired, 5) == paired  # the blocks themselves, untouched
 
 
+@pytest.mark.slow
 @given(runs=st.lists(st.tuples(st.integers(1, 12), st.integers(1, 12)), min_size=1, max_size=40),
        need=st.integers(2, 40))
 @settings(max_examples=150, deadline=None)

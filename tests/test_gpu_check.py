@@ -52,6 +52,7 @@ def checks(monkeypatch, tmp_path):
     return mod, mod.Checks(argparse.Namespace(model=None, device_id=0, runs=20), tmp_path), gpu
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["conv", "demo"])
 def test_the_graph_and_binding_checks_pass_on_ortops_paths(checks, model):
     mod, c, gpu = checks

@@ -65,12 +65,14 @@ def test_the_rooms_are_all_seen():
     assert ROOMS in layered, layered
 
 
+@pytest.mark.slow
 def test_nothing_below_the_ui_imports_textual():
     loaded = _imported_after(NON_UI_MODULES)
     assert set(NON_UI_MODULES) <= loaded
     assert not _has(loaded, "textual")
 
 
+@pytest.mark.slow
 def test_only_the_runtime_room_imports_onnxruntime():
     loaded = _imported_after(NO_ORT_MODULES)
     assert set(NO_ORT_MODULES) <= loaded
@@ -118,6 +120,7 @@ def _private_imports(source: str, package: str) -> list[str]:
             if any(name.startswith(face + ".") for face in FACES)]
 
 
+@pytest.mark.slow
 def test_the_cli_and_tui_use_the_engine_and_doctor_through_their_faces():
     files = sorted((SRC / "tui").rglob("*.py")) + sorted((SRC / "cli").rglob("*.py"))
     assert len(files) > 20
@@ -159,6 +162,7 @@ def test_each_face_gives_what_it_lists_and_types_it(face):
         _ = mod.no_such_name
 
 
+@pytest.mark.slow
 def test_the_faces_and_the_tui_start_up_leave_the_heavy_modules_unloaded():
     """The faces load a name when it is first read: importing them, or starting the TUI, does not import the
     monitor, the A/B runner or the doctor's checks (the TUI needs those only when a screen runs them)."""
@@ -240,6 +244,7 @@ def _two_module_circles(graph: dict[str, set[str]]) -> list[str]:
 _PACKAGES = {m.name for m in pkgutil.walk_packages(ortop.__path__, "ortop.") if m.ispkg} | {"ortop"}
 
 
+@pytest.mark.slow
 def test_no_two_modules_import_each_other():
     """No two modules of ortop import each other, at any depth (an import deferred into a function or kept for the
     type checker counts): what both need lives in the one it belongs to, or in a module below both."""
@@ -272,6 +277,7 @@ def _private_names(source: str, package: str) -> list[str]:
     return hits
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_private_name_of_another():
     files = sorted(SRC.rglob("*.py"))
     hits = [f"{f.relative_to(SRC)}:{h}" for f in files for h in _private_names(f.read_text(), _package_of(f))]

@@ -383,6 +383,7 @@ def _get(url: str) -> str:
         return r.read().decode()
 
 
+@pytest.mark.slow
 def test_endpoint_serves_the_monitor_it_is_given_on_its_own_registry():
     fm = FedMonitor()
     server = start_metrics_server(None, "127.0.0.1", 0, gpu=FakeGpuCollector(no_gpu=True))
@@ -482,6 +483,7 @@ def _cli_endpoint_labels(argv: list[str]) -> dict[str, str]:
         outputs.close()
 
 
+@pytest.mark.slow
 def test_node_type_from_the_flag_else_the_environment_else_as_the_fleet_names_the_host(monkeypatch):
     from ortop.fleet import tasks  # what the fleet's probe reads on a node (no Ray needed to call it here)
 
@@ -508,6 +510,7 @@ def test_node_type_from_the_flag_else_the_environment_else_as_the_fleet_names_th
     (["--node-type", "g5-xl"], None, "--node-type labels the metrics endpoint: add --metrics-port"),
     (["--metrics-port", "0"], "g5\txl", "ORTOP_NODE_TYPE: no control characters (tab, newline, ...), got 'g5\\txl'"),
 ], ids=["empty", "spaces", "newline", "long", "no-endpoint", "environment"])
+@pytest.mark.slow
 def test_a_bad_node_type_is_one_line_exit_2_before_the_endpoint_is_bound(small_model, env, argv, variable, said):
     if variable is not None:
         env["ORTOP_NODE_TYPE"] = variable

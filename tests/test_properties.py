@@ -86,6 +86,7 @@ def test_shapes_parse_or_say_why(text):
     assert shape and all(d >= 1 for d in shape)
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.text(max_size=12), max_size=5))
 def test_flag_pairs_parse_or_say_which_flag(items):

@@ -199,6 +199,7 @@ def assert_self_contained(page: str, figures: int = 1) -> None:
 
 
 # ---- pure tier ----------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(PAGES))
 def test_each_page_is_one_self_contained_document(kind):
     page = PAGES[kind]()
@@ -209,6 +210,7 @@ def test_each_page_is_one_self_contained_document(kind):
     assert "written by ortop " in page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(PAGES))
 def test_a_page_is_the_same_bytes_for_the_same_result(kind):
     assert PAGES[kind]() == PAGES[kind]()
@@ -244,6 +246,7 @@ def test_the_tune_page_lists_the_leaderboard_and_the_best_profile():
     assert "threads 8 (vs baseline)" not in page
 
 
+@pytest.mark.slow
 def test_the_capacity_page_draws_every_point_and_names_the_best():
     page = PAGES["capacity"]()
     text = " ".join(_parse(page).text)
@@ -260,6 +263,7 @@ def test_the_capacity_page_draws_every_point_and_names_the_best():
     assert ">5</text>" in page and ">20</text>" in page and "mathdefault" not in page
 
 
+@pytest.mark.slow
 def test_the_capacity_curve_draws_a_point_the_queue_model_decided_small_and_says_so():
     """As in the text curve: a point is drawn at what it measured, small when the long-run estimate decided it."""
     from ortop.report.figures import capacity_curves

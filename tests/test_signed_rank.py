@@ -99,6 +99,7 @@ def test_the_critical_value_matches_every_sign_vector_enumerated(confidence: flo
         assert _signed_rank_k(n, confidence) == reference_k(n, confidence, lambda t, _n, c=table: c[t]), n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 def test_the_critical_value_matches_scipys_null_distribution(confidence: float) -> None:
     sizes = [*range(1, 31), 57, 150, 300,      # exact

@@ -578,6 +578,7 @@ async def test_quick_keys_that_change_nothing_say_so_and_rebuild_nothing(tmp_pat
         assert len(mon.history) == 1  # no rebuild, no history row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 3])
 def test_the_threads_counted_in_a_real_worker_are_the_sessions_intra_op_threads(model: str, threads: int) -> None:
     """The CPU panel's pool is ORT's intra-op pool alone: the threads numpy and onnxruntime start at import are
@@ -649,6 +650,7 @@ async def test_history_rows_read_apart_and_the_selected_one_is_shown_in_full(tmp
         assert "from #0: threads 2" in str(app.screen.query_one("#history-detail").render())
 
 
+@pytest.mark.slow
 async def test_at_80x24_the_footer_shows_the_demo_keys_and_the_header_cuts_at_words(tmp_path: Path) -> None:
     from textual.widgets._footer import FooterKey
 

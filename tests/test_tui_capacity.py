@@ -223,6 +223,7 @@ def _judged_by_the_long_run() -> CapacityResult:
     return CapacityResult("/models/m.onnx", slo, [s], 10.0, 60.0)
 
 
+@pytest.mark.slow
 def test_the_curve_marks_the_points_the_queue_models_long_run_decided_and_its_legend_says_so():
     """A point is drawn at what it measured; one the queue model's estimate decided is drawn small, so a met point
     over the SLO's line (or a missed one under it) says why. The same marks in ``ortop capacity``'s curve."""
@@ -445,6 +446,7 @@ async def test_the_slo_presets_fit_the_model_in_front_of_them(tmp_path: Path, p5
         assert factory.calls[0]["slo"] == Slo("p99", presets[1])
 
 
+@pytest.mark.slow
 async def test_without_a_measured_closed_loop_the_presets_say_so_and_fall_back(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)
     monitor.history[0] = replace(monitor.history[0], latency=replace(monitor.history[0].latency, runs=12))
@@ -456,6 +458,7 @@ async def test_without_a_measured_closed_loop_the_presets_say_so_and_fall_back(t
                 in text_of(screen, "cap-detail"))
 
 
+@pytest.mark.slow
 async def test_under_open_arrivals_the_presets_come_from_the_service_time(tmp_path: Path) -> None:
     """The production workload (Poisson at 15 Hz, service p99 about 96 ms) gave presets of 5 … 100 ms and a default
     of 20 ms until R left it for a closed loop. Its service time stands in for the p99 at no load, said as such."""

@@ -54,6 +54,7 @@ async def test_capital_r_cycles_the_paced_rate_and_nothing_else(tmp_path: Path) 
         assert len(monitor.applied) == 4 and monitor.events[-1].text == "statistics reset"
 
 
+@pytest.mark.slow
 async def test_capital_r_from_a_rate_outside_the_cycle_goes_to_a_closed_loop(tmp_path: Path) -> None:
     """No ceiling is known for these settings: the preset rates may not fit the model, so a closed loop, which
     measures one."""
@@ -69,6 +70,7 @@ async def test_capital_r_from_a_rate_outside_the_cycle_goes_to_a_closed_loop(tmp
     (1.0, "970/s", [500.0, 100.0]),   # a 1 ms model: 970 runs/s back to back
     (40.0, "24/s", [12.0, 2.5]),      # a 40 ms one: 24 runs/s; "100 Hz" would be four times what it can serve
 ])
+@pytest.mark.slow
 async def test_capital_r_paces_at_shares_of_the_measured_ceiling_and_says_which(tmp_path: Path, p50_ms: float,
                                                                                  ceiling: str, paced: list) -> None:
     monitor = FakeMonitor(n_configs=1, p50_ms=p50_ms)  # ORT's defaults in a closed loop, 6000 runs measured
@@ -86,6 +88,7 @@ async def test_capital_r_paces_at_shares_of_the_measured_ceiling_and_says_which(
         assert f"paced at 50 % of the measured {ceiling}: {paced[0]:g} Hz" in toasts
 
 
+@pytest.mark.slow
 async def test_capital_r_without_a_measured_closed_loop_keeps_the_fixed_rates_and_says_so(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)
     monitor.history[0] = replace(monitor.history[0], latency=replace(monitor.history[0].latency, runs=12))
@@ -240,6 +243,7 @@ def test_w_from_a_closed_loop_offers_poisson_near_the_measured_ceiling_or_says_w
     assert quick.arrival(trace, 376.0).noop
 
 
+@pytest.mark.slow
 async def test_w_then_capital_r_keeps_poisson_and_comes_back_to_it_after_the_closed_loop(tmp_path: Path) -> None:
     monitor = FakeMonitor(n_configs=1)  # ORT's defaults in a closed loop, measured
     ceiling = monitor.history[0].throughput_per_s
@@ -276,6 +280,7 @@ def _ran_a_while(monitor: FakeMonitor) -> None:
                                   throughput_per_s=1000.0 / rec.latency.p50 * 0.97)
 
 
+@pytest.mark.slow
 async def test_capital_r_under_a_running_poisson_workload_paces_from_its_service_time_and_keeps_poisson(
         tmp_path: Path) -> None:
     """From 15 Hz Poisson, R offered a closed loop and then 25 Hz evenly paced: the production arrivals were lost.
@@ -327,6 +332,7 @@ def test_the_service_time_stands_in_only_for_the_running_settings_once_measured(
     assert m is not None and not m.under_arrivals and m.ceiling_per_s == 123.0
 
 
+@pytest.mark.slow
 async def test_tune_limits_fit_the_service_time_of_a_running_poisson_workload(tmp_path: Path) -> None:
     """Under the production workload tune's l offered p99 ≤ 2 … 50 ms to a model whose p99 is about 100 ms."""
     from ortop.tui.screens.tune import P99_LIMITS_MS, TuneScreen

@@ -83,6 +83,7 @@ def test_two_core_host_never_tries_four_threads() -> None:
     assert {2, 4, 8, 16} <= threads_tried(Space(one, host(16), CHAIN, ["threads", "spinning"]))
 
 
+@pytest.mark.slow
 def test_quota_of_one_and_a_half_cpus_caps_threads_at_two() -> None:
     space = Space(Profile(), host(16, quota=1.5), CHAIN)
     assert space.thread_values() == (1, 2)
@@ -425,6 +426,7 @@ def test_the_start_profile_failing_is_a_runtime_failure() -> None:
         run_tuner(fail_build=lambda p: "no" if p.session.intra_op_num_threads == 0 else "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [5.0, 12.0, 60.0, 300.0])
 def test_the_budget_is_kept(budget: float) -> None:
     result, racer, clock, _ = run_tuner(threads_effect({2: 0.8, 4: 0.9}), budget=budget, cores=8,
@@ -450,6 +452,7 @@ def test_a_short_budget_lists_what_it_left_out() -> None:
     assert d["measured"] is False and d["needs"]["budget_s"] == result.needs["budget_s"]
 
 
+@pytest.mark.slow
 def test_drift_does_not_fake_a_gain() -> None:
     # A strong drift (±40 %) over the run and no effect: the paired blocks still find nothing.
     for seed in range(3):

@@ -308,6 +308,7 @@ class Search:
     lo: float = 0.0            # highest rate known to meet the SLO
     hi: float = math.nan       # lowest rate known not to
     predicted_per_s: float = math.nan  # where the last service times measured, queued, would cross the SLO
+    first_per_s: float = math.nan  # where the first point goes when not at the prediction (a budget of one point)
     points: dict[float, Point] = field(default_factory=dict)
     note: str = ""             # why the search ended without a capacity (no rate meets the SLO)
     failed: str = ""
@@ -344,7 +345,8 @@ class Search:
         mid = (self.lo + self.hi) / 2
         pred = self.predicted_per_s
         if not self.points and 0 < pred:
-            return grid(min(pred, self.hi / STEP)) if math.isfinite(self.hi) else grid(pred)
+            first = self.first_per_s if 0 < self.first_per_s < pred else pred
+            return grid(min(first, self.hi / STEP)) if math.isfinite(self.hi) else grid(first)
         hi_measured = any(r >= self.hi for r in self.points)
         if self.lo > 0 and not hi_measured:
             up = self.lo * STEP
