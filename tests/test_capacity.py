@@ -123,12 +123,18 @@ def test_a_point_that_meets_the_slo_measures_on_until_its_search_has_seen_six_se
     def record(p: Point) -> float:
         return sum(b["wall_s"] for b in p.blocks)
 
-    search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 60.0),
-                            budget_s=30, point_max_s=10,
-                            on_point=lambda s, p: seen.append((p.decision, record(p),
-                                                               sum(map(record, s.points.values())))))
-    search.run()
-    met = [x for x in seen if x[0] == "met"]
+    # the rule is about met points: a host stall can make a search meet none (CI once saw its first point missed at
+    # p99 <= 60 ms on a 1 ms model, and the next ones undecided), so up to three searches are run for one that does
+    for _ in range(3):
+        seen.clear()
+        search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 60.0),
+                                budget_s=30, point_max_s=10,
+                                on_point=lambda s, p: seen.append((p.decision, record(p),
+                                                                   sum(map(record, s.points.values())))))
+        search.run()
+        met = [x for x in seen if x[0] == "met"]
+        if met:
+            break
     assert met, seen
     _, own, pooled = met[0]
     # on the old rule the first met point stopped after 2 s, the search with it
