@@ -38,7 +38,7 @@ Without gates, exit 0 whatever the verdict (ctrl-C too: what was measured is pri
 the comparison goes on (``restarts``); one that dies again before finishing a block ends it as ctrl-C does,
 everything measured printed (``fault``), and the command exits 4 (``exit_code`` in the JSON).
 
-Over ~450 lines: the parser, the crossing of models with profiles, the table, the gates and the JSON of one
+Over ~520 lines: the parser, the crossing of models with profiles, the table, the gates and the JSON of one
 command, each used only here; splitting them would scatter one command's behaviour over several files.
 """
 

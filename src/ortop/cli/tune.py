@@ -17,6 +17,9 @@ result is printed all the same), 2 for bad input (one ``ortop: error:`` line), 1
 4 when a worker was lost while only proven sessions raced (the result so far is printed, with the fault), 130 when
 ctrl-C stopped the search (the result so far is printed, and saved with ``--save``; a second ctrl-C aborts
 without one).
+
+Over ~500 lines: the command's flags and their checks, its progress line and its result in words all speak of one
+result object; the method itself lives in :mod:`ortop.engine.tuner`.
 """
 
 from __future__ import annotations

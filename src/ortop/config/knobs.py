@@ -11,7 +11,7 @@ SessionOptions attribute) reaches all of them with no other edit; the face's fie
 when left out. Exporter spellings that cannot be derived (a perf_test flag, a C++ setter) live in tables keyed by
 the knob's key inside each exporter.
 
-Over ~400 lines: the registry is one list of declarations, read and changed together.
+Over ~540 lines: the registry is one list of declarations, read and changed together.
 
 The registry is looked up at call time (:func:`registry`), so a test can swap :data:`REGISTRY` for a longer tuple.
 This module imports neither onnxruntime nor textual. ``python -m ortop.config.docs --markdown`` prints the

@@ -5,7 +5,7 @@ Each check is a small pure function of a :class:`Context` returning findings (no
 :data:`STATIC_CHECKS`; the CLI and the TUI run that one list. A context is built from a probe session by
 :mod:`ortop.doctor.diagnose`, or from a live monitor's snapshot in the TUI; tests build one directly.
 
-Over ~550 lines: a flat list of independent checks, each a short function; one file keeps the list readable
+Over ~660 lines: a flat list of independent checks, each a short function; one file keeps the list readable
 beside the registry that runs them.
 """
 

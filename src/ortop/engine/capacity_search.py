@@ -11,7 +11,12 @@ carries its order-statistic interval (:func:`ortop.measure.slo.metric_figure`): 
 when that interval lies wholly above the SLO; one that straddles it is said, and the search goes on. Each point
 lasts until it holds the requests its metric needs (its blocks lengthened so that a few hold them); one the budget
 cut short is not judged and says so (:meth:`ortop.engine.capacity.Point.thin`), and a point is started only when the
-budget left can give it those requests — fewer, sufficient points rather than many thin ones."""
+budget left can give it those requests — fewer, sufficient points rather than many thin ones.
+
+Over ~490 lines: the search's phases (building, the closed-loop ceilings, where the first point goes, the points)
+spend one budget through one pool of workers and read one another's figures; the sizing of a point in requests
+(``point_blocks`` … ``one_shot_rate``) is the arithmetic they share.
+"""
 
 from __future__ import annotations
 

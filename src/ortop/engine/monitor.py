@@ -9,7 +9,7 @@ tell drift from effect: such a history row is "unverified". :meth:`Monitor.verif
 configurations as sessions in the running worker and interleaving them for a few seconds (see
 :mod:`ortop.engine.verify`, a part of this class kept in its own module, and ``engine.ab``).
 
-A little over ~400 lines: the worker's lifecycle and its messages share one lock and one state machine
+Over ~480 lines: the worker's lifecycle and its messages share one lock and one state machine
 (:class:`State`), and are kept together. The parts that only read that state (readout) or borrow the worker
 (verify) are mixins in modules of their own, each declaring what it uses; the pieces with no share in it live
 beside it (store, snapshot, schedule, verdicts, events, ab).

@@ -10,6 +10,10 @@ Blocks are sized in requests, not only in seconds: a race judged on a percentile
 pace, so each block's own figure is the percentile it is named after. On a model that runs ten times a second
 that is ten seconds a block: the tuner then sees from :meth:`WorkerRacer.block_seconds` that a rung does not fit
 its budget, and says so, instead of judging the slowest of a handful of runs as a p99.
+
+Over ~450 lines: the racer owns its workers for a whole tune (built, restarted, their pools counted, their
+sessions kept between rungs) and turns each rung's blocks into the tuner's figures; the two share the workers'
+state.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ Dimensions and their pruning rules:
 
 Imports neither onnxruntime nor textual.
 
-Over ~400 lines: one dimension per function (threads, spinning, affinity, CUDA…), each with its pruning rule;
+Over ~500 lines: one dimension per function (threads, spinning, affinity, CUDA…), each with its pruning rule;
 they are read and changed together.
 """
 

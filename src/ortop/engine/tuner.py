@@ -52,6 +52,9 @@ Budget accounting
 The measuring is behind :class:`Racer`, so the logic is tested with a fake racer and a fake clock;
 :class:`ortop.engine.racer.WorkerRacer` is the real one, over :class:`ortop.engine.ab.Interleaving` and one worker
 process that keeps every candidate's session built between rungs.
+
+Over ~600 lines, a quarter of them this note: the race (rungs, survivors, the budget's split) and the verification
+of its winner are one state machine over one budget and one racer; split, each half would need the other's state.
 """
 
 from __future__ import annotations

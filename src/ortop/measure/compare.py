@@ -90,7 +90,7 @@ A percentile is judged only on blocks that hold it
     they read tens of percent apart with a narrow interval). Pooled pairs too few for an interval leave the
     comparison undecided, which is what the data can say; the gates judge on the same pairs.
 
-Over ~400 lines because of this docstring: the method's justification lives with the code it justifies.
+Over ~600 lines because of this docstring: the method's justification lives with the code it justifies.
 """
 
 from __future__ import annotations

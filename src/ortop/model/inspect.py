@@ -9,7 +9,7 @@ Feeds are synthesized so that a model runs without the user preparing data: rand
 configuration see the same data), never all zeros (zeros make some kernels take fast paths), integer ids kept inside
 the embedding tables they index (out-of-range ids make Gather fail), and masks filled with ones.
 
-Over ~400 lines: reading a model (graph walk, tensor sizes, gather bounds, IR/opset limits) is one concern;
+Over ~500 lines: reading a model (graph walk, tensor sizes, gather bounds, IR/opset limits) is one concern;
 the feeds are in :mod:`ortop.model.feeds`.
 """
 

@@ -11,7 +11,7 @@ changed lines. The UI shares the machine with the model it measures, so its own 
 Screens hand back what the user chose (a modal's ``dismiss(result)`` to the callback given here, or a message from
 :mod:`ortop.tui.messages`); the app acts on it: the monitor for profiles, :mod:`ortop.tui.actions` for files.
 
-Over ~550 lines: composition, the key actions (a quick key that changes nothing says so, one that drops a setting
+Over ~680 lines: composition, the key actions (a quick key that changes nothing says so, one that drops a setting
 asks first), what the screens hand back (each answer a small callback: the save, open and export-name modals) and
 the snapshot loop; every panel, screen and file action is in a module of its own.
 """
