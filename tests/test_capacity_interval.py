@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,12 @@ from ortop.engine.capacity_search import CapacitySearch
 from ortop.measure.queue import capacity_spread, queue_model
 from ortop.measure.rerun import (
     CONFIDENCE,
+    PaceBlock,
+    RerunInterval,
     bracket_sd,
     drift_gain,
-    drift_sd,
     local_slope,
+    pace_drift_sd,
     rerun_interval,
     tail_sd,
 )
@@ -62,20 +65,100 @@ def test_the_tail_term_is_the_spread_independent_records_show():
     assert math.isnan(capacity_spread([(lo, record(rng, 1000))], slo))  # one end: nothing to read a crossing from
 
 
-def test_a_host_that_drifts_more_widens_the_interval():
+def blocks_of(rng: np.random.Generator, paces: Sequence[float], runs: int = 60, jitter: float = 0.03,
+              shape_ms: Sequence[float] = (2.0,), mix: np.ndarray | None = None) -> list[PaceBlock]:
+    """A search's blocks in the order they ran, the host's log pace ``paces[i]`` in block ``i``: each run's service
+    its shape's (drawn by the block's ``mix`` row, evenly without one) times the pace, lognormal ``jitter``."""
+    out = []
+    for i, pace in enumerate(paces):
+        p = mix[i] if mix is not None else np.full(len(shape_ms), 1 / len(shape_ms))
+        shape = rng.choice(len(shape_ms), size=runs, p=p)
+        service = np.asarray(shape_ms)[shape] * np.exp(pace + rng.normal(0, jitter, runs))
+        out.append(PaceBlock(1e9 * i, service, shape))
+    return out
+
+
+def block_spread(blocks: Sequence[PaceBlock], per_rate: int) -> float:
+    """√2 × the pooled sd of log block medians, each against the other blocks at its rate (``per_rate`` blocks in
+    a row at one rate): one block's spread, on raw service times."""
+    medians = np.log([float(np.median(b.service_ms)) for b in blocks]).reshape(-1, per_rate)
+    return math.sqrt(2 * float(np.sum((medians - medians.mean(axis=1, keepdims=True)) ** 2))
+                     / (medians.size - medians.shape[0]))
+
+
+def test_which_shapes_a_block_drew_is_not_the_hosts_pace():
+    """Three shapes (1, 2.5 and 6 ms) on a steady host, drawn unevenly (some blocks mostly the slow one): each
+    block's raw median reads the draw as the host, a spread of tens of percent; read against each shape's own
+    median, the search's mean pace is known within a percent or two."""
+    rng = np.random.default_rng(5)
+    mix = rng.dirichlet([0.4, 0.4, 0.4], size=40)
+    blocks = blocks_of(rng, np.zeros(40), runs=30, shape_ms=(1.0, 2.5, 6.0), mix=mix)
+    term, old = pace_drift_sd(blocks), block_spread(blocks, per_rate=8)
+    assert term < 0.02, term
+    assert old > 5 * term and old > 0.2, (old, term)
+
+
+def test_a_host_whose_pace_moves_over_the_search_widens_the_term():
+    """The pace a slow swing of ±15 % over the search's 40 blocks, against a steady host (both with 2 % of noise a
+    block): the batches' means move with it, and the term is several times the steady one's."""
+    swing = 0.15 * np.sin(2 * math.pi * np.arange(40) / 40)
+    steady, moving = [], []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        steady.append(pace_drift_sd(blocks_of(rng, rng.normal(0, 0.02, 40))))
+        moving.append(pace_drift_sd(blocks_of(rng, swing + rng.normal(0, 0.02, 40))))
+    assert min(moving) > 0.05, moving
+    assert min(moving) > 3 * max(steady), (moving, steady)
+
+
+def test_a_pace_that_swings_block_to_block_averages_out_over_the_search():
+    """White noise in the pace (sd 10 % a block): the term is √2 × the standard error of the mean of the blocks,
+    √2 × 0.10 / √n, and narrows as the search holds more blocks; one block's spread would stay at √2 × 0.10."""
+    def term(n: int) -> float:
+        return float(np.median([pace_drift_sd(blocks_of(rng, rng.normal(0, 0.10, n))) for _ in range(20)]))
+
+    rng = np.random.default_rng(9)
+    for n in (10, 40):
+        want = math.sqrt(2) * 0.10 / math.sqrt(n)
+        assert want / 1.6 < term(n) < want * 1.6, (n, term(n), want)
+    assert term(40) < 0.7 * term(10)
+
+
+def test_the_blocks_are_read_in_the_order_they_ran_not_the_order_given():
+    """A pace that climbs over the search, handed over shuffled: the same term as in order, and wider than the
+    same blocks had they run in the shuffled order (each batch then holds some of every part of the climb)."""
+    rng = np.random.default_rng(4)
+    blocks = blocks_of(rng, np.linspace(-0.15, 0.15, 32))
+    shuffled = [blocks[i] for i in rng.permutation(len(blocks))]
+    assert pace_drift_sd(shuffled) == pytest.approx(pace_drift_sd(blocks))
+    relabelled = [PaceBlock(float(i), b.service_ms, b.shape) for i, b in enumerate(shuffled)]
+    assert pace_drift_sd(blocks) > 1.5 * pace_drift_sd(relabelled)
+
+
+def test_too_few_blocks_or_runs_for_batches():
+    """Under two blocks: not had (nan). Two to five: the blocks taken as independent, √2 × sd / √n. A block of
+    fewer than 3 runs has no pace; a shape of fewer than 5 runs has no median, and its runs are left out."""
+    rng = np.random.default_rng(2)
+    assert math.isnan(pace_drift_sd([])) and math.isnan(pace_drift_sd(blocks_of(rng, [0.0])))
+    paces = [0.0, 0.05, -0.03, 0.1]
+    four = blocks_of(rng, paces, jitter=0.0)
+    assert pace_drift_sd(four) == pytest.approx(math.sqrt(2) * float(np.std(paces, ddof=1)) / 2)
+    short = PaceBlock(5e9, np.array([9.0, 9.0]), np.array([0, 0]))  # two runs: no pace of its own
+    assert pace_drift_sd([*four, short]) == pytest.approx(pace_drift_sd(four))
+    assert math.isnan(pace_drift_sd([four[0], short]))
+    rare = PaceBlock(6e9, np.array([2.0, 2.0, 50.0, 50.0, 50.0, 50.0]), np.array([0, 0, 7, 7, 7, 7]))
+    assert pace_drift_sd([*four, rare]) == pytest.approx(pace_drift_sd(four))  # shape 7's 4 runs out: 2 runs left
+    assert math.isnan(pace_drift_sd([PaceBlock(0.0, np.array([3.0, 0.0, math.nan]), np.array([0, 0, 0]))] * 2))
+
+
+def test_a_host_whose_pace_moves_more_widens_the_interval():
     rng = np.random.default_rng(1)
-    calm = [list(np.exp(rng.normal(0, 0.02, 6))) for _ in range(4)]
-    rough = [list(np.exp(rng.normal(0, 0.15, 6))) for _ in range(4)]
-    assert drift_sd(rough) > 3 * drift_sd(calm)
-    a = rerun_interval(100.0, tail=0.03, drift=drift_sd(calm), bracket=0.03)
-    b = rerun_interval(100.0, tail=0.03, drift=drift_sd(rough), bracket=0.03)
+    calm = pace_drift_sd(blocks_of(rng, rng.normal(0, 0.02, 24)))
+    rough = pace_drift_sd(blocks_of(rng, rng.normal(0, 0.15, 24)))
+    assert rough > 3 * calm
+    a = rerun_interval(100.0, tail=0.03, drift=calm, bracket=0.03)
+    b = rerun_interval(100.0, tail=0.03, drift=rough, bracket=0.03)
     assert b.lo < a.lo < 100.0 < a.hi < b.hi
-
-
-def test_each_rate_is_its_own_centre_for_the_drift():
-    """Service that changes with the rate (idle gaps, cold caches) is not the host's drift."""
-    assert drift_sd([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]) == 0.0
-    assert math.isnan(drift_sd([[1.0], [2.0]]))  # no rate with two blocks: nothing to read it from
 
 
 def test_the_interval_contains_its_estimate_at_its_confidence_and_names_what_it_lacks():
@@ -89,47 +172,62 @@ def test_the_interval_contains_its_estimate_at_its_confidence_and_names_what_it_
         rerun_interval(250.0, tail=0.1, drift=0.1, bracket=0.1, confidence=90)
 
 
+def ar1(rng: np.random.Generator, n: int, sd: float, phi: float) -> np.ndarray:
+    """A stationary pace of ``n`` blocks, ``sd`` each, correlated ``phi`` from one block to the next."""
+    x = np.empty(n)
+    x[0] = rng.normal(0, sd)
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + rng.normal(0, sd * math.sqrt(1 - phi * phi))
+    return x
+
+
 def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confidence():
-    """The model the interval assumes, simulated: each search rests on the host's state then (a fresh draw of
-    log pace, sd σ, minutes apart), its blocks spread about it by σ too; the tail's sampling adds its own error
-    and the bracket a uniform position. A search's interval should hold another search's capacity about 90 % of
-    the time: reruns are generated, not assumed."""
+    """The model the interval assumes, simulated: the host's pace stationary over minutes (sd 15 % a block,
+    correlated 0.3 from one block to the next), each search's capacity resting on its own 32 blocks' mean pace (on
+    a three-shape mix), searches minutes apart; the tail's sampling adds its own error and the bracket a uniform
+    position. A search's interval should hold another search's capacity about 90 % of the time (reruns are
+    generated, not assumed), and without the drift term clearly less often."""
     rng = np.random.default_rng(7)
-    sigma, per_search_tail = 0.08, 0.03  # the host's pace, and each search's own error from its record
+    per_search_tail = 0.03  # each search's own error from its record
     true = 500.0
-    caps, ivs = [], []
-    for _ in range(400):
-        state = rng.normal(0, sigma)
-        blocks = [list(np.exp(state + rng.normal(0, sigma, 4))) for _ in range(5)]  # 5 rates × 4 blocks
+    caps, ivs, bare = [], [], []
+    for _ in range(300):
+        paces = ar1(rng, 32, 0.15, 0.3)
+        blocks = blocks_of(rng, paces, runs=40, shape_ms=(1.0, 2.5, 6.0))
         width = math.log(1.1)
         offset = rng.uniform(0, width)  # where the grid put the bracket
-        cap = true * math.exp(-state + rng.normal(0, per_search_tail))
+        cap = true * math.exp(-float(paces.mean()) + rng.normal(0, per_search_tail))
         lo, hi = cap * math.exp(-offset), cap * math.exp(width - offset)
-        iv = rerun_interval(cap, tail=tail_sd(per_search_tail), drift=drift_sd(blocks),
-                            bracket=bracket_sd(lo, hi))
+        ivs.append(rerun_interval(cap, tail=tail_sd(per_search_tail), drift=pace_drift_sd(blocks),
+                                  bracket=bracket_sd(lo, hi)))
+        bare.append(rerun_interval(cap, tail=tail_sd(per_search_tail), drift=0.0, bracket=bracket_sd(lo, hi)))
         caps.append(cap * math.exp(rng.uniform(-width / 2, width / 2)))  # the rerun's own place in its bracket
-        ivs.append(iv)
     assert ivs[0].tail_sd == pytest.approx(math.sqrt(2) * per_search_tail)
-    held = [ivs[i].contains(caps[j]) for i in range(len(ivs)) for j in (i + 1, i - 1) if 0 <= j < len(ivs)]
-    share = float(np.mean(held))
-    assert 0.84 <= share <= 0.96, share
+
+    def share(intervals: list[RerunInterval]) -> float:
+        return float(np.mean([intervals[i].contains(caps[j]) for i in range(len(intervals)) for j in (i + 1, i - 1)
+                              if 0 <= j < len(intervals)]))
+
+    assert 0.84 <= share(ivs) <= 0.96, share(ivs)
+    assert share(bare) < 0.8, share(bare)
 
 
 def _flat_reruns(slope: float, use_slope: bool) -> float:
     """Share of reruns held, on a curve metric = m0 · (rate / r0) ** slope whose whole shape scales with the host's
-    pace f (metric(rate) → f · metric(f · rate)): its capacity moves as f ** −(1 + 1 / slope)."""
+    pace f (metric(rate) → f · metric(f · rate)): its capacity moves as f ** −(1 + 1 / slope), f the search's mean
+    pace over its 20 blocks (white noise, sd 10 % a block)."""
     rng = np.random.default_rng(11)
-    sigma, true = 0.05, 100.0
+    true = 100.0
     caps, ivs = [], []
-    for _ in range(400):
-        state = rng.normal(0, sigma)
-        blocks = [list(np.exp(state + rng.normal(0, sigma, 4))) for _ in range(5)]
-        cap = true * math.exp(-state * (1 + 1 / slope))
+    for _ in range(300):
+        paces = rng.normal(0, 0.10, 20)
+        cap = true * math.exp(-float(paces.mean()) * (1 + 1 / slope))
         lo, hi = cap / 1.05, cap * 1.05
         metric_lo, metric_hi = 20.0 * (lo / cap) ** slope, 20.0 * (hi / cap) ** slope  # crossing 20 ms at cap
         k = local_slope(lo, hi, metric_lo, metric_hi) if use_slope else math.nan
         assert not use_slope or k == pytest.approx(slope)
-        iv = rerun_interval(cap, tail=0.0, drift=drift_sd(blocks), bracket=bracket_sd(lo, hi), slope=k)
+        iv = rerun_interval(cap, tail=0.0, drift=pace_drift_sd(blocks_of(rng, paces, runs=20)),
+                            bracket=bracket_sd(lo, hi), slope=k)
         caps.append(cap)
         ivs.append(iv)
     held = [ivs[i].contains(caps[j]) for i in range(len(ivs)) for j in (i + 1, i - 1) if 0 <= j < len(ivs)]
@@ -190,6 +288,8 @@ def test_a_search_carries_its_interval_the_hosts_noise_and_goodput(tmp_path: Pat
     assert lo <= p["capacity_per_s"] <= hi and p["interval_confidence"] == 0.9
     assert set(p["interval_terms"]) == {"tail_sd", "drift_sd", "bracket_sd", "missing", "slope", "flat"}
     assert isinstance(p["interval_terms"]["flat"], bool)
+    # the drift term is read from the blocks' runs (their start, service and shape), not left out
+    assert "drift" not in p["interval_terms"]["missing"] and 0 < p["interval_terms"]["drift_sd"] < 0.5
     noise = d["host_noise"]
     assert noise["steal_pct"] == pytest.approx(10.0)
     assert 0 < noise["cpu_pressure_pct"] <= 100

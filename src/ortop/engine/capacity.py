@@ -75,10 +75,11 @@ from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue
 from ortop.measure.ratio import overlapping
 from ortop.measure.rerun import (
     CONFIDENCE,
+    PaceBlock,
     RerunInterval,
     bracket_sd,
-    drift_sd,
     local_slope,
+    pace_drift_sd,
     rerun_interval,
     tail_sd,
 )
@@ -124,6 +125,7 @@ class Point:
     blocks: list[dict[str, Any]] = field(default_factory=list)  # per block: runs, over, arrived, dropped, wall, …
     response: list[np.ndarray] = field(default_factory=list)
     busy: list[np.ndarray] = field(default_factory=list)      # what the same requests cost their server (server_times)
+    pace: list[PaceBlock] = field(default_factory=list)       # per block: its start, each run's service and shape
     servers: int = 1                                          # callers per queue, and queues (replicas): the
     queues: int = 1                                           # queue model's shape
     decision: str = "undecided"
@@ -133,13 +135,18 @@ class Point:
     decided_by: str = ""                                      # the figure that decided it (DECIDED_BY)
 
     def add(self, response_ms: np.ndarray, wall_s: float, arrived: int, dropped: int, slo: Slo,
-            busy: np.ndarray | None = None, window_s: float | None = None) -> None:
+            busy: np.ndarray | None = None, window_s: float | None = None, pace: np.ndarray | None = None,
+            start_ns: float = math.nan) -> None:
         """One block: the responses of the requests that arrived in its window (``window_s``, their arrivals'
         span; ``wall_s`` by default), ``wall_s`` from the window's start to the last of them served, ``arrived``
-        in the window and ``dropped`` of those (shed, or still waiting when the block ended)."""
+        in the window and ``dropped`` of those (shed, or still waiting when the block ended). ``pace``: each run's
+        service ms and input shape's index (n × 2), with the block's ``start_ns``, for the interval's drift term
+        (:func:`ortop.measure.rerun.pace_drift_sd`)."""
         self.response.append(response_ms)
         if busy is not None:
             self.busy.append(busy)
+        if pace is not None and len(pace):
+            self.pace.append(PaceBlock(start_ns, pace[:, 0], pace[:, 1].astype(np.int64)))
         over = int(np.count_nonzero(response_ms > slo.ms))
         self.blocks.append({"runs": int(response_ms.size), "over": over, "wall_s": wall_s,
                             "window_s": wall_s if window_s is None else window_s, "arrived": arrived,
@@ -205,12 +212,6 @@ class Point:
         wall = self.recorded_s()
         within = sum(b["runs"] - b["over"] for b in self.blocks)
         return within / wall if wall > 0 else math.nan
-
-    def block_service_ms(self) -> list[float]:
-        """Each block's median service time (ms), from what its requests cost their server: the host's pace in
-        that block (a stall's few long runs move a short block's mean by a fifth; they are the tail's, not the
-        pace's)."""
-        return [float(np.median(b[:, 0])) for b in self.busy if len(b)]
 
     def value(self, slo: Slo) -> float:
         """The SLO metric over every recorded request of the point (ms)."""
@@ -394,7 +395,7 @@ class Search:
             servers = max((p.servers for p in pooled), default=1)
             queues = max((p.queues for p in pooled), default=1)
             self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)))
-        drift = drift_sd([p.block_service_ms() for p in self.points.values()])
+        drift = pace_drift_sd([b for p in self.points.values() for b in p.pace])
         a, b = self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None
         slope = local_slope(self.lo, self.hi, a.estimate(slo), b.estimate(slo)) if a and b else math.nan
         return rerun_interval(cap, tail=self._tail[1], drift=drift, bracket=bracket_sd(self.lo, self.hi),

@@ -435,15 +435,18 @@ class CapacitySearch:
             for s in pending:
                 for b in got[s.index]:
                     arrived, dropped = (b.traffic[0], b.traffic[1]) if b.traffic else (len(b.rows), 0)
+                    service = R.service_ms(b.rows)
+                    shape = b.rows[:, R.Col.SHAPE] if b.rows.shape[1] > R.Col.SHAPE else np.zeros(len(b.rows))
+                    start = float(b.rows[:, R.Col.START].min()) if len(b.rows) else math.nan
                     # the same requests both ways: offered = those that arrived in the window, over the window;
                     # served = those of them served, over the time they took (a queue that drained past the window
                     # counts), so served is never above offered
                     points[s.index].add(R.response_ms(b.rows), b.served_s, arrived, dropped, self.slo,
-                                        server_times(b.rows), window_s=b.window_s)
+                                        server_times(b.rows), window_s=b.window_s,
+                                        pace=np.column_stack([service, shape]), start_ns=start)
                     if len(b.rows):
-                        self._service.append(R.service_ms(b.rows))
-                        shape = b.rows[:, R.Col.SHAPE] if b.rows.shape[1] > R.Col.SHAPE else 0
-                        self._shapes.append(s.index * 1_000_000 + np.zeros(len(b.rows), np.int64) + shape)
+                        self._service.append(service)
+                        self._shapes.append(s.index * 1_000_000 + shape.astype(np.int64))
             # its own time ends a point only once it holds the requests its metric needs; the budget ends any
             final = rule.final() and (self.left() <= 0 or all(points[s.index].enough(self.slo) for s in pending))
             for s in list(pending):

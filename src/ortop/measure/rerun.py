@@ -17,16 +17,32 @@ Three sources, each a standard deviation of the capacity's log (capacity is a ra
         the same simulated arrivals, the crossing read again; the sd of its log over the resamples. Nothing is
         mapped through a slope: the resampled crossing is the capacity itself. The search's own estimate and a
         rerun's each carry it: √2. A longer ``--budget`` records more requests: this term narrows.
-    (b) The host's drift (:func:`drift_sd`). Capacity scales about as 1 / service time, so the host's pace moves
-        it one for one in log terms. Within the search, every block's median service time (its pace: a stall's few
-        long runs, which move a short block's mean by a fifth, are the tail's and term (a)'s) is read against the
-        mean of the other blocks at its own rate (rates change service a little: idle gaps, cold caches); their pooled
-        sd of log is the host's spread from one block to the next, seconds apart. A rerun lands minutes later,
-        beyond the reach of the correlation within a search: the host's state then is a fresh draw, and the
-        search's own capacity rests on one such state (a search takes seconds to a minute, within one state of
-        this host's slow drift). So both carry the block-to-block spread: √2 × that sd. The extrapolation assumes
-        the host's pace is stationary over minutes; a host that moves further over hours than over minutes is
-        beyond what one search can see, and the interval does not claim it.
+    (b) The host's drift (:func:`pace_drift_sd`). Capacity scales about as 1 / service time, so the host's pace moves
+        it one for one in log terms. A search's capacity rests on the host's pace over the whole search (its points'
+        server times are pooled into one queue model, and its bracket's ends are measured seconds to a minute
+        apart), a rerun's on the pace over its own; what moves one from the other is how far such an average
+        strays. So the term is the standard error of the search's mean pace, √2 × it: the search's own mean and a
+        rerun's each carry it. The pace swings from one block to the next, but a rerun does not rest on one block:
+        one block's spread is the wrong timescale, √n times the mean's over n blocks where the swings are
+        independent.
+        Each run's pace is its log service time less the median log service of its input shape's runs over the
+        whole search: on a shape mix a block's service is mostly which shapes it drew (a block at a low rate holds
+        a few dozen runs), not the host. A shape of fewer than 5 runs has no median to read against; its runs are
+        left out. Not centred per rate: a search measures each rate in one stretch of time, so a rate's own centre
+        would take the host's pace over that stretch with it, the very drift this term is for. A rate's own effect
+        on service (idle gaps before runs, cold caches, a pool woken inside the run) stays in, and can only widen
+        the term. A block's pace is the median over its runs (a stall's few long runs are the tail's and term
+        (a)'s); a block of fewer than 3 runs has none.
+        The blocks in the order they ran (every point of the search together: one host over time) are a series
+        whose mean's standard error is read by batch means, the standard method for a correlated series: the
+        series cut into K contiguous batches (K = 8, fewer for under 16 blocks, at least 2 blocks a batch), the
+        variance of the batch means over K. A batch takes in the pace's correlation from one block to the next,
+        which a sum of independent blocks would not. With 2 to 5 blocks (under 3 batches) the blocks are taken as
+        independent (sd / √n); with fewer the term is not had.
+        The reading assumes the host's pace stationary over minutes, with a correlation shorter than a batch (a
+        longer one makes neighbouring batches alike, and the term reads narrow). A host that moves more between
+        searches than within one (another tenant arriving, a clock throttled) is beyond what one search can see,
+        and the interval does not claim it.
         One for one holds where the SLO metric climbs steeply with the rate, at a queue's knee. A pace f times
         slower scales the whole curve, metric(rate) → f · metric(f · rate), so where the metric's local slope
         in log–log is k the capacity moves (1 + 1/k) times as far as the pace (:func:`drift_gain`). A flat curve
@@ -38,8 +54,8 @@ Three sources, each a standard deviation of the capacity's log (capacity is a ra
 
 Combined in log space, as independent errors (a sum of variances), the interval is
 ``capacity × exp(± z · √(a² + b² + c²))`` with z the normal quantile of the confidence (1.645 for 90 %). It always
-contains the estimate. A term that cannot be had (a bracket not closed, a point without a queue model, a single
-block) counts zero and :class:`RerunInterval` names it in ``missing``: the interval is then narrower than it
+contains the estimate. A term that cannot be had (a bracket not closed, a point without a queue model, fewer than
+two blocks) counts zero and :class:`RerunInterval` names it in ``missing``: the interval is then narrower than it
 should be, and says why.
 
 Alternatives not taken
@@ -103,17 +119,62 @@ def tail_sd(spread: float) -> float:
     return math.sqrt(2) * spread if spread >= 0 else math.nan
 
 
-def drift_sd(block_means_by_rate: Sequence[Sequence[float]]) -> float:
-    """Term (b): √2 × the pooled sd of log service time from block to block, each block against the other blocks
-    at its own rate (``block_means_by_rate``: per rate, each block's typical service ms, its median). nan with no
-    rate of two blocks."""
-    ss, dof = 0.0, 0
-    for means in block_means_by_rate:
-        x = np.log(np.asarray([m for m in means if m > 0 and math.isfinite(m)], dtype=float))
-        if x.size >= 2:
-            ss += float(np.sum((x - x.mean()) ** 2))
-            dof += x.size - 1
-    return math.sqrt(2 * ss / dof) if dof else math.nan
+@dataclass(frozen=True)
+class PaceBlock:
+    """One block's runs as term (b) reads them: when the block began (any clock the search's blocks share: only the
+    order counts), and per run its service (ms) and the index of the input shape it ran."""
+
+    start: float
+    service_ms: np.ndarray
+    shape: np.ndarray
+
+
+SHAPE_MIN_RUNS = 5    # runs of a shape before its median is read against (fewer: its runs are left out)
+BLOCK_MIN_RUNS = 3    # runs of a block before its median is its pace
+MAX_BATCHES = 8       # batch means: at most 8 batches, at least 2 blocks each, at least 3 batches
+
+
+def block_paces(blocks: Sequence[PaceBlock]) -> np.ndarray:
+    """Each block's pace in the order the blocks ran: the median over its runs of log service less its shape's
+    median log service over all ``blocks`` (see term (b)); blocks left with too few runs are left out."""
+    kept = [b for b in blocks if len(b.service_ms)]
+    if not kept:
+        return np.zeros(0)
+    service = np.concatenate([np.asarray(b.service_ms, dtype=float) for b in kept])
+    shape = np.concatenate([np.broadcast_to(np.asarray(b.shape), len(b.service_ms)) for b in kept]).astype(np.int64)
+    usable = (service > 0) & np.isfinite(service)
+    log_ms = np.log(np.where(usable, service, 1.0))
+    residual = np.full(service.size, np.nan)
+    for s in np.unique(shape[usable]):
+        mine = usable & (shape == s)
+        if np.count_nonzero(mine) >= SHAPE_MIN_RUNS:
+            residual[mine] = log_ms[mine] - np.median(log_ms[mine])
+    per_block = np.split(residual, np.cumsum([len(b.service_ms) for b in kept])[:-1])
+    paces = []
+    for i in np.argsort([b.start for b in kept], kind="stable"):  # a block without a start (nan) goes last
+        r = per_block[i][np.isfinite(per_block[i])]
+        if r.size >= BLOCK_MIN_RUNS:
+            paces.append(float(np.median(r)))
+    return np.asarray(paces, dtype=float)
+
+
+def mean_se(series: np.ndarray) -> float:
+    """The standard error of a correlated series' mean by batch means (see term (b)); with under 3 batches' worth
+    (2 to 5 values) the values taken as independent; nan under 2."""
+    n = series.size
+    if n < 2:
+        return math.nan
+    k = min(MAX_BATCHES, n // 2)
+    if k < 3:
+        return float(np.std(series, ddof=1)) / math.sqrt(n)
+    means = np.asarray([c.mean() for c in np.array_split(series, k)])
+    return math.sqrt(float(np.var(means, ddof=1)) / k)
+
+
+def pace_drift_sd(blocks: Sequence[PaceBlock]) -> float:
+    """Term (b): √2 × the standard error of the search's mean pace over ``blocks`` (all its points', any order): the
+    search's own mean and a rerun's each carry it. nan with fewer than two blocks of pace."""
+    return math.sqrt(2) * mean_se(block_paces(blocks))
 
 
 FLAT_SLOPE = 1.0     # below this log–log slope at the crossing, a capacity moves more than the host's pace
