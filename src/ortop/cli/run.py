@@ -70,7 +70,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     m.add_argument("--jsonl-interval", type=float, default=1.0, metavar="SECONDS",
                    help="seconds per --jsonl line (default 1)")
     t = p.add_argument_group("live view")
-    t.add_argument("--refresh", type=float, default=4.0, metavar="HZ", help="TUI refresh rate (default 4)")
+    t.add_argument("--refresh", type=float, default=2.0, metavar="HZ",
+                   help="how often per second the live view looks for a change of state; its figures are redrawn at "
+                        "half that (default 2: once a second)")
     t.add_argument("--profile-dir", metavar="DIR", default="profiles",
                    help="where ctrl+s saves profiles (default ./profiles)")
 

@@ -41,7 +41,7 @@ from ortop.runtime.child import (
     set_warning_sink,
 )
 
-FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms (the UI draws at 2–4 Hz)
+FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms (the UI draws once a second)
 DRAIN_MAX_NS = 2_000_000_000  # an open block serves its window's arrivals for at most this long after the window
 DRAIN_POLL_NS = 1_000_000
 

@@ -79,7 +79,7 @@ class OrtopApp(App[int]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall"), (46, "-taller")]
 
-    def __init__(self, monitor: MonitorView, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
+    def __init__(self, monitor: MonitorView, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 2.0,
                  profile_dir: str | os.PathLike = "profiles", summary_path: str | os.PathLike | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -628,7 +628,7 @@ class OrtopApp(App[int]):
         self.push_screen(SaveScreen(self.profile_dir, name, note, suffix=ext, title=f"Export as {ext}"), answered)
 
 
-def make_app(monitor: MonitorView, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 4.0,
+def make_app(monitor: MonitorView, *, cpu: Any = None, gpu: Any = None, refresh_hz: float = 2.0,
              profile_dir: str | os.PathLike = "profiles", summary_path: str | os.PathLike | None = None,
              clock: Callable[[], float] = time.monotonic) -> OrtopApp:
     """The one way an OrtopApp is built: by ``ortop``, the Pilot tests and the snapshot apps alike.
