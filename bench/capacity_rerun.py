@@ -23,7 +23,12 @@ The reproduce command is printed first.
 
     python bench/capacity_rerun.py MODEL [MODEL ...] [--runs 10] [--budget 60] [--slo MS | --slo-factor 8]
                                    [--dim SYM=N ...] [--shape NAME=1x3x96x96 ...] [--threads 1] [--no-spinning]
-                                   [--keep FILE.jsonl]
+                                   [--keep FILE.jsonl] [--aa]
+
+With ``--aa`` each search is an A/A: the same settings under two names (``--profile a.toml --profile b.toml``, both
+the flags given), searched side by side as two profiles are. Per run it prints both capacities and intervals, the
+"best" the search named and whether it called it separated; the targets: no separated "best" in any run, and the
+two intervals overlapping in at least 9 of 10. Each of the two searches also counts as a rerun of the others.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -82,6 +89,30 @@ def verdict(runs: list[dict]) -> str:
     return text + ")" + (f"; {zero} run(s) met no rate (capacity 0), left out of the sd" if zero else "")
 
 
+def run_of(p: dict) -> dict:
+    """One profile's capacity and interval from a search's JSON."""
+    span = p.get("interval")
+    return {"capacity": float(p["capacity_per_s"] or 0.0),
+            "interval": (float(span[0]), float(span[1])) if span and None not in span else None}
+
+
+def aa_line(k: int, d: dict, took_s: float) -> tuple[bool, bool]:
+    """Print one A/A search; (a separated best was named, the two intervals overlap)."""
+    a, b = (run_of(p) for p in d["profiles"][:2])
+    ia, ib = a["interval"], b["interval"]
+    overlap = ia is not None and ib is not None and ia[0] <= ib[1] and ib[0] <= ia[1]
+    separated = bool(d.get("best_separated"))
+
+    def one(r: dict) -> str:
+        iv = r["interval"]
+        return f"{r['capacity']:8.1f}/s " + (f"({iv[0]:.1f}–{iv[1]:.1f})" if iv else "(no interval)")
+
+    print(f"  run {k + 1:>2}: a {one(a)}  b {one(b)}  best {d.get('best')}"
+          f"{' separated' if separated else ''}  intervals {'overlap' if overlap else 'APART'}  {took_s:.0f} s",
+          flush=True)
+    return separated, overlap
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
@@ -94,6 +125,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (0: ORT's default)")
     ap.add_argument("--no-spinning", action="store_true", help="the pool's spin-wait off (a tail set by wake-ups)")
     ap.add_argument("--keep", metavar="FILE.jsonl", help="also write every search's JSON result, one line each")
+    ap.add_argument("--aa", action="store_true", help="each search an A/A: the same settings under two names")
     a = ap.parse_args()
     if a.runs < 2:
         ap.error("--runs must be at least 2 (each interval is set against the other runs)")
@@ -101,6 +133,14 @@ def main() -> int:
     common = [x for d in a.dim for x in ("--dim", d)] + [x for s in a.shape for x in ("--shape", s)]
     common += ["--threads", str(a.threads)] + (["--no-spinning"] if a.no_spinning else [])
     keep = open(a.keep, "w") if a.keep else None
+    twins: list[str] = []
+    if a.aa:
+        folder = tempfile.mkdtemp(prefix="ortop-aa-")
+        for name in ("a", "b"):
+            path = os.path.join(folder, f"{name}.toml")
+            with open(path, "w") as f:
+                f.write(f'description = "the same settings as the other, under the name {name}"\n')
+            twins += ["--profile", path]
     seed = 5000
     try:
         for model in a.models:
@@ -111,11 +151,19 @@ def main() -> int:
                 slo = round(a.slo_factor * closed["latency_ms"]["p50"], 2)
             print(f"\n{model}  (p99 ≤ {slo:g} ms, {a.runs} searches of --budget {a.budget:g} s)", flush=True)
             runs = []
+            pairs: list[tuple[bool, bool]] = []  # per A/A run: a separated best named, the two intervals overlap
             for k in range(a.runs):
                 seed += 1
                 t = time.monotonic()
                 d = ortop("capacity", model, "--slo", f"p99={slo}ms", "--budget", str(a.budget), "--json",
-                          "--seed", str(seed), *common)
+                          "--seed", str(seed), *common, *twins)
+                if a.aa:
+                    pairs.append(aa_line(k, d, time.monotonic() - t))
+                    runs += [run_of(p) for p in d["profiles"]]
+                    if keep is not None:
+                        keep.write(json.dumps({"model": model, "run": k, "result": d}) + "\n")
+                        keep.flush()
+                    continue
                 if keep is not None:
                     keep.write(json.dumps({"model": model, "run": k, "result": d}) + "\n")
                     keep.flush()
@@ -132,6 +180,11 @@ def main() -> int:
                         f"{terms.get('bracket_sd')}; slope {terms.get('slope')}; "
                         f"slow share {noise.get('slow_share')})  "
                         f"{time.monotonic() - t:.0f} s", flush=True)
+            if a.aa:
+                sep = sum(1 for x in pairs if x[0])
+                over = sum(1 for x in pairs if x[1])
+                print(f"  A/A: a separated best named in {sep} of {len(pairs)} (target 0); the two intervals overlap "
+                      f"in {over} of {len(pairs)} (target at least {math.ceil(0.9 * len(pairs))})", flush=True)
             for k, h in enumerate(held(runs)):
                 if h is False:
                     print(f"  run {k + 1}'s interval misses the others' median", flush=True)

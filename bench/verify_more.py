@@ -1,6 +1,6 @@
 """Does the live view's "about N s more would decide" come true? ``v`` pressed, and pressed again when it said so.
 
-    python bench/verify_more.py [--cases 10] [--first 3] [--batch 40] [--rate 0]
+    python bench/verify_more.py [--cases 10] [--first 3] [--batch 40] [--rate 0] [--changes mixed|threads]
 
 A Monitor runs a MatMul of x [B, 2048] @ W [2048, 2048] (B = ``--batch``: about a hundred runs a second on one thread
 here), closed loop or at ``--rate`` Poisson. Each case applies a change (one thread ↔ two, spinning off ↔ on,
@@ -9,6 +9,9 @@ enough that it is often undecided and says how much more would decide. Then ``v`
 which is at least what the first press said (capped at two minutes), and the second press's verdict is read. It
 prints each case and the share of cases with an "about N s more" that the second press decided: the claim holds when
 that share is at least 8 in 10. Counts of verdicts, not a timing ratio.
+
+``--changes threads`` makes every case a real change (one thread ↔ two), the kind an estimate is shown for; with
+``--batch 400`` (about ten runs a second on one thread here) a short first press leaves most of them undecided.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def main() -> int:
     ap.add_argument("--first", type=float, default=3.0, help="seconds of the first press")
     ap.add_argument("--batch", type=int, default=40)
     ap.add_argument("--rate", type=float, default=0.0, help="Poisson arrivals per second (0: closed loop)")
+    ap.add_argument("--changes", choices=("mixed", "threads"), default="mixed",
+                    help="mixed: threads, spinning and the same settings again in turn; threads: every case 1 ↔ 2")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from ortop.config.profile import Profile, merge
@@ -47,9 +52,9 @@ def main() -> int:
             return 1
         current = base
         for k in range(args.cases):
-            if k % 2:
+            if k % 2 and args.changes == "mixed":
                 change = current  # the same settings again
-            elif k % 4 == 0:
+            elif k % 4 == 0 or args.changes == "threads":
                 change = merge(current, **{"session.intra_op_num_threads":
                                            3 - current.session.intra_op_num_threads})
             else:

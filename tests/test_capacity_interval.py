@@ -24,8 +24,10 @@ from ortop.measure.rerun import (
     bracket_sd,
     drift_gain,
     local_slope,
+    pace_drift,
     pace_drift_sd,
     rerun_interval,
+    t_quantile,
     tail_sd,
 )
 from ortop.measure.slo import Slo
@@ -210,6 +212,42 @@ def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confide
 
     assert 0.84 <= share(ivs) <= 0.96, share(ivs)
     assert share(bare) < 0.8, share(bare)
+
+
+def test_the_t_quantile_matches_students_at_an_intervals_quantiles():
+    from scipy import stats
+
+    for dof in (3, 4, 7, 12, 30, 200):
+        for p in (0.95, 0.975, 0.995) if dof >= 5 else (0.95, 0.975):  # 90, 95 and 99 % two-sided
+            assert t_quantile(p, dof) == pytest.approx(float(stats.t.ppf(p, dof)), rel=0.01), (p, dof)
+    assert t_quantile(0.95, math.inf) == pytest.approx(1.6449, rel=1e-4)
+
+
+def test_a_drift_read_from_few_batches_widens_to_students_t_where_it_dominates():
+    """Drift the only large term (24 blocks of white pace, sd 15 %; a small tail, a tight bracket): its sd is read
+    from eight batch means, and the normal quantile under-covers by what that estimate misses; Student's t at the
+    Welch–Satterthwaite degrees of freedom brings reruns back to about the stated share. Where the drift is small
+    beside the other terms, the interval is the normal one."""
+    rng = np.random.default_rng(11)
+    true, tail = 300.0, 0.005
+    caps, with_t, normal = [], [], []
+    for _ in range(400):
+        paces = rng.normal(0, 0.15, 24)
+        drift, dof = pace_drift(blocks_of(rng, paces, runs=30, shape_ms=(2.0,)))
+        cap = true * math.exp(-float(paces.mean()) + rng.normal(0, tail))
+        with_t.append(rerun_interval(cap, tail=tail_sd(tail), drift=drift, bracket=0.001, drift_dof=dof))
+        normal.append(rerun_interval(cap, tail=tail_sd(tail), drift=drift, bracket=0.001))
+        caps.append(cap)
+    assert dof == 7
+
+    def share(intervals: list[RerunInterval]) -> float:
+        return float(np.mean([intervals[i].contains(caps[i + 1]) for i in range(len(intervals) - 1)]))
+
+    assert share(normal) < share(with_t), (share(normal), share(with_t))
+    assert 0.86 <= share(with_t) <= 0.95, share(with_t)
+    small = rerun_interval(300.0, tail=0.05, drift=0.005, bracket=0.03, drift_dof=7)
+    plain = rerun_interval(300.0, tail=0.05, drift=0.005, bracket=0.03)
+    assert small.hi == pytest.approx(plain.hi, rel=1e-3)
 
 
 def _flat_reruns(slope: float, use_slope: bool) -> float:

@@ -79,7 +79,7 @@ from ortop.measure.rerun import (
     RerunInterval,
     bracket_sd,
     local_slope,
-    pace_drift_sd,
+    pace_drift,
     rerun_interval,
     tail_sd,
 )
@@ -395,11 +395,11 @@ class Search:
             servers = max((p.servers for p in pooled), default=1)
             queues = max((p.queues for p in pooled), default=1)
             self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)))
-        drift = pace_drift_sd([b for p in self.points.values() for b in p.pace])
+        drift, dof = pace_drift([b for p in self.points.values() for b in p.pace])
         a, b = self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None
         slope = local_slope(self.lo, self.hi, a.estimate(slo), b.estimate(slo)) if a and b else math.nan
         return rerun_interval(cap, tail=self._tail[1], drift=drift, bracket=bracket_sd(self.lo, self.hi),
-                              confidence=confidence, slope=slope)
+                              confidence=confidence, slope=slope, drift_dof=dof)
 
     def label(self) -> str:
         """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""
