@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from ortop.engine import headless
+from tests.poll import wait_for
 from tests.test_cli import ortop
 from tests.test_compare import threads_profiles  # noqa: F401  (a fixture)
-from tests.test_engine import wait_for
 from tests.test_traffic import batch_model, env, prof  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration

@@ -181,8 +181,9 @@ async def test_C_after_a_search_certifies_the_chosen_rate_with_progress_and_its_
     from ortop.tui.screens import capacity as screen_mod
     from ortop.tui.screens.capacity import CapacityScreen
     from tests.fakes import FakeMonitor
+    from tests.poll import until
     from tests.test_tui_capacity import Factory, capacity_app, footer_label, text_of
-    from tests.test_tui_tune import spy_pause_resume, until
+    from tests.test_tui_tune import spy_pause_resume
 
     monkeypatch.setattr(screen_mod, "_host", lambda: (8, 4))
     fake = FakeCertify()
@@ -242,8 +243,8 @@ def test_certify_without_a_rate_searches_first_and_certifies_nine_tenths_of_the_
 @pytest.mark.integration
 @pytest.mark.sharing  # a fault or ctrl-C and the exit code: no time judged
 def test_ctrl_c_prints_the_certification_so_far_as_undecided(env, tmp_path):  # noqa: F811
+    from tests.poll import wait_for
     from tests.test_bench import worker_of
-    from tests.test_engine import wait_for
 
     model = make_matmul_model(tmp_path / "mm.onnx", n=256)
     # 1500/s keeps the worker about a third busy, so its CPU time shows blocks measured within seconds (at 200/s it

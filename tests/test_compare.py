@@ -13,8 +13,8 @@ from ortop.config.profile import Profile
 from ortop.engine.monitor import Monitor
 from ortop.engine.snapshot import RowVerdict
 from ortop.measure.compare import METRICS
+from tests.poll import wait_for
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
-from tests.test_engine import wait_for
 
 pytestmark = pytest.mark.integration
 

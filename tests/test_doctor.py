@@ -38,6 +38,7 @@ from tests.models import (
     model_of,
     save,
 )
+from tests.poll import until
 
 FINDING_KEYS = {"check", "severity", "message", "evidence", "fix", "profile_patch"}
 CUDA_FAIL = ("2026-11-23 19:18:39.620657687 [E:onnxruntime:Default, provider_bridge_ort.cc:2458 operator()] "
@@ -612,7 +613,6 @@ def test_graph_scan_of_a_model_without_transposes_and_of_a_bad_file(tmp_path: Pa
 # ---- the TUI's doctor screen ----------------------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_the_doctor_screen_lists_findings_applies_a_patch_and_measures(tmp_path: Path) -> None:
-    import time
 
     from ortop.collectors.cpu import FakeCpuCollector
     from ortop.collectors.gpu import FakeGpuCollector
@@ -625,17 +625,11 @@ async def test_the_doctor_screen_lists_findings_applies_a_patch_and_measures(tmp
     app = make_app(monitor, cpu=FakeCpuCollector(8, seed=3), gpu=FakeGpuCollector(seed=3, no_gpu=True), refresh_hz=0,
                    profile_dir=tmp_path / "profiles", clock=StepClock())
 
-    async def until(cond, what: str) -> None:
-        end = time.monotonic() + 20
-        while not cond():
-            assert time.monotonic() < end, f"timed out waiting for {what}"
-            await pilot.pause(0.05)
-
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("d")
         screen = app.screen
         assert isinstance(screen, DoctorScreen)
-        await until(lambda: screen.static is not None, "the static checks")
+        await until(pilot, lambda: screen.static is not None, "the static checks")
         first = screen.selected()
         assert first is not None and first.check == "threads" and first.severity == "warning"
         assert screen.query_one("#doctor-table").row_count == len(screen.findings())
@@ -653,7 +647,7 @@ async def test_the_doctor_screen_lists_findings_applies_a_patch_and_measures(tmp
         for name in ("pause", "resume"):
             setattr(monitor, name, (lambda n, f: lambda: (calls.append(n), f()))(name, getattr(monitor, name)))
         await pilot.press("m")
-        await until(lambda: not screen.measuring, "the measured checks")
+        await until(pilot, lambda: not screen.measuring, "the measured checks")
         await pilot.pause()
         assert calls == ["pause", "resume"] and monitor.state == "measuring"
         assert "measured checks failed" in str(screen.query_one("#doctor-detail").render())
@@ -743,7 +737,7 @@ def test_the_doctor_on_a_saturated_host_says_so(healthy: str) -> None:
 def test_spinning_verified_in_the_live_view_is_reported(tmp_path: Path) -> None:
     from ortop.doctor import context_from_snapshot
     from ortop.engine.monitor import Monitor
-    from tests.test_engine import wait_for
+    from tests.poll import wait_for
 
     model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)  # ~0.4 ms a run: at 50 Hz mostly waiting
     start = prof(**{"session.intra_op_num_threads": 2, "workload.rate_hz": 50.0, "workload.warmup_runs": 3})

@@ -25,6 +25,7 @@ from ortop.model import ModelError
 from ortop.runtime import protocol as PR
 from ortop.runtime.serve import FAST_RUN_MS
 from tests.models import _vi, model_of, save
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,18 +40,6 @@ def prof(base: Profile | None = None, **dotted) -> Profile:
     changes = {"session.intra_op_num_threads": 1} if base is None else {}
     changes.update({k.replace("__", "."): v for k, v in dotted.items()})
     return P.merge(base or Profile(), **changes)
-
-
-def wait_for(cond, timeout: float = 10.0, what: str = "condition", interval: float = 0.02):
-    """Poll ``cond()`` until it returns something truthy (returned) or ``timeout`` passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def events(mon: Monitor, contains: str = "", level: str | None = None):

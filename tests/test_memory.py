@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 
 import pytest
 
@@ -19,20 +18,13 @@ from ortop.runtime.child import preload_missing
 from ortop.tui.panels import memory
 from tests.fakes.monitor import FakeMonitor
 from tests.models import make_chained_activations_model, make_matmul_model
+from tests.poll import wait_for
 
 # These tests measure no time: they run beside others (the suite's first phase, see pyproject.toml).
 pytestmark = pytest.mark.sharing
 
 MEMORY_KEYS = {"rss_mb", "rss_peak_mb", "rss_growth_mb", "host_used_mb", "host_available_mb", "gpu_mb", "leak",
                "rss_start_mb", "rss_low_mb", "rss_since_start_mb", "rebuild_growth"}
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def prof(**dotted) -> Profile:

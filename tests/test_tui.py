@@ -27,6 +27,7 @@ from ortop.tui.screens import ConfirmScreen, ExportScreen, HistoryScreen, OpenSc
 from ortop.tui.widgets import Panel
 from tests.fakes import FakeMonitor, StepClock
 from tests.models import make_matmul_model
+from tests.poll import until
 
 SIZE = (120, 40)
 
@@ -62,22 +63,12 @@ def app_for(monitor: Monitor, tmp_path: Path, **kw) -> OrtopApp:
                     profile_dir=tmp_path / "profiles", **kw)
 
 
-async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
-    """Poll ``cond`` while the app runs; fail with ``what`` after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        await pilot.pause(0.2)
-    raise AssertionError(f"timed out waiting for {what or cond}")
-
-
 async def open_settings(pilot) -> None:
     """Press ``s`` and wait until the form has drawn: keys typed before that are dropped by design, and its first
     draw shows the running profile again (over anything typed into it meanwhile)."""
     await pilot.press("s")
     app = pilot.app
-    await wait_for(pilot, lambda: app._keys_held is None or app._keys_held[1] is not None, what="the form drawn")
+    await until(pilot, lambda: app._keys_held is None or app._keys_held[1] is not None, what="the form drawn")
 
 
 def measuring(monitor: Monitor, min_runs: int = 20) -> Callable[[], bool]:
@@ -94,8 +85,8 @@ def panel_text(app: OrtopApp, pid: str) -> str:
 async def test_panels_fill_with_numbers_once_measuring(monitor: Monitor, tmp_path: Path) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor, 50), what="measuring")
-        await wait_for(pilot, lambda: "runs" in panel_text(app, "latency") and "—" not in
+        await until(pilot, measuring(monitor, 50), what="measuring")
+        await until(pilot, lambda: "runs" in panel_text(app, "latency") and "—" not in
                        panel_text(app, "latency").split("\n")[-2], what="latency figures")
         latency = panel_text(app, "latency")
         assert "p50 " in latency and " ms" in latency
@@ -112,14 +103,14 @@ async def test_panels_fill_with_numbers_once_measuring(monitor: Monitor, tmp_pat
 async def test_settings_apply_threads_rebuilds_and_history_grows(monitor: Monitor, tmp_path: Path) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         first = monitor.snapshot().config_id
         await open_settings(pilot)
         assert isinstance(app.screen, SettingsScreen)
         await pilot.press("backspace", "2", "enter")  # intra-op threads is focused: 1 → 2, enter applies
         await pilot.pause()
         assert not isinstance(app.screen, SettingsScreen)
-        await wait_for(pilot, lambda: monitor.snapshot().config_id != first and measuring(monitor)(),
+        await until(pilot, lambda: monitor.snapshot().config_id != first and measuring(monitor)(),
                        what="the rebuilt session measuring")
         snap = monitor.snapshot()
         assert snap.profile.session.intra_op_num_threads == 2
@@ -137,7 +128,7 @@ async def test_settings_apply_threads_rebuilds_and_history_grows(monitor: Monito
 async def test_invalid_affinity_is_refused_beside_its_field(monitor: Monitor, tmp_path: Path) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         before = monitor.snapshot()
         await open_settings(pilot)
         screen = app.screen
@@ -169,7 +160,7 @@ async def test_invalid_affinity_is_refused_beside_its_field(monitor: Monitor, tm
 async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tmp_path: Path) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, SaveScreen)
         await pilot.press(*"my best", "enter")  # the default name is selected: typing replaces it
@@ -199,9 +190,9 @@ async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path:
     summary = tmp_path / "summary.json"
     app = app_for(monitor, tmp_path, summary_path=summary)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         await pilot.press("p")  # spinning off: a rebuild, so the saved profile is not just the start one
-        await wait_for(pilot, lambda: monitor.snapshot().profile.session.allow_spinning is False
+        await until(pilot, lambda: monitor.snapshot().profile.session.allow_spinning is False
                        and measuring(monitor)(), what="spinning off")
         app.handle_signal(signal.SIGHUP)  # what the SIGHUP handler calls
         await pilot.pause()
@@ -224,12 +215,12 @@ async def test_space_pauses_and_resumes_and_q_keeps_the_session(monitor: Monitor
 
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         await pilot.press("space")
-        await wait_for(pilot, lambda: monitor.snapshot().state == "paused", what="paused")
-        await wait_for(pilot, lambda: "paused" in panel_text(app, "status"), what="paused shown")
+        await until(pilot, lambda: monitor.snapshot().state == "paused", what="paused")
+        await until(pilot, lambda: "paused" in panel_text(app, "status"), what="paused shown")
         await pilot.press("space")
-        await wait_for(pilot, lambda: monitor.snapshot().state == "measuring", what="resumed")
+        await until(pilot, lambda: monitor.snapshot().state == "measuring", what="resumed")
         await pilot.press("q")
         await pilot.pause()
     assert app.finished and app.return_code == 0
@@ -239,17 +230,17 @@ async def test_space_pauses_and_resumes_and_q_keeps_the_session(monitor: Monitor
 async def test_quick_keys_stack_on_the_pending_profile(monitor: Monitor, tmp_path: Path) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         await pilot.press("R", "b", "plus")  # 200 Hz is not in the cycle: closed loop; dbb 4; threads 1 → 2
-        await wait_for(pilot, lambda: monitor.snapshot().profile.session.intra_op_num_threads == 2
+        await until(pilot, lambda: monitor.snapshot().profile.session.intra_op_num_threads == 2
                        and measuring(monitor)(), what="three changes applied")
         prof = monitor.snapshot().profile
         assert prof.workload.rate_hz == 0.0 and prof.session.dynamic_block_base == 4
         await pilot.press("R")  # closed loop → half its measured throughput (100 Hz if too few runs were measured)
-        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz > 0 and measuring(monitor)(),
+        await until(pilot, lambda: monitor.snapshot().profile.workload.rate_hz > 0 and measuring(monitor)(),
                        what="paced")
         hz = monitor.snapshot().profile.workload.rate_hz
-        await wait_for(pilot, lambda: f"dbb 4 · {hz:g} Hz" in panel_text(app, "model"), what="model panel")
+        await until(pilot, lambda: f"dbb 4 · {hz:g} Hz" in panel_text(app, "model"), what="model panel")
         assert "threads 2 · " in panel_text(app, "model")
 
 
@@ -257,18 +248,18 @@ async def test_w_and_a_on_a_real_worker_poisson_and_back_and_the_pool_pinned(mon
                                                                               ) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         await pilot.press("w")  # paced at 200 Hz → Poisson at 200 Hz: the queue shows in the latency panel
-        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.arrival == "poisson"
+        await until(pilot, lambda: monitor.snapshot().profile.workload.arrival == "poisson"
                        and measuring(monitor)(), what="poisson")
-        await wait_for(pilot, lambda: "poisson queue " in panel_text(app, "latency"), what="queue and service split")
+        await until(pilot, lambda: "poisson queue " in panel_text(app, "latency"), what="queue and service split")
         await pilot.press("R")  # 200 Hz is not in R's cycle: a closed loop, which the worker takes
-        await wait_for(pilot, lambda: monitor.snapshot().profile.workload.rate_hz == 0.0 and measuring(monitor)(),
+        await until(pilot, lambda: monitor.snapshot().profile.workload.rate_hz == 0.0 and measuring(monitor)(),
                        what="closed loop")
         assert monitor.snapshot().profile.workload.arrival is None
         await pilot.press("plus", "a")  # threads 1 → 2, then its one pool thread pinned to the last core
         last = (os.cpu_count() or 1) - 1
-        await wait_for(pilot, lambda: monitor.snapshot().profile.session.intra_op_thread_affinities == ((last,),)
+        await until(pilot, lambda: monitor.snapshot().profile.session.intra_op_thread_affinities == ((last,),)
                        and measuring(monitor)(), what="pinned")
         assert not [e for e in monitor.snapshot().events if e.level == "error"]
 
@@ -470,20 +461,20 @@ async def test_free_spatial_dims_left_at_1_are_a_warning_shown_whole_and_once(co
     rebuild (×12). Now: a warning, the flag first, wrapped whole in the events and the model panel, said once."""
     app = app_for(conv_monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, measuring(conv_monitor), what="first session")
+        await until(pilot, measuring(conv_monitor), what="first session")
         warnings = [e for e in conv_monitor.snapshot().events if e.level == "warning" and e.text.startswith("--dim")]
         assert [e.text.split(":")[0] for e in warnings] == ["--dim height=VALUE", "--dim width=VALUE"]
-        await wait_for(pilot, lambda: "--dim height=VALUE" in panel_text(app, "events"), what="the warning shown")
+        await until(pilot, lambda: "--dim height=VALUE" in panel_text(app, "events"), what="the warning shown")
         events = panel_text(app, "events")
         assert "--dim width=VALUE: input 'x' axis 3 is left" in events
         assert "convolution's input" in events  # wrapped, not cut
         # A slow host can queue a few of the first paced runs; the panel's "queueing" line then takes a row until the
         # backlog clears (the service is microseconds), so the panel is waited for rather than read at once.
-        await wait_for(pilot, lambda: "! --dim height=VALUE" in panel_text(app, "model") and
+        await until(pilot, lambda: "! --dim height=VALUE" in panel_text(app, "model") and
                        "! --dim width=VALUE" in panel_text(app, "model"), what="both warnings in the model panel")
         first = conv_monitor.snapshot().config_id
         await pilot.press("p")  # a rebuild: the same feeds, the same notes
-        await wait_for(pilot, lambda: conv_monitor.snapshot().config_id != first and measuring(conv_monitor)(),
+        await until(pilot, lambda: conv_monitor.snapshot().config_id != first and measuring(conv_monitor)(),
                        what="rebuilt")
         again = [e for e in conv_monitor.snapshot().events if e.text.startswith(("--dim", "free dim"))]
         assert [e.count for e in again] == [1, 1, 1]  # once per distinct note per session, not once per build
@@ -492,12 +483,12 @@ async def test_free_spatial_dims_left_at_1_are_a_warning_shown_whole_and_once(co
 async def test_r_resets_the_runs_and_the_measuring_timer(monitor: Monitor, tmp_path: Path) -> None:
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: measuring(monitor)() and monitor.snapshot().state_elapsed > 2.5,
+        await until(pilot, lambda: measuring(monitor)() and monitor.snapshot().state_elapsed > 2.5,
                        what="measuring for a while")
         await pilot.press("r")
         snap = monitor.snapshot()
         assert snap.state == "measuring" and snap.state_elapsed < 1.0 and snap.runs < 200
-        await wait_for(pilot, lambda: "measuring 0 s" in panel_text(app, "status"), what="the timer shown reset")
+        await until(pilot, lambda: "measuring 0 s" in panel_text(app, "status"), what="the timer shown reset")
 
 
 def fake_app_with(monitor: FakeMonitor, tmp_path: Path) -> OrtopApp:
@@ -789,24 +780,24 @@ async def test_settings_sections_are_a_key_away_and_the_focused_row_shows(tmp_pa
         def focused(wid: str) -> Callable[[], bool]:
             return lambda: app.focused is not None and app.focused.id == wid
 
-        await wait_for(pilot, focused("f-session--intra_op_num_threads"), what="the first field focused")
-        await wait_for(pilot, lambda: screen.query_one("#label-session--intra_op_num_threads").has_class("-focus"),
+        await until(pilot, focused("f-session--intra_op_num_threads"), what="the first field focused")
+        await until(pilot, lambda: screen.query_one("#label-session--intra_op_num_threads").has_class("-focus"),
                        what="the first field's label marked")
         names = screen.sections()
         presses = names.index("Workload")
         await pilot.press(*["ctrl+down"] * presses)
-        await wait_for(pilot, focused("f-workload--rate_hz"), what="the Workload section's first field")  # ~25 tabs
-        await wait_for(pilot, lambda: screen.query_one("#label-workload--rate_hz").has_class("-focus"),
+        await until(pilot, focused("f-workload--rate_hz"), what="the Workload section's first field")  # ~25 tabs
+        await until(pilot, lambda: screen.query_one("#label-workload--rate_hz").has_class("-focus"),
                        what="its label marked")
-        await wait_for(pilot, lambda: "Workload › rate Hz" in str(screen.query_one("#settings-focus").render()),
+        await until(pilot, lambda: "Workload › rate Hz" in str(screen.query_one("#settings-focus").render()),
                        what="the focused row named")
         await pilot.press("ctrl+up")
         from ortop.tui import form
 
         before = next(f for f in form.FIELDS if f.section == names[presses - 1])
-        await wait_for(pilot, focused("f-" + before.key.replace(".", "--")), what="the section before")
+        await until(pilot, focused("f-" + before.key.replace(".", "--")), what="the section before")
         await pilot.press("ctrl+down", "ctrl+down")  # wraps around to the first section
-        await wait_for(pilot, focused("f-session--intra_op_num_threads"), what="the first section again")
+        await until(pilot, focused("f-session--intra_op_num_threads"), what="the first section again")
 
 
 def help_text(app: OrtopApp, width: int) -> str:
@@ -831,7 +822,7 @@ async def test_help_explains_every_panels_figures_and_scrolls_at_80x24(monitor: 
 
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, measuring(monitor), what="first session")
+        await until(pilot, measuring(monitor), what="first session")
         titles = [str(p.border_title) for p in app.screen.query(Panel) if p.border_title]
         assert len(titles) >= 8  # CPU, spin, GPU, memory, latency, replicas, model, events
         await pilot.press("question_mark")

@@ -39,8 +39,9 @@ from ortop.tui.screens import HelpScreen, SaveScreen
 from ortop.tui.screens import capacity as screen_mod
 from ortop.tui.screens.capacity import CapacityScreen
 from tests.fakes import FakeMonitor, StepClock
+from tests.poll import until
 from tests.test_capacity import decided_result, mm1
-from tests.test_tui_tune import _children, resource_tracker, spy_pause_resume, until  # noqa: F401  (a fixture)
+from tests.test_tui_tune import _children, resource_tracker, spy_pause_resume  # noqa: F401  (a fixture)
 
 SIZE = (120, 40)
 HOST = (8, 4)  # logical, physical cores the alternatives are offered for

@@ -26,8 +26,8 @@ from ortop.tui.screens import TuneScreen
 from ortop.tui.screens.doctor import DoctorScreen
 from tests.fakes import FakeMonitor, StepClock
 from tests.models import make_conv_model
+from tests.poll import until
 from tests.test_tui import started
-from tests.test_tui_snapshots import until
 
 TOKEN = re.compile(r"\S+")
 TRIM = " ;,·:→()[]{}…"

@@ -7,7 +7,6 @@ Rich draws it.
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from ortop.tui.panels._format import join_lines
 from ortop.tui.widgets import Panel, line_segments, runs, stacked_lines
 from tests.fakes import FakeMonitor, StepClock
 from tests.models import make_matmul_model
+from tests.poll import until
 
 
 def fake_app(tmp_path: Path) -> OrtopApp:
@@ -139,17 +139,11 @@ async def test_the_model_panel_draws_its_settings_once_per_rebuild_under_a_shape
         async with app.run_test(size=(120, 40)) as pilot:
             panel = app.screen.query_one("#model", Panel)
 
-            async def until(cond, what: str) -> None:
-                end = time.monotonic() + 30
-                while not cond():
-                    assert time.monotonic() < end, f"timed out waiting for {what}"
-                    await pilot.pause(0.1)
-
             def mixed() -> bool:
                 s = mon.snapshot()
                 return s.state == "measuring" and s.traffic is not None and len(s.traffic.shapes) == 3
 
-            await until(mixed, "three shapes measured")
+            await until(pilot, mixed, "three shapes measured", timeout=30)
             await pilot.pause(0.5)
             drawn.clear()
             repaints = panel.repaints
@@ -163,7 +157,8 @@ async def test_the_model_panel_draws_its_settings_once_per_rebuild_under_a_shape
             assert shown[: len(head(snap, width))] == [t.plain for t in head(snap, width)]
 
             await pilot.press("plus")  # one more intra-op thread: a rebuild
-            await until(lambda: mon.snapshot().config_id >= 1 and mon.snapshot().state == "measuring", "the rebuild")
+            await until(pilot, lambda: mon.snapshot().config_id >= 1 and mon.snapshot().state == "measuring",
+                        "the rebuild", timeout=30)
             await pilot.pause(0.5)
             assert any(cid >= 1 for cid in drawn)
             assert "threads 2" in panel.text.plain and "config #1" in panel.text.plain

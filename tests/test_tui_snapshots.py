@@ -13,6 +13,7 @@ from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.tui.app import OrtopApp, make_app
 from tests.fakes import FakeMonitor, StepClock
+from tests.poll import until
 
 pytestmark = pytest.mark.snapshot
 
@@ -95,8 +96,6 @@ def test_settings_screen(snap_compare, size: tuple[int, int]) -> None:
 
 def test_settings_screen_refuses_bad_affinity(snap_compare) -> None:
     async def before(pilot) -> None:
-        from tests.test_tui import wait_for
-
         await settings_still(pilot)
         screen = pilot.app.screen
         screen.set_value("session.intra_op_num_threads", "3")
@@ -104,7 +103,7 @@ def test_settings_screen_refuses_bad_affinity(snap_compare) -> None:
         await pilot.pause()
         await pilot.press("ctrl+s")
         # the refusal is drawn beside its field: on a busy host one pause may come before it
-        await wait_for(pilot, lambda: bool(screen.query(".-error")), what="the refusal shown")
+        await until(pilot, lambda: bool(screen.query(".-error")), what="the refusal shown")
         await pilot.pause()
 
     assert snap_compare(fake_app(), terminal_size=(120, 40), run_before=before)
@@ -139,17 +138,6 @@ def test_fallback_and_failed_state(snap_compare) -> None:
 
 
 # ---- the screens a key opens, and the replicas panel ------------------------------------------------------------
-async def until(pilot, cond, what: str, timeout: float = 20.0) -> None:
-    """Let the app run until ``cond`` holds (a screen's checks or search run on a thread of their own)."""
-    import time
-
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-    await pilot.pause()
-
-
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_doctor_screen(snap_compare, size: tuple[int, int]) -> None:
     """Findings about a session with more threads than the (fake, 8-core) host and spinning while paced; the host

@@ -30,6 +30,7 @@ from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.screens import HelpScreen, SaveScreen, TuneScreen
 from tests.fakes import FakeMonitor
 from tests.fakes import StepClock as AppClock
+from tests.poll import until
 from tests.test_tuner import CHAIN, FakeRacer, StepClock, host, threads_effect
 
 SIZE = (120, 40)
@@ -93,13 +94,6 @@ def tune_app(tmp_path: Path, factory: Any = None, monitor: FakeMonitor | None = 
                    gpu=FakeGpuCollector(seed=3), refresh_hz=0, profile_dir=tmp_path / "profiles", clock=AppClock())
     app.tuner_factory = factory
     return app
-
-
-async def until(pilot, cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def text_of(screen: TuneScreen, wid: str) -> str:
