@@ -78,6 +78,30 @@ def test_a_budget_too_small_for_a_rung_prints_the_baseline_and_saves_nothing(slo
     assert d["saved"] is None and "not written" in d["not_saved"] and not save.exists()
 
 
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_baseline_measured_alone_is_judged_on_its_pace(slow_model: str, capsys: pytest.CaptureFixture) -> None:
+    """Nothing can race in 8 s, so the baseline is measured alone. At four times what this model serves (about ten
+    runs a second on ORT's threads here), its figures are a backlog's: the plain output, the JSON's baseline and its
+    warnings say its rate was not kept. At a rate it keeps, nothing is said."""
+    over = tune_main([slow_model, "--objective", "p99", "--budget", "8", "--space", "threads", "--rate", "60",
+                      "--arrival", "poisson"])
+    out, err = capsys.readouterr()
+    assert over == EXIT_NOT_MEASURED, err
+    assert "the baseline's rate not kept: offered " in out and "its figures are not a paced answer" in out
+    code = tune_main([slow_model, "--objective", "p99", "--budget", "8", "--space", "threads", "--rate", "60",
+                      "--arrival", "poisson", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == over and d["baseline"]["rate_kept"] is False and "not a paced answer" in d["baseline"]["note"]
+    assert any(w.startswith("baseline: rate not kept: ") for w in d["warnings"])
+
+    tune_main([slow_model, "--objective", "p99", "--budget", "8", "--space", "threads", "--rate", "2",
+               "--arrival", "poisson", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert d["baseline"]["rate_kept"] is True and "note" not in d["baseline"]
+    assert not any(w.startswith("baseline:") for w in d["warnings"])
+
+
 def test_not_measured_is_a_documented_exit_code() -> None:
     assert EXIT_NOT_MEASURED in dict(exit_codes("tune"))
     assert "not measured" in dict(exit_codes("tune"))[EXIT_NOT_MEASURED]

@@ -349,6 +349,8 @@ def format_result(result: Any, model_path: str, saved: str | None, not_saved: st
              f"(budget {result.budget_s:g} s, took {result.elapsed_s:.1f} s"
              f"{_ended(result, '; stopped by ctrl-C, these are the figures so far')})",
              f"baseline: {figures_text(d['baseline'])} — {runs_text(d['baseline'])}"]
+    if result.baseline_pace():
+        lines.append(f"   the baseline's {result.baseline_pace()}: its figures are not a paced answer")
     raced = sum(t.raced for t in result.trials)
     failed = sum(t.status == "failed" for t in result.trials)
     lines.append(f"candidates: {raced} raced, {failed} failed, {not_raced(result)} not raced")
@@ -464,8 +466,11 @@ def run(args: argparse.Namespace) -> int:
     out["exit_code"] = code
     if knee is not None:
         out["knee"] = knee
-    out["warnings"] = [*racer.warnings, *(f"{t.label}: {t.pace()}; its verdict is not a paced answer"
-                                          for t in result.trials if t.pace())]
+    base_pace = result.baseline_pace()
+    out["warnings"] = [*racer.warnings,
+                       *([f"baseline: {base_pace}; its figures are not a paced answer"] if base_pace else []),
+                       *(f"{t.label}: {t.pace()}; its verdict is not a paced answer"
+                         for t in result.trials if t.pace())]
     if args.json:
         import json
 

@@ -145,6 +145,29 @@ def p99_interval(blocks: Sequence[Block]) -> tuple[float, float, float]:
 
 
 # ---- trials -------------------------------------------------------------------------------------------------------
+def pace_of(f: Figures, profile: Profile) -> str:
+    """"" when a profile measured over blocks (``f``) served the requests its rate offered; else a word that its
+    figures are not a paced answer. Judged on the requests that arrived in its blocks' windows where they were
+    counted (:func:`ortop.measure.pace.of_blocks`, as compare judges them); else on the rate asked over the time its
+    blocks' arrivals were served in (:func:`ortop.measure.pace.block_span`), allowing for that count's own Poisson
+    spread (:func:`ortop.measure.pace.kept`). A closed loop has nothing to keep."""
+    from ortop.engine.traffic import offered_rate
+    from ortop.measure.pace import Pace, block_span, of_blocks, words
+
+    asked = offered_rate(profile)
+    if not f.blocks or not asked > 0 or not f.throughput_per_s > 0:
+        return ""
+    if f.arrived > 0 and f.window_s > 0:
+        pace = of_blocks(f.arrived, f.window_s, f.runs, f.throughput_per_s, f.blocks, f.p50_ms, f.shed, asked)
+        return "" if pace.kept() else f"rate not kept: {pace.text()}"
+    wall = f.runs / f.throughput_per_s
+    # never below half the wall time: a block's drain past its window as long as the window is a backlog's
+    span = block_span(wall, f.blocks, f.p50_ms, wall / 2)
+    if Pace(asked * span, f.runs, 0, span, asked_per_s=asked, counted=False).kept():
+        return ""
+    return f"rate not kept: {words(math.nan, f.throughput_per_s, 0, asked)}"
+
+
 @dataclass
 class Trial:
     """One candidate's race: its status (``racing`` while it runs, then ``ok``, ``failed`` or ``dropped``)."""
@@ -181,27 +204,9 @@ class Trial:
         return c.change_pct if c.metric in HIGHER_IS_BETTER else -c.change_pct
 
     def pace(self) -> str:
-        """"" when the candidate served the requests its rate offered; else a word that its figures are not a paced
-        answer. Judged on the requests that arrived in its blocks' windows where they were counted
-        (:func:`ortop.measure.pace.of_blocks`, as compare judges them); else on the rate asked over the time its
-        blocks' arrivals were served in (:func:`ortop.measure.pace.block_span`), allowing for that count's own
-        Poisson spread (:func:`ortop.measure.pace.kept`)."""
-        from ortop.engine.traffic import offered_rate
-        from ortop.measure.pace import Pace, block_span, of_blocks, words
-
-        f = self.figures
-        asked = offered_rate(self.profile)
-        if not f.blocks or not asked > 0 or not f.throughput_per_s > 0:
-            return ""
-        if f.arrived > 0 and f.window_s > 0:
-            pace = of_blocks(f.arrived, f.window_s, f.runs, f.throughput_per_s, f.blocks, f.p50_ms, f.shed, asked)
-            return "" if pace.kept() else f"rate not kept: {pace.text()}"
-        wall = f.runs / f.throughput_per_s
-        # never below half the wall time: a block's drain past its window as long as the window is a backlog's
-        span = block_span(wall, f.blocks, f.p50_ms, wall / 2)
-        if Pace(asked * span, f.runs, 0, span, asked_per_s=asked, counted=False).kept():
-            return ""
-        return f"rate not kept: {words(math.nan, f.throughput_per_s, 0, asked)}"
+        """"" when the candidate served the requests its rate offered; else why its figures are not a paced answer
+        (:func:`pace_of`)."""
+        return pace_of(self.figures, self.profile)
 
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
@@ -260,6 +265,10 @@ class TuneResult:
     needs: dict[str, Any] = field(default_factory=dict)  # NOT_MEASURED: what an answer needs (rung_s, runs_per_s,
     #                                                      budget_s: a budget that would give one)
 
+    def baseline_pace(self) -> str:
+        """"" when the baseline served the requests its rate offered; else why its figures are not a paced answer."""
+        return pace_of(self.baseline_figures, self.baseline)
+
     def as_dict(self) -> dict[str, Any]:
         c = self.comparison
         best = {"profile": _profile_dict(self.best), **self.best_figures.as_dict(), "verdict": self.verdict,
@@ -281,7 +290,9 @@ class TuneResult:
             "host": self.host,
             "space": list(self.dimensions),
             "pruned": list(self.pruned),
-            "baseline": {"profile": _profile_dict(self.baseline), **self.baseline_figures.as_dict()},
+            "baseline": {"profile": _profile_dict(self.baseline), **self.baseline_figures.as_dict(),
+                         "rate_kept": not self.baseline_pace(),
+                         **({"note": f"not a paced answer: {self.baseline_pace()}"} if self.baseline_pace() else {})},
             "trials": [t.as_dict() for t in self.trials],
             "not_tried": [{"label": c.label, "stage": c.stage, "reason": why} for c, why in self.not_tried],
             "best": best,
