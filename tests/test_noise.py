@@ -109,7 +109,8 @@ def test_the_real_host_reads_numbers_or_none() -> None:
     noise = sampler.stop()
     for value in (noise.steal_pct, noise.cpu_pressure_pct):
         assert value is None or (isinstance(value, float) and 0.0 <= value <= 100.0)
-    assert set(noise.as_dict()) == {"steal_pct", "cpu_pressure_pct", "slow_share", "slow_k", "verdict"}
+    assert set(noise.as_dict()) == {"steal_pct", "cpu_pressure_pct", "slow_share", "slow_k", "verdict",
+                                    "stalls_reach_slo"}
 
 
 def test_slow_share_counts_runs_over_k_times_their_shape_median() -> None:
@@ -170,10 +171,28 @@ def test_host_noise_judged_and_as_dict() -> None:
     assert noise.as_dict() == {
         "steal_pct": 1.235, "cpu_pressure_pct": 12.0, "slow_share": 0.008, "slow_k": SLOW_K,
         "verdict": "the host's stalls alone put 0.8 % of runs over 3\u00d7 their shape's median: a p99 SLO sits "
-                   "within the host's noise"}
+                   "within the host's noise", "stalls_reach_slo": True}
     quiet = HostNoise().judged(np.ones(100), np.zeros(100, int), 0.99, k=4.0)
     assert quiet.as_dict() == {"steal_pct": None, "cpu_pressure_pct": None, "slow_share": 0.0, "slow_k": 4.0,
-                               "verdict": None}
+                               "verdict": None, "stalls_reach_slo": False}
+
+
+def test_where_the_stalls_reach_the_slo_a_capacity_says_a_rerun_can_land_outside_its_interval() -> None:
+    """The table, the report and the live view's screen add one sentence where the stalls alone reach the SLO's
+    percentile and a capacity was found; a busy host without such stalls, or no capacity, adds none."""
+    from ortop.cli.capacity import host_lines
+    from ortop.measure.noise import STALLS_MOVE
+    from ortop.report.pages import host_noise_text
+
+    service = np.ones(1000)
+    service[:8] = 10.0
+    stalled = HostNoise(steal_pct=1.4).judged(service, None, 0.99)
+    busy = HostNoise(steal_pct=0.2, cpu_pressure_pct=98.0).judged(np.ones(1000), None, 0.99)
+    assert stalled.stalls_reach and not busy.stalls_reach and busy.verdict
+    assert host_lines(stalled, met=True)[-1].strip() == STALLS_MOVE
+    assert STALLS_MOVE not in "\n".join(host_lines(stalled, met=False) + host_lines(busy, met=True))
+    assert "a rerun can land outside the interval" in host_noise_text(stalled.as_dict())
+    assert "a rerun can land outside" not in host_noise_text(busy.as_dict())
 
 
 def test_a_busy_host_is_named_with_its_figures_and_a_quiet_one_is_not() -> None:

@@ -27,6 +27,7 @@ from ortop.cli.argtypes import seconds
 from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_workload_args, apply_flags
 from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
+from ortop.measure.noise import STALLS_MOVE
 from ortop.measure.rerun import drift_gain
 
 SEARCH_BUDGET_S = 120.0
@@ -142,6 +143,17 @@ def noise_text(noise: Any) -> str:
             f"{noise.slow_k:g}× their shape's median: {share}")
 
 
+def host_lines(noise: Any, *, met: bool) -> list[str]:
+    """The host's noise under the table: its figures, the verdict, and where the stalls alone reach the SLO's
+    percentile and a capacity was found, that a rerun can land outside its interval."""
+    lines = [f"host     {noise_text(noise)}"]
+    if noise.verdict:
+        lines.append(f"         {noise.verdict}")
+    if noise.stalls_reach and met:
+        lines.append(f"         {STALLS_MOVE}")
+    return lines
+
+
 def format_result(result: Any, *, plot: bool = True) -> str:
     from ortop.measure.bracket import NOT_APART
     from ortop.measure.ratio import ratio_text
@@ -180,9 +192,7 @@ def format_result(result: Any, *, plot: bool = True) -> str:
                      "and the bracket); the bracket: the search's resolution")
     noise = getattr(result, "host_noise", None)
     if noise is not None:
-        lines.append(f"host     {noise_text(noise)}")
-        if noise.verdict:
-            lines.append(f"         {noise.verdict}")
+        lines += host_lines(noise, met=any(s.met and not s.failed for s in result.searches))
     best = result.best()
     if best is not None and len(result.searches) > 1:
         b = result.searches[best]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ortop.measure.bracket import NOT_APART
+from ortop.measure.noise import STALLS_MOVE
 from ortop.report.curve import label as curve_label
 from ortop.report.figures import capacity_curves, forest
 from ortop.report.html import (
@@ -260,7 +261,8 @@ def host_noise_text(noise: Mapping[str, Any]) -> str:
     text = (f"The host over the search: steal {share(noise.get('steal_pct'))}, CPU pressure "
             f"{share(noise.get('cpu_pressure_pct'))}; runs slower than {noise.get('slow_k', 3):g}\u00d7 their "
             f"shape's median: {share(slow * 100) if isinstance(slow, (int, float)) else '?'}.")
-    return text + (f" {noise['verdict'][0].upper()}{noise['verdict'][1:]}." if noise.get("verdict") else "")
+    text += f" {noise['verdict'][0].upper()}{noise['verdict'][1:]}." if noise.get("verdict") else ""
+    return text + (f" {STALLS_MOVE[0].upper()}{STALLS_MOVE[1:]}." if noise.get("stalls_reach_slo") else "")
 
 
 def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = None,

@@ -28,6 +28,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile, ProfileError
 from ortop.engine import CapacityResult
 from ortop.measure.bracket import NOT_APART
+from ortop.measure.noise import STALLS_MOVE
 from ortop.measure.ratio import ratio_text
 from ortop.measure.rerun import CONFIDENCE
 from ortop.report.curve import FAMILIES, MARKS, legend_forms, text_curve
@@ -366,6 +367,8 @@ def detail(row: Row | None, result: CapacityResult | None, running: Profile) -> 
     noise = result.host_noise
     if noise is not None and noise.verdict:
         t.append(f"\n{noise.verdict}", style="yellow")
+    if noise is not None and noise.stalls_reach and s.met:
+        t.append(f"\n{STALLS_MOVE}", style="yellow")
     for rate, p in measured(s):
         shed = f"  ({p.dropped} shed)" if p.dropped else ""
         t.append(f"\n  {fmt_rate(rate):>8} → {fmt_rate(p.served_per_s()):>8} ({fmt_rate(p.goodput_per_s())} within)  "
