@@ -13,6 +13,7 @@ from ortop.engine.capacity import MET_MIN_S, POOL_MIN_S, CapacityResult, Point, 
 from ortop.errors import UsageError
 from ortop.measure.bracket import grid
 from ortop.measure.queue import predict_knee, queue_model, server_times, simulate
+from ortop.measure.rerun import rerun_interval
 from ortop.measure.slo import Slo, parse_slo
 from ortop.measure.stats import t95
 from tests.models import make_matmul_model
@@ -516,7 +517,15 @@ def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles_unless_
     res = decided_result({0: {200.0: 8.0, 380.0: 30.0}, 1: {400.0: 10.0, 600.0: 40.0}}, slo)
     assert not res.separated(1)  # its rerun interval overlaps the other's: not apart, whatever the brackets say
     res.searches[0].interval = lambda slo, confidence=0.9: None  # type: ignore[method-assign]  # the bracket rule alone
-    assert res.best() == 1 and res.separated(1)  # a decided miss at 380/s, a decided met at 400/s
+    # a decided miss at 380/s, a decided met at 400/s, and a rerun of the best expected above 380/s
+    near, wide = (rerun_interval(450.0, tail=0.0, drift=0.0, bracket=b) for b in (0.1, 0.2))
+    assert near.lo > 380.0 > wide.lo
+    res.searches[1].interval = lambda slo, confidence=0.9: near  # type: ignore[method-assign]
+    assert res.best() == 1 and res.separated(1)
+    # the same miss where a rerun of the best may land below it: a miss the best's rerun might share is the host's
+    res.searches[1].interval = lambda slo, confidence=0.9: wide  # type: ignore[method-assign]
+    assert not res.separated(1)
+    res.searches[1].interval = lambda slo, confidence=0.9: near  # type: ignore[method-assign]
     res.searches[0].points[380.0].decision = "undecided"  # its time ran out with the interval across the SLO
     assert res.searches[0].hi == 380.0 and not res.separated(1)  # 380 and 400: within the search's 10 %
     res.searches[0].hi = 360.0
@@ -527,6 +536,28 @@ def test_brackets_set_by_an_undecided_point_do_not_separate_two_profiles_unless_
     res.searches[0].points[390.0] = Point(390.0, decision="not met")
     res.searches[1].points[400.0].decision = "undecided"  # the best's own end undecided too
     assert not res.separated(1)
+
+
+def test_a_profile_that_meets_no_rate_is_served_less_only_below_where_a_rerun_of_the_best_lands():
+    """As in A/A runs on a host whose stalls decided the p99: one copy met a rate the other missed, or missed with
+    its server nearly idle ("meets at no rate"). A miss where a rerun of the best may land too is the host's: no
+    "best" is shown. Below the best's rerun interval, it is."""
+    slo = Slo("p99", 20.0)
+    res = decided_result({0: {35.0: 30.0}, 1: {40.0: 10.0, 80.0: 40.0}}, slo)  # a decided miss below a met rate
+    wide, near = (rerun_interval(56.8, tail=0.0, drift=0.0, bracket=b) for b in (0.3, 0.05))
+    assert wide.lo < 35.0 < near.lo
+    res.searches[1].interval = lambda slo, confidence=0.9: wide  # type: ignore[method-assign]
+    assert res.best() == 1 and not res.separated(1)
+    res.searches[1].interval = lambda slo, confidence=0.9: near  # type: ignore[method-assign]
+    assert res.separated(1)
+    res.searches[1].interval = lambda slo, confidence=0.9: wide  # type: ignore[method-assign]
+    res.searches[0].note = "a point with its server nearly idle missed it"
+    assert not res.separated(1)
+    res.searches[1].interval = lambda slo, confidence=0.9: near  # type: ignore[method-assign]
+    assert res.separated(1)
+    res.searches[0].note, res.searches[0].points = "its no-load p99 lies above the SLO", {}
+    res.searches[1].interval = lambda slo, confidence=0.9: wide  # type: ignore[method-assign]
+    assert res.separated(1)  # its service time alone misses: it serves nothing, whatever the best's interval
 
 
 # ---- what the answers rest on: the no-load figure, a point's requests, offered and served ------------------------
