@@ -484,7 +484,7 @@ class CapacityResult:
             # the brackets are the search's resolution; where a rerun lands is the interval: a profile that met
             # the SLO too is served less only when the two rerun intervals are apart (the ratio's own rule), and
             # one that met no rate only when a rerun of the best is expected above the rate it missed at (in A/A
-            # runs on a host whose stalls decided the p99, one copy met a rate the other missed, 2 of 4)
+            # runs on a host whose stalls decided the p99, one copy met a rate the other missed: 2 of 10 said "best")
             iv_s = s.interval(self.slo) if s.lo > 0 else None
             if iv_s is None:
                 return iv_b is None or iv_b.lo > min(missed, s.hi)
