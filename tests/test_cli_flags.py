@@ -179,9 +179,9 @@ def test_refresh_and_the_flags_reach_the_live_view(tmp_path: Path, monkeypatch: 
         return real_run(self, headless=True, size=(120, 40), auto_pilot=pilot)
 
     monkeypatch.setattr(OrtopApp, "run", headless)
-    assert main([model, "--refresh", "2", "--seed", "7", "--concurrency", "2",
+    assert main([model, "--refresh", "5", "--seed", "7", "--concurrency", "2",
                                 "--profile-dir", str(tmp_path / "profiles")]) == 0
-    assert seen["refresh_hz"] == 2.0 and parse([model]).refresh == 4.0
+    assert seen["refresh_hz"] == 5.0 and parse([model]).refresh == 2.0
     assert seen["profile"].workload.seed == 7 and seen["profile"].workload.concurrency == 2
     # the rate is held to what a terminal can draw
     monkeypatch.setattr(OrtopApp, "run", headless)
