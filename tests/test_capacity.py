@@ -125,10 +125,12 @@ def test_a_point_that_meets_the_slo_measures_on_until_its_search_has_seen_six_se
         return sum(b["wall_s"] for b in p.blocks)
 
     # the rule is about met points: a host stall can make a search meet none (CI once saw its first point missed at
-    # p99 <= 60 ms on a 1 ms model, and the next ones undecided), so up to three searches are run for one that does
+    # p99 <= 60 ms on a 1 ms model, and the next ones undecided; on a host whose hypervisor took up to 3 % of the CPU,
+    # three searches in a row missed every point at 60 ms), so the SLO is far above any stall and up to three
+    # searches are run for one that meets a point
     for _ in range(3):
         seen.clear()
-        search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 60.0),
+        search = CapacitySearch(model, [merge(Profile(), **{"session.intra_op_num_threads": 1})], Slo("p99", 250.0),
                                 budget_s=30, point_max_s=10,
                                 on_point=lambda s, p: seen.append((p.decision, record(p),
                                                                    sum(map(record, s.points.values())))))
