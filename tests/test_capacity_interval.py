@@ -25,7 +25,6 @@ from ortop.measure.rerun import (
     drift_gain,
     local_slope,
     pace_drift,
-    pace_drift_sd,
     rerun_interval,
     t_quantile,
     tail_sd,
@@ -95,7 +94,7 @@ def test_which_shapes_a_block_drew_is_not_the_hosts_pace():
     rng = np.random.default_rng(5)
     mix = rng.dirichlet([0.4, 0.4, 0.4], size=40)
     blocks = blocks_of(rng, np.zeros(40), runs=30, shape_ms=(1.0, 2.5, 6.0), mix=mix)
-    term, old = pace_drift_sd(blocks), block_spread(blocks, per_rate=8)
+    term, old = drift_of(blocks), block_spread(blocks, per_rate=8)
     assert term < 0.02, term
     assert old > 5 * term and old > 0.2, (old, term)
 
@@ -107,8 +106,8 @@ def test_a_host_whose_pace_moves_over_the_search_widens_the_term():
     steady, moving = [], []
     for seed in range(5):
         rng = np.random.default_rng(seed)
-        steady.append(pace_drift_sd(blocks_of(rng, rng.normal(0, 0.02, 40))))
-        moving.append(pace_drift_sd(blocks_of(rng, swing + rng.normal(0, 0.02, 40))))
+        steady.append(drift_of(blocks_of(rng, rng.normal(0, 0.02, 40))))
+        moving.append(drift_of(blocks_of(rng, swing + rng.normal(0, 0.02, 40))))
     assert min(moving) > 0.05, moving
     assert min(moving) > 3 * max(steady), (moving, steady)
 
@@ -117,7 +116,7 @@ def test_a_pace_that_swings_block_to_block_averages_out_over_the_search():
     """White noise in the pace (sd 10 % a block): the term is √2 × the standard error of the mean of the blocks,
     √2 × 0.10 / √n, and narrows as the search holds more blocks; one block's spread would stay at √2 × 0.10."""
     def term(n: int) -> float:
-        return float(np.median([pace_drift_sd(blocks_of(rng, rng.normal(0, 0.10, n))) for _ in range(20)]))
+        return float(np.median([drift_of(blocks_of(rng, rng.normal(0, 0.10, n))) for _ in range(20)]))
 
     rng = np.random.default_rng(9)
     for n in (10, 40):
@@ -132,31 +131,31 @@ def test_the_blocks_are_read_in_the_order_they_ran_not_the_order_given():
     rng = np.random.default_rng(4)
     blocks = blocks_of(rng, np.linspace(-0.15, 0.15, 32))
     shuffled = [blocks[i] for i in rng.permutation(len(blocks))]
-    assert pace_drift_sd(shuffled) == pytest.approx(pace_drift_sd(blocks))
+    assert drift_of(shuffled) == pytest.approx(drift_of(blocks))
     relabelled = [PaceBlock(float(i), b.service_ms, b.shape) for i, b in enumerate(shuffled)]
-    assert pace_drift_sd(blocks) > 1.5 * pace_drift_sd(relabelled)
+    assert drift_of(blocks) > 1.5 * drift_of(relabelled)
 
 
 def test_too_few_blocks_or_runs_for_batches():
     """Under two blocks: not had (nan). Two to five: the blocks taken as independent, √2 × sd / √n. A block of
     fewer than 3 runs has no pace; a shape of fewer than 5 runs has no median, and its runs are left out."""
     rng = np.random.default_rng(2)
-    assert math.isnan(pace_drift_sd([])) and math.isnan(pace_drift_sd(blocks_of(rng, [0.0])))
+    assert math.isnan(drift_of([])) and math.isnan(drift_of(blocks_of(rng, [0.0])))
     paces = [0.0, 0.05, -0.03, 0.1]
     four = blocks_of(rng, paces, jitter=0.0)
-    assert pace_drift_sd(four) == pytest.approx(math.sqrt(2) * float(np.std(paces, ddof=1)) / 2)
+    assert drift_of(four) == pytest.approx(math.sqrt(2) * float(np.std(paces, ddof=1)) / 2)
     short = PaceBlock(5e9, np.array([9.0, 9.0]), np.array([0, 0]))  # two runs: no pace of its own
-    assert pace_drift_sd([*four, short]) == pytest.approx(pace_drift_sd(four))
-    assert math.isnan(pace_drift_sd([four[0], short]))
+    assert drift_of([*four, short]) == pytest.approx(drift_of(four))
+    assert math.isnan(drift_of([four[0], short]))
     rare = PaceBlock(6e9, np.array([2.0, 2.0, 50.0, 50.0, 50.0, 50.0]), np.array([0, 0, 7, 7, 7, 7]))
-    assert pace_drift_sd([*four, rare]) == pytest.approx(pace_drift_sd(four))  # shape 7's 4 runs out: 2 runs left
-    assert math.isnan(pace_drift_sd([PaceBlock(0.0, np.array([3.0, 0.0, math.nan]), np.array([0, 0, 0]))] * 2))
+    assert drift_of([*four, rare]) == pytest.approx(drift_of(four))  # shape 7's 4 runs out: 2 runs left
+    assert math.isnan(drift_of([PaceBlock(0.0, np.array([3.0, 0.0, math.nan]), np.array([0, 0, 0]))] * 2))
 
 
 def test_a_host_whose_pace_moves_more_widens_the_interval():
     rng = np.random.default_rng(1)
-    calm = pace_drift_sd(blocks_of(rng, rng.normal(0, 0.02, 24)))
-    rough = pace_drift_sd(blocks_of(rng, rng.normal(0, 0.15, 24)))
+    calm = drift_of(blocks_of(rng, rng.normal(0, 0.02, 24)))
+    rough = drift_of(blocks_of(rng, rng.normal(0, 0.15, 24)))
     assert rough > 3 * calm
     a = rerun_interval(100.0, tail=0.03, drift=calm, bracket=0.03)
     b = rerun_interval(100.0, tail=0.03, drift=rough, bracket=0.03)
@@ -200,7 +199,7 @@ def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confide
         offset = rng.uniform(0, width)  # where the grid put the bracket
         cap = true * math.exp(-float(paces.mean()) + rng.normal(0, per_search_tail))
         lo, hi = cap * math.exp(-offset), cap * math.exp(width - offset)
-        ivs.append(rerun_interval(cap, tail=tail_sd(per_search_tail), drift=pace_drift_sd(blocks),
+        ivs.append(rerun_interval(cap, tail=tail_sd(per_search_tail), drift=drift_of(blocks),
                                   bracket=bracket_sd(lo, hi)))
         bare.append(rerun_interval(cap, tail=tail_sd(per_search_tail), drift=0.0, bracket=bracket_sd(lo, hi)))
         caps.append(cap * math.exp(rng.uniform(-width / 2, width / 2)))  # the rerun's own place in its bracket
@@ -212,6 +211,11 @@ def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confide
 
     assert 0.84 <= share(ivs) <= 0.96, share(ivs)
     assert share(bare) < 0.8, share(bare)
+
+
+def drift_of(blocks: list[PaceBlock]) -> float:
+    """Term (b) alone, without its degrees of freedom."""
+    return pace_drift(blocks)[0]
 
 
 def test_the_t_quantile_matches_students_at_an_intervals_quantiles():
@@ -264,7 +268,7 @@ def _flat_reruns(slope: float, use_slope: bool) -> float:
         metric_lo, metric_hi = 20.0 * (lo / cap) ** slope, 20.0 * (hi / cap) ** slope  # crossing 20 ms at cap
         k = local_slope(lo, hi, metric_lo, metric_hi) if use_slope else math.nan
         assert not use_slope or k == pytest.approx(slope)
-        iv = rerun_interval(cap, tail=0.0, drift=pace_drift_sd(blocks_of(rng, paces, runs=20)),
+        iv = rerun_interval(cap, tail=0.0, drift=drift_of(blocks_of(rng, paces, runs=20)),
                             bracket=bracket_sd(lo, hi), slope=k)
         caps.append(cap)
         ivs.append(iv)

@@ -141,7 +141,7 @@ class Point:
         span; ``wall_s`` by default), ``wall_s`` from the window's start to the last of them served, ``arrived``
         in the window and ``dropped`` of those (shed, or still waiting when the block ended). ``pace``: each run's
         service ms and input shape's index (n × 2), with the block's ``start_ns``, for the interval's drift term
-        (:func:`ortop.measure.rerun.pace_drift_sd`)."""
+        (:func:`ortop.measure.rerun.pace_drift`)."""
         self.response.append(response_ms)
         if busy is not None:
             self.busy.append(busy)

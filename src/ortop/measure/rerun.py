@@ -17,7 +17,7 @@ Three sources, each a standard deviation of the capacity's log (capacity is a ra
         the same simulated arrivals, the crossing read again; the sd of its log over the resamples. Nothing is
         mapped through a slope: the resampled crossing is the capacity itself. The search's own estimate and a
         rerun's each carry it: √2. A longer ``--budget`` records more requests: this term narrows.
-    (b) The host's drift (:func:`pace_drift_sd`). Capacity scales about as 1 / service time, so the host's pace moves
+    (b) The host's drift (:func:`pace_drift`). Capacity scales about as 1 / service time, so the host's pace moves
         it one for one in log terms. A search's capacity rests on the host's pace over the whole search (its points'
         server times are pooled into one queue model, and its bracket's ends are measured seconds to a minute
         apart), a rerun's on the pace over its own; what moves one from the other is how far such an average
@@ -180,11 +180,6 @@ def pace_drift(blocks: Sequence[PaceBlock]) -> tuple[float, int]:
     two blocks of pace."""
     se, dof = mean_se(block_paces(blocks))
     return math.sqrt(2) * se, dof
-
-
-def pace_drift_sd(blocks: Sequence[PaceBlock]) -> float:
-    """Term (b) alone (:func:`pace_drift`)."""
-    return pace_drift(blocks)[0]
 
 
 def t_quantile(p: float, dof: float) -> float:
