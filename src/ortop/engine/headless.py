@@ -100,9 +100,9 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
                and not (replay and monitor.schedule_ended.is_set())):
             stop.wait(0.05)
         snap = monitor.snapshot()
-        # Runs reach the parent in batches every ~100 ms: a window shorter than that can end before its first
-        # batch lands. Wait for it (at most half a second), and count the wait as measured: its runs are in it.
-        late = time.monotonic() + 0.5
+        # Runs reach the parent in batches every ~250 ms: a window shorter than that can end before its first
+        # batch lands. Wait for it (at most a second), and count the wait as measured: its runs are in it.
+        late = time.monotonic() + 1.0
         while snap.runs == 0 and not stop.is_set() and not monitor.fatal and time.monotonic() < late:
             stop.wait(0.05)
             snap = monitor.snapshot()

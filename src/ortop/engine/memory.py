@@ -1,7 +1,7 @@
 """Memory figures: the worker's resident memory (now, per configuration's peak, growth), the host's, and the slow
 leak check over a configuration's RSS series.
 
-The worker reads its own RSS from ``/proc/self/statm`` at every flush of samples (~100 ms) and sends it with the
+The worker reads its own RSS from ``/proc/self/statm`` at every flush of samples (~250 ms) and sends it with the
 samples: a configuration's peak is then followed even in a headless run that takes a single snapshot at its end
 (a sampler in this process, reading at snapshot time, would see two RSS values a second in the TUI and one in a
 whole headless run). The host's figures are read at snapshot time (``/proc/meminfo`` through psutil).

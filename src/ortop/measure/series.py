@@ -1,7 +1,7 @@
 """The live series: runs grouped into fixed time buckets, each with its run count, p50 and p99.
 
 The one bucketing ortop has: the monitor feeds it every batch of runs and the views draw what it returns. Runs
-arrive in batches (every ~100 ms), so a bucket fills over several batches; its figures are computed once it is
+arrive in batches (every ~250 ms), so a bucket fills over several batches; its figures are computed once it is
 finished and cached, so a snapshot several times a second costs little however long the series is.
 """
 
@@ -25,7 +25,7 @@ class Bucket:
     marker: bool = False  # a rebuild happened in this bucket
 
 
-CLOSE_AFTER = 4  # a bucket this many buckets older than the newest run's is closed (batches come every ~100 ms)
+CLOSE_AFTER = 4  # a bucket this many buckets older than the newest run's is closed (batches come every ~250 ms)
 
 
 class Series:

@@ -17,7 +17,7 @@ Parent → worker                                   Worker → parent
 start, service, cpu in/between, replica, queue, shape, idle; written by :mod:`ortop.runtime.serve`; response time
 = queue + service is ``rows.response_ms``); ``Samples.traffic`` the open loop's queue counters;
 ``wall_ns``/``cpu_ns`` are the wall and process CPU time the batch covers; ``rss`` the worker's resident memory
-read from ``/proc/self/statm`` at the flush (~100 ms: a file read of a few µs, and, sampled in the worker, it
+read from ``/proc/self/statm`` at the flush (~250 ms: a file read of a few µs, and, sampled in the worker, it
 follows a configuration's peak even when nobody asks for a snapshot).
 Clocks are the worker's ``perf_counter_ns`` and ``process_time_ns``.
 

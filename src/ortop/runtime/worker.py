@@ -6,7 +6,7 @@ time need a fresh process; and a crash or CUDA OOM kills only this process.
 
 Protocol: the typed messages of :mod:`ortop.runtime.protocol`, pickled over a multiprocessing Connection.
 The worker keeps several sessions (``Build``/``Drop``) and either runs one continuously (``RunLive``; its runs go
-to the parent every ~100 ms as ``Samples(block=-1)``) or alternates several in blocks (``Alternate``: per block a
+to the parent every ~250 ms as ``Samples(block=-1)``) or alternates several in blocks (``Alternate``: per block a
 settle period whose runs are not recorded, then the recorded block, sent as ``Samples(block=seq)`` followed by
 ``BlockDone``). ``Pause``/``Resume`` stop and restart the callers of whichever of the two is set up; ``Stop``
 (or EOF on the connection: the parent is gone) ends the process.
@@ -41,7 +41,7 @@ from ortop.runtime.child import (
     set_warning_sink,
 )
 
-FLUSH_NS = 100_000_000  # live samples reach the parent in batches every ~100 ms (the UI draws once a second)
+FLUSH_NS = 250_000_000  # live samples reach the parent in batches every ~250 ms (the UI draws once a second)
 DRAIN_MAX_NS = 2_000_000_000  # an open block serves its window's arrivals for at most this long after the window
 DRAIN_POLL_NS = 1_000_000
 
