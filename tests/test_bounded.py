@@ -29,7 +29,7 @@ from ortop.engine.snapshot import Snapshot
 from ortop.engine.store import CONFIG_RING, SETTLE_SPARE
 from ortop.measure import stats
 from ortop.measure.stats import Ring
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 from tests.models import make_matmul_model
 
 SHAPES = [{"x": [1, 16]}, {"x": [2, 16]}, {"x": [4, 16]}]
@@ -57,7 +57,7 @@ class Session:
         cid = self.mon.apply(profile_mod.merge(self.mon.snapshot().profile, **changes))
         info = {"providers_requested": ["CPUExecutionProvider"], "providers_active": ["CPUExecutionProvider"],
                 "create_ms": 5.0, "first_run_ms": 2.0, "shapes": SHAPES, "shape_labels": LABELS}
-        self.mon._handle(P.Built(cid, info))
+        self.mon._handle(proto.Built(cid, info))
         return cid
 
     def run(self, seconds: float, tick: float = 0.25) -> None:
@@ -77,7 +77,7 @@ class Session:
                 rows[:, 6] = self.rng.integers(0, 3, n)                             # shape
                 rows[:, 7] = self.rng.integers(0, 100_000, n)                       # idle gap
                 shed = int(n * 0.3) + 1
-                self.mon._handle(P.Samples(cid, rows, int(tick * 1e9), int(rows[:, 2].sum()), P.LIVE, 100 << 20,
+                self.mon._handle(proto.Samples(cid, rows, int(tick * 1e9), int(rows[:, 2].sum()), proto.LIVE, 100 << 20,
                                            (n + shed, shed, 25, 25)))
             self.clock[0] += tick
             snap = self.mon.snapshot()
@@ -196,7 +196,7 @@ def test_rebuilds_do_not_each_keep_a_full_ring(mix_model) -> None:
     n = first.runs
     rows = np.zeros((50, 8), dtype=np.int64)
     rows[:, 1] = 20_000_000
-    s.mon._handle(P.Samples(first.config_id, rows, 100_000_000, 0, P.LIVE, -1, (50, 0, 0, 0)))
+    s.mon._handle(proto.Samples(first.config_id, rows, 100_000_000, 0, proto.LIVE, -1, (50, 0, 0, 0)))
     assert len(first.ring) == first.runs == n + 50
 
 

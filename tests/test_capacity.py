@@ -61,7 +61,7 @@ def test_a_point_is_met_only_when_the_interval_of_the_share_over_the_slo_is_clea
     assert near.decide(slo) == "undecided" and near.interval[0] < 0.01 < near.interval[1]
     few = Point(100.0)
     blocks(few, slo, [0.0, 0.0])
-    assert few.decide(slo) == "undecided"  # fewer than MIN_BLOCKS blocks never decide
+    assert few.decide(slo) == "undecided"  # fewer than POINT_MIN_BLOCKS blocks never decide
     shed = Point(300.0)
     blocks(shed, slo, [0.0, 0.0, 0.0, 0.0], dropped=3)
     assert shed.decide(slo) == "not met"  # a shed request is a miss, whatever the percentile says

@@ -147,7 +147,7 @@ def test_a_percentile_beyond_the_runs_measured_reads_a_dash_and_says_what_it_nee
     from ortop.cli.run import _latency_line
 
     lat = {"mean": 1.0, "p50": 0.9, "p90": 1.5, "p99": 2.5, "p999": 4.0, "max": 4.1}
-    assert _latency_line(lat, 559).endswith("p99 2.500  p999 —  max 4.100  (p999 needs 1,000 runs)")
+    assert _latency_line(lat, 559).endswith("p99 2.50  p999 —  max 4.10  (p999 needs 1,000 runs)")
     assert "p99 —  p999 —" in _latency_line(lat, 50) and _latency_line(lat, 50).endswith("(p99 needs 100 runs)")
     assert "—" not in _latency_line(lat, 1000)
     r = ortop(matmul_model, "--headless", "--duration", 1, "--threads", 1, "--rate", 50, env=env)  # ~50 runs

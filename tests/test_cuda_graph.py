@@ -396,7 +396,7 @@ def test_the_worker_says_a_failed_preload_in_one_warning(fixed_model):
     """A real worker building a CUDA profile on this host: preload_dlls() is called before the session, and what
     it could not load is one Log line at warning level (none where the libraries are there)."""
     from ortop.engine.workerproc import WorkerProc
-    from ortop.runtime import protocol as P
+    from ortop.runtime import protocol as proto
 
     expected = child.preload_problem()
     seen: list = []
@@ -404,7 +404,7 @@ def test_the_worker_says_a_failed_preload_in_one_warning(fixed_model):
 
     def on_message(msg):
         seen.append(msg)
-        if isinstance(msg, (P.Built, P.BuildFailed)):
+        if isinstance(msg, (proto.Built, proto.BuildFailed)):
             done.set()
 
     w = WorkerProc(fixed_model, {}, on_message)
@@ -412,13 +412,13 @@ def test_the_worker_says_a_failed_preload_in_one_warning(fixed_model):
     try:
         prof = pm.merge(pm.Profile(model=fixed_model), **{"provider.name": "cuda", "session.log_severity_level": 4,
                                                           "workload.warmup_runs": 1})
-        w.send(P.Build(1, prof.to_dict(full=True)))
+        w.send(proto.Build(1, prof.to_dict(full=True)))
         assert done.wait(60), seen
     finally:
         w.stop()
-    result = next(m for m in seen if isinstance(m, (P.Built, P.BuildFailed)))
-    assert isinstance(result, P.Built), result
-    said = [m for m in seen if isinstance(m, P.Log) and "preload_dlls" in m.line]
+    result = next(m for m in seen if isinstance(m, (proto.Built, proto.BuildFailed)))
+    assert isinstance(result, proto.Built), result
+    said = [m for m in seen if isinstance(m, proto.Log) and "preload_dlls" in m.line]
     if expected is None:
         assert said == []
     else:

@@ -16,7 +16,7 @@ from ortop.engine import ab
 from ortop.engine.bench.interleave import Faults, Interleaver, WorkerLost
 from ortop.measure import rows as R
 from ortop.measure.compare import schedule
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 DIED = "the worker process died (signal 9)"
 
@@ -43,9 +43,9 @@ class FakeWorker:
         self._halt.set()
         if self._thread is not None:
             self._thread.join()
-        if isinstance(msg, P.Build):
-            self.deliver(P.Built(msg.config_id, {"warmup_ms": 1.0, "rss_before": -1, "rss_after": -1}))
-        elif isinstance(msg, P.Alternate):
+        if isinstance(msg, proto.Build):
+            self.deliver(proto.Built(msg.config_id, {"warmup_ms": 1.0, "rss_before": -1, "rss_after": -1}))
+        elif isinstance(msg, proto.Alternate):
             self._halt = threading.Event()
             self._thread = threading.Thread(target=self._alternate, args=(msg, self._halt), daemon=True)
             self._thread.start()
@@ -55,10 +55,10 @@ class FakeWorker:
         self.blocks_since_start = 0
         return True
 
-    def alternates(self) -> list[P.Alternate]:
-        return [m for m in self.sent if isinstance(m, P.Alternate)]
+    def alternates(self) -> list[proto.Alternate]:
+        return [m for m in self.sent if isinstance(m, proto.Alternate)]
 
-    def _alternate(self, msg: P.Alternate, halt: threading.Event) -> None:
+    def _alternate(self, msg: proto.Alternate, halt: threading.Event) -> None:
         n = len(msg.config_ids)
         for pos, k in enumerate(schedule(n, msg.rounds or 10_000, msg.order_seed)):
             if halt.wait(0.002):
@@ -73,9 +73,9 @@ class FakeWorker:
             rows = np.zeros((5, R.COLUMNS), dtype=np.int64)
             rows[:, R.Col.START] = t + np.arange(5) * 1_000_000
             rows[:, R.Col.SERVICE] = (1 + cid) * 1_000_000 + np.arange(5) * 1000
-            self.deliver(P.Samples(cid, rows, 5_000_000, 5_000_000, pos))
-            self.deliver(P.BlockDone(cid, pos, t, t + 5_000_000, 5_000_000, -1, 5))
-        self.deliver(P.AlternationDone(True))
+            self.deliver(proto.Samples(cid, rows, 5_000_000, 5_000_000, pos))
+            self.deliver(proto.BlockDone(cid, pos, t, t + 5_000_000, 5_000_000, -1, 5))
+        self.deliver(proto.AlternationDone(True))
 
 
 def interleaving(workers: list[FakeWorker], channel_of: list[int], budget_s: float,
@@ -114,7 +114,7 @@ def test_one_worker_alternates_with_one_message_and_stops_within_a_block_of_deci
     assert res.stopped_early and not res.stopped and res.elapsed_s < 10
     (alt,) = w.alternates()  # every round of blocks from one message: no round trip between blocks
     assert alt.config_ids == (0, 1) and alt.rounds is None
-    assert isinstance(w.sent[-1], P.Pause)
+    assert isinstance(w.sent[-1], proto.Pause)
     # what ran between the decision and the Pause is not part of the result
     assert w.finished >= len(res.blocks) and max(blk.seq for blk in res.blocks) < len(res.blocks)
 
@@ -144,8 +144,8 @@ def test_a_bounded_alternation_restarted_owes_its_rounds_and_numbers_them_on():
     faults = Faults()
     il = Interleaver([w], [0, 0], [7, 8], names=["x", "y"], faults=faults)
     seqs: list[int] = []
-    w.deliver = lambda msg: (seqs.append(il.block_done(0, msg.seq)) if isinstance(msg, P.BlockDone) else
-                             il.alternation_done(0) if isinstance(msg, P.AlternationDone) else None)
+    w.deliver = lambda msg: (seqs.append(il.block_done(0, msg.seq)) if isinstance(msg, proto.BlockDone) else
+                             il.alternation_done(0) if isinstance(msg, proto.AlternationDone) else None)
     w.died = lambda why: il.died(0, why)
     il.run(0.002, 0.0, 3, first_round=10)
     first, again = w.alternates()
@@ -157,8 +157,8 @@ def test_a_bounded_alternation_restarted_owes_its_rounds_and_numbers_them_on():
 def test_a_bounded_alternation_that_loses_its_worker_for_good_raises_worker_lost():
     w = FakeWorker(die_before=(2, 2))
     il = Interleaver([w], [0], [1], names=["x"])
-    w.deliver = lambda msg: (il.block_done(0, msg.seq) if isinstance(msg, P.BlockDone) else
-                             il.alternation_done(0) if isinstance(msg, P.AlternationDone) else None)
+    w.deliver = lambda msg: (il.block_done(0, msg.seq) if isinstance(msg, proto.BlockDone) else
+                             il.alternation_done(0) if isinstance(msg, proto.AlternationDone) else None)
     w.died = lambda why: il.died(0, why)
     try:
         il.run(0.002, 0.0, 6)

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from ortop.cli.ops import ops_main
-from ortop.collectors.memory import find_mimalloc
+from ortop.collectors.allocator import find_mimalloc
 from ortop.config import profile as P
 from ortop.engine import ab
 from ortop.engine.workerproc import worker_env

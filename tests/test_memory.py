@@ -8,12 +8,13 @@ import random
 
 import pytest
 
-from ortop.collectors.memory import MIMALLOC_HINT, find_mimalloc, not_a_shared_library, resolve_allocator
+from ortop.collectors.allocator import MIMALLOC_HINT, find_mimalloc, not_a_shared_library, resolve_allocator
 from ortop.config import profile as P
 from ortop.config.profile import Profile
 from ortop.engine import headless
-from ortop.engine.memory import MB, Leak, MemoryInfo, leak_check
+from ortop.engine.memory import Leak, MemoryInfo, leak_check
 from ortop.engine.snapshot import summary
+from ortop.present import MIB as MB
 from ortop.runtime.child import preload_missing
 from ortop.tui.panels import memory
 from tests.fakes.monitor import FakeMonitor
@@ -235,7 +236,7 @@ def test_a_bogus_ld_preload_is_a_warning(tmp_path, kind: str) -> None:
 
 @pytest.mark.integration
 def test_ld_preload_mimalloc_without_a_library_is_a_warning(tmp_path, monkeypatch) -> None:
-    from ortop.collectors import memory as cmem
+    from ortop.collectors import allocator as cmem
 
     monkeypatch.setattr(cmem, "MIMALLOC_GLOBS", ())
     monkeypatch.setattr(cmem, "_site_dirs", lambda: [])

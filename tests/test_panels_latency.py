@@ -7,7 +7,8 @@ import math
 import pytest
 
 from ortop.measure.stats import Bucket, LatencyStats
-from ortop.tui.panels import _format, latency
+from ortop.present import ms_text
+from ortop.tui.panels import latency
 
 
 def lines(text) -> list[str]:
@@ -71,7 +72,8 @@ def test_throughput_reads_paused_while_paused() -> None:
 def test_the_window_widens_at_low_rates_and_serves_a_rate_over_its_span() -> None:
     import numpy as np
 
-    from ortop.engine.readout import WINDOW_MIN_RUNS, recent_window
+    from ortop.engine.readout import recent_window
+    from ortop.measure.stats import WINDOW_MIN_RUNS
 
     def rows(times):
         r = np.zeros((len(times), 4))
@@ -96,8 +98,8 @@ def test_the_window_widens_at_low_rates_and_serves_a_rate_over_its_span() -> Non
 
 @pytest.mark.parametrize("value,expected", [(0.1234, "0.123"), (1.234, "1.23"), (12.34, "12.3"), (123.4, "123"),
                                             (0.9996, "1.00"), (9.996, "10.0"), (math.nan, "—"), (None, "—")])
-def test_fmt_ms(value, expected) -> None:
-    assert _format.fmt_ms(value) == expected
+def test_ms_text(value, expected) -> None:
+    assert ms_text(value) == expected
 
 
 def test_throughput_scales_from_zero_so_a_small_dip_is_not_a_crash() -> None:

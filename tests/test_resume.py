@@ -20,14 +20,14 @@ from ortop.cli import main, run
 from ortop.cli.main import _with_command, build_parser
 from ortop.config import profile as profile_mod
 from ortop.config.errors import ProfileError
-from ortop.config.profile import Profile
-from ortop.config.store import (
+from ortop.config.files import (
     SavedSession,
     last_session,
     last_session_path,
     legacy_session_path,
     save_last_session,
 )
+from ortop.config.profile import Profile
 from tests.models import make_matmul_model
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ortop.measure import stats
-from ortop.measure.stats import BLOCKS, Ring, latency_stats, median_ci, spark
+from ortop.measure.stats import SPARK_GLYPHS, Ring, latency_stats, median_ci, spark
 
 # -- Ring -------------------------------------------------------------------------------------------------
 
@@ -140,14 +140,15 @@ def test_spark_width_and_range() -> None:
     assert len(spark(vals, 50)) == 20
     assert spark(vals, 0) == "" and spark([], 10) == ""
     s = spark([0, 1, 2, 3, 4, 5, 6, 7], 8)
-    assert s == BLOCKS[1:]  # one level per step from the lowest bar to the full block
+    assert s == SPARK_GLYPHS[1:]  # one level per step from the lowest bar to the full block
     assert spark(vals, 3) == spark([17, 18, 19], 3)  # the last `width` values
 
 
 def test_spark_nan_constant_and_fixed_scale() -> None:
     s = spark([1.0, math.nan, 3.0, float("inf")], 4)
-    assert s[1] == " " and s[3] == " " and s[0] == BLOCKS[1] and s[2] == BLOCKS[-1]
+    assert s[1] == " " and s[3] == " " and s[0] == SPARK_GLYPHS[1] and s[2] == SPARK_GLYPHS[-1]
     assert spark([math.nan] * 3, 3) == "   "
-    assert spark([5.0] * 4, 4) == BLOCKS[4] * 4
-    assert spark(np.array([-10.0, 5.0, 99.0]), 3, lo=0.0, hi=10.0) == BLOCKS[1] + BLOCKS[5] + BLOCKS[-1]
+    assert spark([5.0] * 4, 4) == SPARK_GLYPHS[4] * 4
+    g = SPARK_GLYPHS
+    assert spark(np.array([-10.0, 5.0, 99.0]), 3, lo=0.0, hi=10.0) == g[1] + g[5] + g[-1]
     assert " " not in spark([0.0, 1e-9, 1.0], 3)  # finite values never vanish

@@ -145,7 +145,7 @@ def run_tty(tmp_path):
 
 def last_session(tmp_path: Path) -> Path:
     """Where the fixture's ortop keeps its model's last session (the store's name for it, under this state dir)."""
-    from ortop.config.store import last_session_path, state_dir
+    from ortop.config.files import last_session_path, state_dir
 
     name = last_session_path(tmp_path / "mm.onnx").relative_to(state_dir())
     return tmp_path / "state" / "ortop" / name

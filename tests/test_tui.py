@@ -185,7 +185,7 @@ async def test_ctrl_s_saves_a_profile_that_loads_back_equal(monitor: Monitor, tm
 
 async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    from ortop.config.store import last_session_path
+    from ortop.config.files import last_session_path
 
     summary = tmp_path / "summary.json"
     app = app_for(monitor, tmp_path, summary_path=summary)
@@ -211,7 +211,7 @@ async def test_sighup_saves_last_session_and_summary(monitor: Monitor, tmp_path:
 async def test_space_pauses_and_resumes_and_q_keeps_the_session(monitor: Monitor, tmp_path: Path,
                                                                  monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    from ortop.config.store import last_session_path
+    from ortop.config.files import last_session_path
 
     app = app_for(monitor, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -376,7 +376,7 @@ async def test_open_applies_the_chosen_profile_and_a_bad_one_asks_again(tmp_path
 
 def test_actions_name_and_write_files(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    from ortop.config.store import last_session_path
+    from ortop.config.files import last_session_path
 
     assert actions.profile_path(tmp_path, " x/../my best.toml ") == tmp_path / "my-best.toml"
     assert actions.profile_path(tmp_path, "../..") is None

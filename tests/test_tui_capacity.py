@@ -31,10 +31,10 @@ from ortop.engine.capacity import BY_MEASURED, BY_MODEL, CapacityResult, Point, 
 from ortop.engine.capacity_search import idle_miss
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.measure.ratio import capacity_ratio, ratio_text
+from ortop.present import rate_text
 from ortop.report import curve as report_curve
 from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.panels import capacity as panel
-from ortop.tui.panels._format import fmt_rate
 from ortop.tui.screens import HelpScreen, SaveScreen
 from ortop.tui.screens import capacity as screen_mod
 from ortop.tui.screens.capacity import CapacityScreen
@@ -693,7 +693,7 @@ async def test_the_finished_screen_speaks_one_interval_and_the_bracket_only_as_t
         assert all(iv is not None for iv in ivs)
 
         def rate(x: float) -> str:
-            return fmt_rate(x).removesuffix("/s")
+            return rate_text(x).removesuffix("/s")
 
         ratio = capacity_ratio(ivs[1], ivs[0])
         assert ratio is not None and not ratio.overlapping  # 300/s against 600/s: apart

@@ -29,6 +29,7 @@ from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
 from ortop.measure.noise import STALLS_MOVE
 from ortop.measure.rerun import drift_gain
+from ortop.present import pct_unit, rate_figure
 
 SEARCH_BUDGET_S = 120.0
 CERTIFY_BUDGET_S = 300.0   # ortop.engine.certify.BUDGET_S (not imported here: the parser stays light)
@@ -111,10 +112,6 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _rate(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "?"
-    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
 
 
 def capacity_text(search: Any, slo: Any) -> str:
@@ -124,22 +121,19 @@ def capacity_text(search: Any, slo: Any) -> str:
     if not search.met:
         outcome = search.outcome(slo)
         if outcome == "none met" and search.points:
-            return f"< {_rate(min(search.points))}/s"
+            return f"< {rate_figure(min(search.points))}/s"
         return "undecided" if outcome == "undecided" else "0"
-    cap = f"{_rate(search.capacity(slo))}/s"
+    cap = f"{rate_figure(search.capacity(slo))}/s"
     iv = search.interval(slo)
     if iv is None or not math.isfinite(iv.lo):
         return cap
-    return f"{cap} ({iv.confidence * 100:g} % interval {_rate(iv.lo)}–{_rate(iv.hi)}/s)"
+    return f"{cap} ({iv.confidence * 100:g} % interval {rate_figure(iv.lo)}–{rate_figure(iv.hi)}/s)"
 
 
 def noise_text(noise: Any) -> str:
     """The host's noise over the search in one line."""
-    def pct(x: float | None, digits: int = 1) -> str:
-        return "?" if x is None else f"{x:.{digits}f} %"
-
     share = "?" if noise.slow_share is None else f"{noise.slow_share * 100:.2g} %"
-    return (f"steal {pct(noise.steal_pct)}, CPU pressure {pct(noise.cpu_pressure_pct)}; runs slower than "
+    return (f"steal {pct_unit(noise.steal_pct)}, CPU pressure {pct_unit(noise.cpu_pressure_pct)}; runs slower than "
             f"{noise.slow_k:g}× their shape's median: {share}")
 
 
@@ -155,8 +149,6 @@ def host_lines(noise: Any, *, met: bool) -> list[str]:
 
 
 def format_result(result: Any, *, plot: bool = True) -> str:
-    from ortop.measure.bracket import NOT_APART
-    from ortop.measure.ratio import ratio_text
     from ortop.report.curve import text_curve
 
     slo = result.slo
@@ -167,76 +159,96 @@ def format_result(result: Any, *, plot: bool = True) -> str:
     lines.append(f"  #  {'profile':<{width}}  {'capacity (interval)':>30}  {'bracket':>15}  {'ceiling':>8}  "
                  f"{slo.metric} at no load")
     for s in result.searches:
-        if s.failed:
-            lines.append(f"  {s.index}  {s.label():<{width}}  failed: {s.failed}")
-            continue
-        hi = _rate(s.hi)
-        bracket = f"{_rate(s.lo)}…{hi}/s"
-        no_load = s.no_load.text() if s.no_load is not None else f"{s.floor_ms:.3g} ms"
-        lines.append(f"  {s.index}  {s.label():<{width}}  {capacity_text(s, slo):>30}  {bracket:>15}  "
-                     f"{_rate(s.ceiling_per_s):>6}/s  {no_load}")
-        if s.note:
-            lines.append(f"     {s.note}")
-        for r in s.remarks:
-            lines.append(f"     {r}")
-        iv = s.interval(slo) if s.met else None
-        if iv is not None and iv.flat:
-            lines.append(f"     flat: {slo.metric} barely climbs with the rate where it crosses {slo.ms:g} ms (slope "
-                         f"{max(iv.slope, 0):.2f} in log–log): its level is set by stalls or wake-ups more than by "
-                         f"queueing. The interval moves with the host's pace ×{drift_gain(iv.slope):.1f}, but a rerun "
-                         "that finds the tail's level moved can land outside it")
-        for n in s.notes:
-            lines.append(f"     input: {n}")
+        lines += _search_rows(s, slo, width)
     if any(s.met and not s.failed for s in result.searches):
         lines.append("     the interval: where a rerun here is expected to land (the tail's sampling, the host's drift "
                      "and the bracket); the bracket: the search's resolution")
     noise = getattr(result, "host_noise", None)
     if noise is not None:
         lines += host_lines(noise, met=any(s.met and not s.failed for s in result.searches))
-    best = result.best()
-    if best is not None and len(result.searches) > 1:
-        b = result.searches[best]
-        if result.separated(best):
-            lines += ["", f"best for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s"]
-        else:
-            lines += ["", f"ahead for {slo.text()}: {b.name}, {_rate(b.capacity(slo))}/s, but {NOT_APART}: not "
-                          "shown to serve more (a longer --budget gives points time to decide)"]
-        for s in result.searches:
-            if s.index != best and s.met:  # judged by the two rerun intervals, never by the brackets
-                lines.append(f"  {b.name} / {s.name}: {ratio_text(b.interval(slo), s.interval(slo))}")
-    elif best is None:
-        live = [s for s in result.searches if not s.failed]
-        if live and all(s.outcome(slo) == "undecided" for s in live):  # no point held the requests it needs
-            lines += ["", f"undecided for {slo.text()}: no point held the {slo.runs_needed()} requests a {slo.metric} "
-                          "needs within the budget (met: false; a longer --budget gives them)"]
-        elif live and all(s.outcome(slo) in ("none met", "undecided") for s in live):  # below what was measured
-            low = min(r for s in live for r in s.points) if any(s.points for s in live) else math.nan
-            pred = [s.predicted_per_s for s in live if s.predicted_per_s > 0]
-            guess = (f"; the queue model of their runs puts it near {_rate(min(pred))}/s, where a point needs about "
-                     f"{slo.runs_needed() / min(pred):.0f} s for its {slo.runs_needed()} requests"
-                     if pred else "")
-            lines += ["", f"below {_rate(low)}/s for {slo.text()}: every rate measured missed it and none lower was "
-                          f"measured in the budget{guess} (met: false; a longer --budget measures lower rates)"]
-        else:
-            lines += ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
+    lines += _answer_lines(result, slo)
     if any(s.points for s in result.searches):
         lines += ["", "points (rate asked: offered → served, both of the requests that arrived in its windows; within "
                       "the SLO; requests; SLO metric measured, in the long run by the queue model; decision by):"]
     for s in result.searches:
-        for rate, p in sorted(s.points.items()):
-            v = p.value(slo)
-            est, lo, hi = p.model
-            model = (f"  long run {est:.3g} ({lo:.3g}…{hi:.3g})" if math.isfinite(hi) else
-                     "  long run: unbounded" if est == math.inf else "")
-            lines.append(f"  {s.label():<{width}}  {rate:>8.3g}/s: {p.offered_per_s():>8.3g} → "
-                         f"{p.served_per_s():>8.3g}/s  {p.goodput_per_s():>8.3g}/s within  {p.runs:>6,} req  "
-                         f"{slo.metric} {v:>8.3g} ms{model}  "
-                         f"{p.decision_text(slo)}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
+        lines += _point_rows(s, slo, width)
     if plot and any(s.points for s in result.searches):
         lines += ["", text_curve(result.as_dict())]
     for w in result.warnings:
         lines.append(f"warning  {w}")
     return "\n".join(lines)
+
+
+def _search_rows(s: Any, slo: Any, width: int) -> list[str]:
+    """One profile's row of the table, then its note, remarks, the flat-crossing warning and its inputs' notes."""
+    if s.failed:
+        return [f"  {s.index}  {s.label():<{width}}  failed: {s.failed}"]
+    bracket = f"{rate_figure(s.lo)}…{rate_figure(s.hi)}/s"
+    no_load = s.no_load.text() if s.no_load is not None else f"{s.floor_ms:.3g} ms"
+    lines = [f"  {s.index}  {s.label():<{width}}  {capacity_text(s, slo):>30}  {bracket:>15}  "
+             f"{rate_figure(s.ceiling_per_s):>6}/s  {no_load}"]
+    if s.note:
+        lines.append(f"     {s.note}")
+    lines += [f"     {r}" for r in s.remarks]
+    iv = s.interval(slo) if s.met else None
+    if iv is not None and iv.flat:
+        lines.append(f"     flat: {slo.metric} barely climbs with the rate where it crosses {slo.ms:g} ms (slope "
+                     f"{max(iv.slope, 0):.2f} in log–log): its level is set by stalls or wake-ups more than by "
+                     f"queueing. The interval moves with the host's pace ×{drift_gain(iv.slope):.1f}, but a rerun "
+                     "that finds the tail's level moved can land outside it")
+    lines += [f"     input: {n}" for n in s.notes]
+    return lines
+
+
+def _answer_lines(result: Any, slo: Any) -> list[str]:
+    """The answer under the table: the best profile (or one ahead but not apart) with the ratios between profiles,
+    or why none has a capacity (undecided, below every rate measured, or none at any rate)."""
+    from ortop.measure.bracket import NOT_APART
+    from ortop.measure.ratio import ratio_text
+
+    best = result.best()
+    if best is not None and len(result.searches) > 1:
+        b = result.searches[best]
+        if result.separated(best):
+            lines = ["", f"best for {slo.text()}: {b.name}, {rate_figure(b.capacity(slo))}/s"]
+        else:
+            lines = ["", f"ahead for {slo.text()}: {b.name}, {rate_figure(b.capacity(slo))}/s, but {NOT_APART}: not "
+                         "shown to serve more (a longer --budget gives points time to decide)"]
+        for s in result.searches:
+            if s.index != best and s.met:  # judged by the two rerun intervals, never by the brackets
+                lines.append(f"  {b.name} / {s.name}: {ratio_text(b.interval(slo), s.interval(slo))}")
+        return lines
+    if best is not None:
+        return []
+    live = [s for s in result.searches if not s.failed]
+    if live and all(s.outcome(slo) == "undecided" for s in live):  # no point held the requests it needs
+        return ["", f"undecided for {slo.text()}: no point held the {slo.runs_needed()} requests a {slo.metric} "
+                    "needs within the budget (met: false; a longer --budget gives them)"]
+    if live and all(s.outcome(slo) in ("none met", "undecided") for s in live):  # below what was measured
+        low = min(r for s in live for r in s.points) if any(s.points for s in live) else math.nan
+        pred = [s.predicted_per_s for s in live if s.predicted_per_s > 0]
+        guess = (f"; the queue model of their runs puts it near {rate_figure(min(pred))}/s, where a point needs about "
+                 f"{slo.runs_needed() / min(pred):.0f} s for its {slo.runs_needed()} requests"
+                 if pred else "")
+        return ["", f"below {rate_figure(low)}/s for {slo.text()}: every rate measured missed it and none lower was "
+                    f"measured in the budget{guess} (met: false; a longer --budget measures lower rates)"]
+    return ["", f"no profile meets {slo.text()} at any rate here (met: false)"]
+
+
+def _point_rows(s: Any, slo: Any, width: int) -> list[str]:
+    """One profile's points, lowest rate first: offered → served, within the SLO, requests, the metric measured and
+    the queue model's long-run estimate, and what decided it."""
+    lines = []
+    for rate, p in sorted(s.points.items()):
+        v = p.value(slo)
+        est, lo, hi = p.model
+        model = (f"  long run {est:.3g} ({lo:.3g}…{hi:.3g})" if math.isfinite(hi) else
+                 "  long run: unbounded" if est == math.inf else "")
+        lines.append(f"  {s.label():<{width}}  {rate:>8.3g}/s: {p.offered_per_s():>8.3g} → "
+                     f"{p.served_per_s():>8.3g}/s  {p.goodput_per_s():>8.3g}/s within  {p.runs:>6,} req  "
+                     f"{slo.metric} {v:>8.3g} ms{model}  "
+                     f"{p.decision_text(slo)}" + (f"  ({p.dropped} shed)" if p.dropped else ""))
+    return lines
 
 
 # ---- --certify RATE: MLPerf Server's early-stopping rule at one rate (ortop.engine.certify) ---------------------
@@ -340,8 +352,8 @@ def format_certification(result: Any, searched: Any = None) -> str:
     lines = [f"model    {result.model}", f"profile  {result.label()}"]
     if searched is not None:
         s = searched.searches[0]
-        lines.append(f"capacity {_rate(s.capacity(result.slo))}/s found in {searched.elapsed_s:.0f} s: certifying "
-                     f"0.9 x of it")
+        lines.append(f"capacity {rate_figure(s.capacity(result.slo))}/s found in {searched.elapsed_s:.0f} s: "
+                     "certifying 0.9 x of it")
     lines += [f"rule     {c['rule']}, confidence {c['confidence']:g}, minimum {result.min_duration_s:g} s "
               f"(MLPerf asks 600 s)",
               f"run      {result.elapsed_s:.0f} s of {result.budget_s:.0f} s; {result.ended}"]

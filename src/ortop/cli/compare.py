@@ -59,6 +59,7 @@ from ortop.measure import gate as G
 from ortop.measure.agreement import Tolerance
 from ortop.measure.compare import METRICS, MIN_PAIRS, decided_after
 from ortop.measure.stats import runs_needed
+from ortop.present import cell, change_pct, ms_text, size_text
 
 DEFAULT_TOLERANCE = Tolerance()
 
@@ -235,22 +236,11 @@ def to_json(model_path: str, budget_s: float, objective: str, result, tolerance:
     }
 
 
-def size_text(n: int | None) -> str:
-    """A file size: ``812 B``, ``64.7 KiB``, ``3.2 MiB``, ``1.10 GiB``."""
-    if n is None:
-        return "?"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            x = n / scale
-            return f"{x:.2f} {unit}" if x < 10 else f"{x:.1f} {unit}" if x < 100 else f"{x:.0f} {unit}"
-    return f"{n} B"
 
 
 def _model_lines(result) -> list[str]:
     """Each configuration's model: its file, session creation, first run, memory and onnxruntime; then its outputs
     against the first's. Shown when the configurations run more than one model, or when outputs moved."""
-    from ortop.report.html import num
-
     configs = result.configs
     several = len(_models(result)) > 1
     moved = any(c.agreement is not None and c.agreement_text() != "outputs identical" for c in configs)
@@ -263,8 +253,8 @@ def _model_lines(result) -> list[str]:
                       f"{'session MiB':>11}  {'RSS MiB':>8}  onnxruntime"]
         for c in configs:
             lines.append(f"  {c.index}  {os.path.basename(c.model):<{width}}  {size_text(c.model_bytes):>9}  "
-                         f"{num(c.create_ms):>9}  {num(c.first_run_ms):>12}  {num(c.session_mib, 1):>11}  "
-                         f"{num(c.rss_mib, 0):>8}  {c.ort_version or '?'}")
+                         f"{ms_text(c.create_ms):>9}  {ms_text(c.first_run_ms):>12}  {cell(c.session_mib, 1):>11}  "
+                         f"{cell(c.rss_mib, 0):>8}  {c.ort_version or '?'}")
     lines += ["", f"outputs against {configs[0].name} (the same inputs, one run after the warm-up):"]
     for c in configs[1:]:
         lines.append(f"  {c.index}  {c.agreement_text() or 'not compared'}")
@@ -290,7 +280,7 @@ def gate_lines(gates: GateOutcome, code: int, comparisons: Any = ()) -> list[str
         else:
             # what a percentile was judged on (its blocks' runs, or pooled pairs); a run is enough for the others
             how = f"; {r.basis.text()}" if r.basis is not None and r.basis.need > 1 else ""
-            lines.append(f"{head}; change {G.pct_text(r.change_pct)}, interval {r.interval_text()}{how}")
+            lines.append(f"{head}; change {change_pct(r.change_pct)}, interval {r.interval_text()}{how}")
         comp = by_metric.get(r.gate.metric)
         if comp is not None:
             lines.append(f"{pad}comparison: {_verdict_rule(comp)}")
@@ -318,8 +308,6 @@ def _short_blocks_note(comp: Any) -> str:
 
 def format_result(model_path: str, budget_s: float, objective: str, result, gates: GateOutcome | None = None
                   ) -> str:
-    from ortop.report.html import num  # the reports' figure format: one spelling of a table cell
-
     names = [c.name for c in result.configs]
     workers = f", {result.workers} workers taking turns" if result.workers > 1 else ""
     took = "decided after" if result.stopped_early else "measured"
@@ -340,9 +328,9 @@ def format_result(model_path: str, budget_s: float, objective: str, result, gate
         kept = "" if c.kept() else \
             f"  ← rate not kept: offered {c.offered_per_s:.0f}/s, served {c.throughput_per_s:.0f}/s"
         differs = f"  ← outputs differ: {'; '.join(c.differs)}" if c.differs else ""
-        p99 = "\u2014" if c.runs < p99_needs else num(c.p99_ms)  # fewer runs: the slowest under another name
-        lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {num(c.p50_ms):>8}  {p99:>8}  "
-                     f"{num(c.throughput_per_s, 1):>8}  {num(c.cpu_ms_per_run):>10}{kept}{differs}")
+        p99 = "\u2014" if c.runs < p99_needs else ms_text(c.p99_ms)  # fewer runs: the slowest under another name
+        lines.append(f"  {c.index}  {c.name:<{width}}  {c.runs:>8}  {ms_text(c.p50_ms):>8}  {p99:>8}  "
+                     f"{cell(c.throughput_per_s, 1):>8}  {ms_text(c.cpu_ms_per_run):>10}{kept}{differs}")
     if short:
         lines.append(f"  p99 \u2014: fewer than the {p99_needs} runs a p99 needs ({min(c.runs for c in short)} "
                      "here): a longer --budget gives them")

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ortop.errors import EXIT_OK, UsageError
+from ortop.present import ms_text
 
 NAME_WIDTH = 48  # longer node names (tf2onnx writes whole scopes) keep their tail, where they differ
 
@@ -42,7 +43,7 @@ def start_profile(args: argparse.Namespace, model_path: str) -> Any:
     """``--profile`` (a path or a name, else the defaults) with the flags on top, running ``model_path``."""
     from ortop.cli.flags import apply_flags
     from ortop.config import profile as profile_mod
-    from ortop.config.store import resolve_profile
+    from ortop.config.files import resolve_profile
 
     prof = profile_mod.load(resolve_profile(args.profile)) if args.profile else profile_mod.Profile()
     return apply_flags(prof, args, model_path)
@@ -58,8 +59,6 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_profile_args(p, refuse=NO_TRAFFIC)
 
 
-def _fmt_ms(x: float) -> str:
-    return f"{x:.3f}" if x < 100 else f"{x:.1f}"
 
 
 def _clip(name: str) -> str:
@@ -94,7 +93,7 @@ def format_ops(model_path: str, report: dict[str, Any], top: int) -> str:
         lines.append(f"{head}{'total ms':>10}  {'share':>7}  {'ms/run':>9}  {'calls':>6}  provider")
         for r in shown:
             op = f"{r['op_type']:<{op_width}}  " if name_key == "name" else ""
-            lines.append(f"{_clip(str(r[name_key])):<{width}}  {op}{_fmt_ms(r['total_ms']):>10}  "
+            lines.append(f"{_clip(str(r[name_key])):<{width}}  {op}{ms_text(r['total_ms']):>10}  "
                          f"{r['share_pct']:>6.1f}%  {r['mean_ms']:>9.4f}  {r['calls']:>6}  {r['provider']}")
         if len(shown) < len(rows):
             rest = rows[len(shown):]

@@ -17,8 +17,8 @@ import tomli_w
 
 from ortop.config import knobs
 from ortop.config import profile as profile_mod
+from ortop.config.files import load_profile, resolve_profile, shipped_profiles_dir  # noqa: F401  (re-exported)
 from ortop.config.profile import ProfileError, ProfileErrors
-from ortop.config.store import load_profile, resolve_profile, shipped_profiles_dir  # noqa: F401  (re-exported)
 from ortop.export import FORMATS, render
 
 EXIT_OK = 0

@@ -20,6 +20,7 @@ from typing import Any
 from ortop.cli.argtypes import label_value
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import RuntimeFailure, UsageError
+from ortop.present import cell, ms_text, pct_text, size_text
 
 NODE_TYPE_VAR = "ORTOP_NODE_TYPE"  # the node type when --node-type is absent (set once per host, by its image)
 
@@ -187,7 +188,7 @@ def open_outputs(args: argparse.Namespace, protect: list[str]) -> Outputs:
 def effective_profile(args: argparse.Namespace, model_path: str) -> Any:
     """The start profile: last session or --profile, then each flag on top (flags win)."""
     from ortop.config import profile as P
-    from ortop.config.store import resolve_profile
+    from ortop.config.files import resolve_profile
 
     if args.resume:
         prof = _resumed(model_path, named=args.model or model_path).profile
@@ -217,7 +218,7 @@ def _demo() -> str:
 
 def _profile_model(args: argparse.Namespace) -> str:
     from ortop.config import profile as P
-    from ortop.config.store import resolve_profile
+    from ortop.config.files import resolve_profile
 
     if args.resume:
         s = _resumed(None)
@@ -233,7 +234,7 @@ def _resumed(model: str | None, named: str = "") -> Any:
     is a UsageError; so is none for ``model`` (``named``: the model as typed), which names the latest instead of
     falling back to it, since another model's settings are rarely what was meant."""
     from ortop.config.errors import ProfileError
-    from ortop.config.store import last_session, sessions_dir
+    from ortop.config.files import last_session, sessions_dir
 
     found = last_session(model)
     if found is not None:
@@ -303,8 +304,6 @@ def _write_json(path: str, data: dict) -> None:
     write_text(path, json.dumps(data, indent=2) + "\n", what="summary")
 
 
-def _f(x: Any, fmt: str = "{:.3f}") -> str:
-    return "—" if x is None else fmt.format(x)
 
 
 def _traffic_lines(d: dict) -> list[str]:
@@ -315,19 +314,19 @@ def _traffic_lines(d: dict) -> list[str]:
     else:
         keys = ("mean", "p50", "p99", "max")
         lines = [
-            f"arrivals    {arr['mode']}: offered {_f(arr['offered_per_s'], '{:.1f}')}/s, served "
-            f"{_f(arr['served_per_s'], '{:.1f}')}/s, {arr['dropped']} shed, longest queue {arr['queue_max']}",
-            "  service   " + "  ".join(f"{k} {_f(d['service_ms'][k])}" for k in keys),
-            "  queue     " + "  ".join(f"{k} {_f(d['queue_ms'][k])}" for k in keys),
+            f"arrivals    {arr['mode']}: offered {cell(arr['offered_per_s'], 1)}/s, served "
+            f"{cell(arr['served_per_s'], 1)}/s, {arr['dropped']} shed, longest queue {arr['queue_max']}",
+            "  service   " + "  ".join(f"{k} {ms_text(d['service_ms'][k])}" for k in keys),
+            "  queue     " + "  ".join(f"{k} {ms_text(d['queue_ms'][k])}" for k in keys),
         ]
         if d.get("idle_gaps"):
             lines.append("idle gap    " + "  ".join(
-                f"{g['gap']}: {g['runs']} runs p50 {_f(g['service_p50_ms'], '{:.2f}')} p99 "
-                f"{_f(g['service_p99_ms'], '{:.2f}')}" for g in d["idle_gaps"] if g["runs"]))
+                f"{g['gap']}: {g['runs']} runs p50 {ms_text(g['service_p50_ms'])} p99 "
+                f"{ms_text(g['service_p99_ms'])}" for g in d["idle_gaps"] if g["runs"]))
     for row in d.get("shapes", []):
         lines.append(f"shape       {row['label']:<24} {row['runs']:>6} runs  service p50 "
-                     f"{_f(row['service_ms']['p50'])} p99 {_f(row['service_ms']['p99'])}  response p99 "
-                     f"{_f(row['latency_ms']['p99'])}")
+                     f"{ms_text(row['service_ms']['p50'])} p99 {ms_text(row['service_ms']['p99'])}  response p99 "
+                     f"{ms_text(row['latency_ms']['p99'])}")
     return lines
 
 
@@ -337,7 +336,7 @@ def _slo_lines(d: dict) -> list[str]:
         return []
     share = "" if s["share_over"] is None else f"{100 * s['share_over']:.2f} % "
     return [f"slo         {s['metric']} ≤ {s['ms']:g} ms: {'met' if s['met'] else 'NOT MET'} ({s['metric']} "
-            f"{_f(s['value_ms'])} ms; {share}of {s['requests']} requests over it)"]
+            f"{ms_text(s['value_ms'])} ms; {share}of {s['requests']} requests over it)"]
 
 
 def _latency_line(lat: dict, runs: int) -> str:
@@ -346,7 +345,7 @@ def _latency_line(lat: dict, runs: int) -> str:
     from ortop.measure.stats import resolved, runs_needed
 
     keys = ("mean", "p50", "p90", "p99", "p999", "max")
-    cells = [f"{k} {_f(lat[k])}" if resolved(k, runs) else f"{k} —" for k in keys]
+    cells = [f"{k} {ms_text(lat[k])}" if resolved(k, runs) else f"{k} —" for k in keys]
     short = [k for k in keys if not resolved(k, runs)]
     note = f"  ({short[0]} needs {runs_needed(short[0]):,} runs)" if short else ""
     return "latency ms  " + "  ".join(cells) + note
@@ -360,17 +359,17 @@ def format_summary(d: dict) -> str:
         f"providers   {', '.join(d['providers_active'])}"
         + ("" if set(d["providers_requested"]) <= set(d["providers_active"])
            else f"  (requested {', '.join(d['providers_requested'])})"),
-        f"session     create {_f(d['session']['create_ms'], '{:.1f}')} ms, first run "
-        f"{_f(d['session']['first_run_ms'], '{:.2f}')} ms",
+        f"session     create {ms_text(d['session']['create_ms'])} ms, first run "
+        f"{ms_text(d['session']['first_run_ms'])} ms",
         f"runs        {d['runs']} in {d['duration_s']:.1f} s (+{d['warmup_runs']} warm-up), "
-        f"{_f(d['throughput_per_s'], '{:.1f}')} runs/s",
+        f"{cell(d['throughput_per_s'], 1)} runs/s",
         _latency_line(lat, d["runs"]),
         *_traffic_lines(d),
         *_slo_lines(d),
-        f"cpu         {_f(cpu['cpu_ms_per_run'])} ms/run, {_f(cpu['cpu_ms_between_runs_per_s'], '{:.1f}')} ms/s "
-        f"between runs (spin), process {_f(cpu['process_cpu_percent'], '{:.0f}')}% of a core",
+        f"cpu         {ms_text(cpu['cpu_ms_per_run'])} ms/run, {cell(cpu['cpu_ms_between_runs_per_s'], 1)} ms/s "
+        f"between runs (spin), process {pct_text(cpu['process_cpu_percent'])} of a core",
         "gpu         " + ("no NVIDIA GPU" if d["gpu"] is None else ", ".join(
-            f"#{g['index']} {g['mem_used'] / 2**20:.0f}/{g['mem_total'] / 2**20:.0f} MiB" for g in d["gpu"])),
+            f"#{g['index']} {size_text(g['mem_used'])}/{size_text(g['mem_total'])}" for g in d["gpu"])),
     ]
     for w in d["warnings"]:
         lines.append(f"warning     {w}")

@@ -83,7 +83,7 @@ def start_profile(args: argparse.Namespace, model_path: str) -> Any:
     """The start profile (the baseline): ``--profile`` or the defaults, with the flags on top; and the model path
     the profile itself named (kept in a saved profile)."""
     from ortop.config import profile as P
-    from ortop.config.store import resolve_profile
+    from ortop.config.files import resolve_profile
 
     prof = P.load(resolve_profile(args.profile)) if args.profile else P.Profile()
     return apply_flags(prof, args, model_path), prof.model
@@ -100,7 +100,7 @@ def _check_args(args: argparse.Namespace) -> list[str] | None:
 
 def _kept(args: argparse.Namespace, model_path: str) -> tuple[str, ...]:
     """The files a report must never be written over: the model and the start profile."""
-    from ortop.config.store import resolve_profile
+    from ortop.config.files import resolve_profile
 
     return (model_path, *([str(resolve_profile(args.profile))] if args.profile else []))
 
@@ -445,25 +445,10 @@ def run(args: argparse.Namespace) -> int:
     result.host = {**host.as_dict(), "gpus": gpus}
     for w in racer.warnings[:5]:
         print(f"ortop: warning: {w}", file=sys.stderr)
-    saved, not_saved = None, ""
-    if args.save and result.verdict == NOT_MEASURED:
-        not_saved = (f"{args.save} was not written: the search gave no answer to save ({result.text.split(': ')[0]}),"
-                     " and a saved profile claims what was measured")
-    elif args.save:
-        from dataclasses import replace
-
-        best = replace(result.best, model=profile_model or "",
-                       description=result.best.description or save_description(result, model_path))
-        when = _dt.datetime.now(_dt.timezone.utc)
-        header = save_header(result, model_path, host, gpus, when)
-        fsutil.write_text(args.save, best.to_toml(header=header), protect=[model_path], what="profile")
-        saved = args.save
+    saved, not_saved = _save(args, result, model_path, profile_model, host, gpus)
     code = exit_code(result)
     out = result.as_dict()
-    out["model"] = model_path
-    out["saved"] = saved
-    out["not_saved"] = not_saved or None
-    out["exit_code"] = code
+    out.update(model=model_path, saved=saved, not_saved=not_saved or None, exit_code=code)
     if knee is not None:
         out["knee"] = knee
     base_pace = result.baseline_pace()
@@ -482,6 +467,26 @@ def run(args: argparse.Namespace) -> int:
 
         write_report(args.report, tune_page(out), protect=_kept(args, model_path))
     return code
+
+
+def _save(args: argparse.Namespace, result: Any, model_path: str, profile_model: str | None, host: Any,
+          gpus: Any) -> tuple[str | None, str]:
+    """Write the best profile to ``--save`` (with the search's header); a search that measured nothing writes
+    nothing and says why. Returns (the path written or None, why not)."""
+    from ortop import fsutil
+
+    if not args.save:
+        return None, ""
+    if result.verdict == NOT_MEASURED:
+        return None, (f"{args.save} was not written: the search gave no answer to save "
+                      f"({result.text.split(': ')[0]}), and a saved profile claims what was measured")
+    from dataclasses import replace
+
+    best = replace(result.best, model=profile_model or "",
+                   description=result.best.description or save_description(result, model_path))
+    header = save_header(result, model_path, host, gpus, _dt.datetime.now(_dt.timezone.utc))
+    fsutil.write_text(args.save, best.to_toml(header=header), protect=[model_path], what="profile")
+    return args.save, ""
 
 
 def exit_code(result: Any) -> int:

@@ -35,6 +35,7 @@ from ortop.cli.argtypes import add_ort_python_arg, with_ort_python
 from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_WORKER_LOST, RuntimeFailure, UsageError
 from ortop.measure.compare import METRICS
+from ortop.present import cell, ms_text, signed, signed_pct, size_text
 
 EXAMPLES = """examples:
   ortop variants model.onnx                          optimized, int8 (and fp16 for CUDA), compared for 30 s
@@ -44,7 +45,6 @@ EXAMPLES = """examples:
 """
 
 ORIGINAL = "original"
-MiB = 1 << 20
 
 
 def add_tolerance_args(p: argparse.ArgumentParser) -> None:
@@ -138,13 +138,10 @@ def best_variant(result: Any, objective: str) -> tuple[str | None, str]:
     return fig.name, f"fastest within the tolerance: {fig.name}: {c.text()}"
 
 
-def _mb(n: Any) -> str:
-    return "—" if n is None else f"{n / 1e6:.2f}"
 
 
 def format_text(model: str, out_dir: str, made: Any, skipped: list[str], dropped: dict[str, str], result: Any,
                 objective: str, line: str, extra: list[str]) -> str:
-    from ortop.report.html import num
 
     lines = [f"model     {model}", f"variants  {out_dir}"]
     lines += [f"          onnxruntime {made.ort_version}: the optimized graphs are tied to it and to this host"]
@@ -163,23 +160,23 @@ def format_text(model: str, out_dir: str, made: Any, skipped: list[str], dropped
     lines += ["", f"{took} {result.elapsed_s:.1f} s in {len(result.blocks)} blocks of {result.block_s * 1e3:.0f} ms"
               + (f", {result.workers} workers taking turns" if result.workers > 1 else ""), ""]
     width = max(12, *(len(c.name) for c in result.configs))
-    lines.append(f"  {'variant':<{width}}  {'MB':>7}  {'make s':>6}  {'create ms':>9}  {'RSS MiB':>7}  "
+    lines.append(f"  {'variant':<{width}}  {'size':>9}  {'make s':>6}  {'create ms':>9}  {'RSS MiB':>7}  "
                  f"{'+RSS':>6}  {'p50 ms':>8}  {'runs/s':>8}  {objective + ' vs original':<34}  outputs")
     for i, c in enumerate(result.configs):
         v = by_kind.get(c.name)
         vs = "—"
         comp = comps.get((i, objective))
         if comp is not None:
-            ci = (f"({comp.ci_low_pct:+.1f}…{comp.ci_high_pct:+.1f})" if math.isfinite(comp.ci_low_pct)
+            ci = (f"({signed_pct(comp.ci_low_pct)}…{signed_pct(comp.ci_high_pct)})" if math.isfinite(comp.ci_low_pct)
                   and math.isfinite(comp.ci_high_pct) else "(too few pairs)")
-            vs = f"{comp.change_pct:+.1f} % {ci} {comp.verdict}"
+            vs = f"{signed_pct(comp.change_pct)} % {ci} {comp.verdict}"
         agree = "—" if i == 0 else (c.agreement_text() or "—")
         if c.differs:
             agree = f"DIFFER: {'; '.join(c.differs)}"
-        growth = f"{c.rss_growth_mib:+.1f}" if math.isfinite(c.rss_growth_mib) else "—"
+        growth = signed(c.rss_growth_mib)
         make = f"{v.make_s:.2f}" if v is not None and v.make_s is not None else "—"
-        lines.append(f"  {c.name:<{width}}  {_mb(c.model_bytes):>7}  {make:>6}  {num(c.create_ms, 1):>9}  "
-                     f"{num(c.rss_mib, 1):>7}  {growth:>6}  {num(c.p50_ms):>8}  {num(c.throughput_per_s, 1):>8}  "
+        lines.append(f"  {c.name:<{width}}  {size_text(c.model_bytes):>9}  {make:>6}  {ms_text(c.create_ms):>9}  "
+                     f"{cell(c.rss_mib, 1):>7}  {growth:>6}  {ms_text(c.p50_ms):>8}  {cell(c.throughput_per_s, 1):>8}  "
                      f"{vs:<34}  {agree}")
     others = [c for c in result.configs if c.ort_version and c.ort_version != made.ort_version]
     if others:

@@ -31,10 +31,10 @@ from ortop.config.values import (
     human,
     ort_str,
     pinned_text,
-    rate_text,
     unset_text,
     zero_is_default,
 )
+from ortop.present import hz_text
 
 # ---- where a knob goes ----------------------------------------------------------------------------------------
 SESSION_OPTION = "SessionOptions"        # an attribute of onnxruntime.SessionOptions (ort_name)
@@ -424,7 +424,7 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("workload.rate_hz", float, 0.0, minimum=0, maximum=MAX_RATE_HZ,
          note="0 = closed loop", help="paced loop rate; 0 = closed loop",
          label="rate Hz", section=_WL, hint="0 = closed loop; 100 shows the cost of spinning", short="rate",
-         display=rate_text, term="{value}", glance="always",
+         display=hz_text, term="{value}", glance="always",
          flag=Flag("--rate", "HZ", "paced loop at HZ runs per second (0 = closed loop)")),
     Knob("workload.concurrency", int, 1, minimum=1, maximum=MAX_CALLERS,
          help="concurrent callers of one session", label="concurrency",

@@ -62,9 +62,6 @@ def unset_text(value: Any) -> str:
     return "unset" if value is None else human(value)
 
 
-def rate_text(value: Any) -> str:
-    """A paced rate: ``100 Hz``, or ``closed loop`` for 0."""
-    return f"{value:g} Hz" if value else "closed loop"
 
 
 def callers_text(value: Any) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ortop.doctor.findings import Finding, counts, patch_text
-from ortop.measure.stats import ms_text
+from ortop.present import ms_text
 
 LABEL = {"error": "ERROR", "warning": "WARNING", "info": "info"}
 INDENT = 9          # the column where a finding's text starts, after its severity

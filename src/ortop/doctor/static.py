@@ -29,7 +29,7 @@ from ortop.doctor.graph import GraphFacts
 from ortop.engine.events import ORT_LOG
 from ortop.measure.pace import Pace, servers_of, settled
 from ortop.model import ModelInfo
-from ortop.model.inspect import human_bytes
+from ortop.present import size_text
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -495,13 +495,13 @@ def check_memory(ctx: Context) -> list[Finding]:
     evidence = {"weights_bytes": need, "available_bytes": avail}
     if need > avail:
         return [Finding("memory", "error",
-                        f"the weights alone ({human_bytes(need)}) are more than the memory available "
-                        f"({human_bytes(avail)}): the session will swap or be killed", evidence,
+                        f"the weights alone ({size_text(need)}) are more than the memory available "
+                        f"({size_text(avail)}): the session will swap or be killed", evidence,
                         "free memory or run on a machine with more; a quantized model (int8) needs a quarter")]
     config = {**ctx.profile.session.config, "session.disable_prepacking": "1"}
     return [Finding("memory", "warning",
-                    f"the weights ({human_bytes(need)}) take more than half the memory available "
-                    f"({human_bytes(avail)}): ORT keeps pre-packed copies of MatMul and Conv weights beside them",
+                    f"the weights ({size_text(need)}) take more than half the memory available "
+                    f"({size_text(avail)}): ORT keeps pre-packed copies of MatMul and Conv weights beside them",
                     evidence, "turn weight pre-packing off ([session.config] session.disable_prepacking = \"1\"; "
                     "kernels run somewhat slower), or free memory", {"session.config": config})]
 
@@ -533,15 +533,15 @@ def check_gpu_memory(ctx: Context) -> list[Finding]:
         evidence["device_note"] = found.note
     if limit is not None and limit < ctx.model.param_bytes:
         return [Finding("gpu-memory", "error",
-                        f"gpu_mem_limit ({human_bytes(limit)}) is less than the weights "
-                        f"({human_bytes(ctx.model.param_bytes)}): the session runs out of GPU memory",
+                        f"gpu_mem_limit ({size_text(limit)}) is less than the weights "
+                        f"({size_text(ctx.model.param_bytes)}): the session runs out of GPU memory",
                         evidence, "raise gpu_mem_limit above the weights plus the activations, or remove it",
                         {"provider.options.gpu_mem_limit": None})]
     if limit is not None and limit > dev.mem_total:
         cap = int(dev.mem_total * 0.9)
         return [Finding("gpu-memory", "warning",
-                        f"gpu_mem_limit ({human_bytes(limit)}) is more than the GPU has "
-                        f"({human_bytes(dev.mem_total)}): it limits nothing", evidence,
+                        f"gpu_mem_limit ({size_text(limit)}) is more than the GPU has "
+                        f"({size_text(dev.mem_total)}): it limits nothing", evidence,
                         f"set gpu_mem_limit below the GPU's memory ({cap} = 90 %)",
                         {"provider.options.gpu_mem_limit": cap})]
     if limit is None and strategy == "kNextPowerOfTwo":

@@ -58,11 +58,11 @@ from ortop.measure.pace import Pace, of_blocks, words
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
 from ortop.model.feeds import note_level
-from ortop.runtime import protocol as P
+from ortop.present import MIB, mib, size_text
+from ortop.runtime import protocol as proto
 
 BUILD_TIMEOUT_S = 600.0
 MEMORY_HEADROOM = 0.85   # refuse when the predicted sessions need more than this share of the available memory
-MiB = 1 << 20
 
 
 class AbError(RuntimeFailure):
@@ -192,16 +192,13 @@ class MemoryCost:
     workers: int
 
     def text(self) -> str:
-        def mib(x: int | None) -> str:
-            return "?" if x is None else f"{x / MiB:.0f} MiB"
-
         where = f"{self.workers} workers" if self.workers > 1 else "the worker"
-        return (f"memory: {where} {mib(self.rss_all)} with every session built vs {mib(self.rss_one)} with one "
-                f"(a session ≈ {mib(self.per_session)}; {mib(self.available)} available)")
+        return (f"memory: {where} {size_text(self.rss_all)} with every session built vs {size_text(self.rss_one)} "
+                f"with one (a session ≈ {size_text(self.per_session)}; {size_text(self.available)} available)")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rss_one_mib": _mib(self.rss_one), "rss_all_mib": _mib(self.rss_all),
-                "per_session_mib": _mib(self.per_session), "available_mib": _mib(self.available),
+        return {"rss_one_mib": mib(self.rss_one), "rss_all_mib": mib(self.rss_all),
+                "per_session_mib": mib(self.per_session), "available_mib": mib(self.available),
                 "workers": self.workers}
 
 
@@ -226,8 +223,6 @@ class AbResult:
     def comparison(self, other: int, metric: str) -> Comparison | None:
         return next((c for c in self.comparisons if c.other == other and c.metric == metric), None)
 
-def _mib(x: int | None) -> float | None:
-    return None if x is None else round(x / MiB, 1)
 
 
 def available_memory() -> int | None:
@@ -384,13 +379,13 @@ class Interleaving:
     def deliver(self, msg: Any, channel: int = 0) -> None:
         with self._cv:
             decided = self._looks is not None and self._looks.decision is not None
-            if self._closed or (decided and isinstance(msg, (P.Samples, P.BlockDone))):
+            if self._closed or (decided and isinstance(msg, (proto.Samples, proto.BlockDone))):
                 return  # decided: what runs until the alternation ends is not part of the comparison
-            if isinstance(msg, P.Built) and msg.config_id in self._index:
+            if isinstance(msg, proto.Built) and msg.config_id in self._index:
                 self._built[msg.config_id] = msg.info
-            elif isinstance(msg, P.BuildFailed) and msg.config_id in self._index:
+            elif isinstance(msg, proto.BuildFailed) and msg.config_id in self._index:
                 self._failed[msg.config_id] = msg.message
-            elif isinstance(msg, P.Samples) and msg.config_id in self._index and msg.block >= 0:
+            elif isinstance(msg, proto.Samples) and msg.config_id in self._index and msg.block >= 0:
                 # response time: service plus the wait in the queue (open arrivals; 0 in a closed loop)
                 rows = msg.rows
                 last_end = int(R.end_ns(rows).max()) if len(rows) else -1
@@ -411,7 +406,7 @@ class Interleaving:
                     self._offered[self._index[msg.config_id]] = (arrived + traffic[0], dropped + traffic[1])
                     if traffic[2] > 0:  # requests still queued when the block's window closed
                         self._queued[self._index[msg.config_id]] += 1
-            elif isinstance(msg, P.BlockDone) and msg.config_id in self._index:
+            elif isinstance(msg, proto.BlockDone) and msg.config_id in self._index:
                 i = self._index[msg.config_id]
                 seq, lat, last_end, shapes, (arrived_n, shed_n) = self._pending_rows.pop(
                     msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32), (-1, 0)))
@@ -426,11 +421,11 @@ class Interleaving:
                                                     window_s=(msg.t_end_ns - msg.t_start_ns) / 1e9))
                 self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
                 self._shape_ids.append(shapes)
-            elif isinstance(msg, P.AlternationDone):
+            elif isinstance(msg, proto.AlternationDone):
                 self._il.alternation_done(channel)
-            elif isinstance(msg, P.RunError) and msg.config_id in self._index:
+            elif isinstance(msg, proto.RunError) and msg.config_id in self._index:
                 self._il.fail(f"{self.names[self._index[msg.config_id]]}: Run() failed: {msg.message}")
-            elif isinstance(msg, P.Log):
+            elif isinstance(msg, proto.Log):
                 self._log(msg.line)
             else:
                 return
@@ -495,7 +490,7 @@ class Interleaving:
             if self.finish is not None:
                 self.finish(ch)
             else:
-                self.channels[ch](P.Pause())
+                self.channels[ch](proto.Pause())
 
     def _build_all(self) -> MemoryCost:
         available = available_memory()
@@ -508,9 +503,9 @@ class Interleaving:
                 need = per * (n - i)
                 if need > MEMORY_HEADROOM * available:
                     raise NotEnoughMemory(
-                        f"the {n - i} session{'s' if n - i > 1 else ''} still to build need about {need / MiB:.0f} "
-                        f"MiB ({per / MiB:.0f} MiB each, as a build measured it) but only "
-                        f"{available / MiB:.0f} MiB of memory is available: compare fewer profiles at once")
+                        f"the {n - i} session{'s' if n - i > 1 else ''} still to build need about {need / MIB:.0f} "
+                        f"MiB ({per / MIB:.0f} MiB each, as a build measured it) but only "
+                        f"{available / MIB:.0f} MiB of memory is available: compare fewer profiles at once")
             msg = build_message(cid, prof)
             if self.feed_model or self.tolerance is not None:
                 msg = replace(msg, feed_model=self.feed_model, outputs=self.tolerance is not None)
@@ -622,10 +617,10 @@ class Interleaving:
         out: dict[str, Any] = {
             "model": model, "model_bytes": model_bytes(model) if model else None,
             "first_run_ms": float(info.get("first_run_ms", math.nan)),
-            "rss_mib": after / MiB if after >= 0 else math.nan,
-            "session_mib": max(0, after - before) / MiB if before >= 0 and after >= 0 else math.nan,
+            "rss_mib": after / MIB if after >= 0 else math.nan,
+            "session_mib": max(0, after - before) / MIB if before >= 0 and after >= 0 else math.nan,
             "ort_version": info.get("ort_version"),
-            "rss_growth_mib": (self._rss[i][1] - self._rss[i][0]) / MiB if self._rss[i][0] >= 0 else math.nan,
+            "rss_growth_mib": (self._rss[i][1] - self._rss[i][0]) / MIB if self._rss[i][0] >= 0 else math.nan,
         }
         if self.tolerance is None or i == 0:
             return out
@@ -683,7 +678,7 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
     try:
         pool.start()
         for text in said:  # the profile's allocator, left out: said with the comparison's warnings
-            il.deliver(P.Log(text))
+            il.deliver(proto.Log(text))
         if on_start is not None:
             on_start(il)
         return il.run()

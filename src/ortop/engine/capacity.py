@@ -93,7 +93,7 @@ BY_MODEL = "long-run estimate"
 BY_SHED = "requests shed"
 
 STEP = 1.1              # from the prediction, steps of 10 % until the knee is bracketed
-MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
+POINT_MIN_BLOCKS = 4          # blocks before a point may be decided (t-interval on 3 degrees of freedom at least)
 MET_MIN_S = 2.0         # recorded seconds before a point may meet the SLO: enough busy times to hold the host's
                         # slow spells, which come every second or so
 POOL_MIN_S = 6.0        # recorded seconds, all of a search's points together, before a point stops at "met" while
@@ -267,9 +267,9 @@ class Point:
         # Over the SLO is believed from either side: requests seen over it in numbers, or the model's whole
         # interval. Under it only from the model when there is one (blocks that saw no clump prove little).
         # The model's interval needs no minimum of blocks (its replicates are its sample); the blocks' t-interval
-        # needs MIN_BLOCKS.
-        below = (model_hi < slo.ms) if modelled else (n >= MIN_BLOCKS and mean + half < limit)
-        if n >= MIN_BLOCKS and mean - half > limit:
+        # needs POINT_MIN_BLOCKS.
+        below = (model_hi < slo.ms) if modelled else (n >= POINT_MIN_BLOCKS and mean + half < limit)
+        if n >= POINT_MIN_BLOCKS and mean - half > limit:
             self.decision, self.decided_by = "not met", BY_MEASURED
         elif modelled and model_lo > slo.ms:
             self.decision, self.decided_by = "not met", BY_MODEL

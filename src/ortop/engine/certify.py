@@ -46,14 +46,13 @@ from ortop.measure import rows as R
 from ortop.measure.certify import CONFIDENCE, Certification, clump_factor, early_stopping
 from ortop.measure.noise import HostNoise
 from ortop.measure.slo import Slo
+from ortop.present import rate_figure
 
 CERTIFY_MIN_DURATION_S = 60.0   # the default minimum duration (MLPerf's Server scenario asks 600 s)
 BUDGET_S = 300.0        # the default budget of a certification (wall clock, the session's build included)
 SEARCHED_SHARE = 0.9    # --certify without a rate certifies this share of the capacity found
 
 
-def _rate(x: float) -> str:
-    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
 
 
 def percentile_of(slo: Slo) -> float:
@@ -105,7 +104,7 @@ class CertifyResult:
         c = self.certification
         v = c.verdict
         clump = f"{v.clump:.2g}" if v.clump < 10 else f"{v.clump:.0f}"
-        what = (f"{self.slo.text()} at {_rate(c.rate_per_s)}/s — {v.requests:,} requests, {v.over:,} over "
+        what = (f"{self.slo.text()} at {rate_figure(c.rate_per_s)}/s — {v.requests:,} requests, {v.over:,} over "
                 f"(clump factor {clump}), {c.duration_s:.0f} s")
         if v.status != "undecided":
             return f"{v.status}: {what}"
@@ -120,7 +119,7 @@ class CertifyResult:
         """While it runs: ``certifying 150/s — 4,012 requests, 3 over, 1,130 needed, 27 s of 60 s minimum``."""
         c = self.certification
         v = c.verdict
-        return (f"certifying {_rate(c.rate_per_s)}/s — {v.requests:,} requests, {v.over:,} over, {v.needed:,} "
+        return (f"certifying {rate_figure(c.rate_per_s)}/s — {v.requests:,} requests, {v.over:,} over, {v.needed:,} "
                 f"needed, {c.duration_s:.0f} s of {self.min_duration_s:g} s minimum")
 
     def as_dict(self) -> dict[str, Any]:

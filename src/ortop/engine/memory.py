@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MB = 2**20
+from ortop.present import MIB
 
 # The leak check: a series of at least LEAK_MIN_S seconds, cut into LEAK_SEGMENTS; a leak is RSS rising from
 # segment to segment in most steps (not a step up and a plateau, as an arena growing to its working set does),
@@ -69,9 +69,9 @@ def leak_check(t_s: Sequence[float], rss_bytes: Sequence[float]) -> Leak | None:
     steps = len(meds) - 1
     if rising < LEAK_RISING_STEPS * steps or falling > 1:
         return None
-    if rise < LEAK_MIN_MB * MB or rise < LEAK_MIN_FRACTION * meds[0]:
+    if rise < LEAK_MIN_MB * MIB or rise < LEAK_MIN_FRACTION * meds[0]:
         return None
-    return Leak(rise / MB, span, meds[0] / MB)
+    return Leak(rise / MIB, span, meds[0] / MIB)
 
 
 # Growth across rebuilds: the worker's RSS right after building the same settings again, against the first time
@@ -109,9 +109,9 @@ def rebuild_growth(builds: Sequence[tuple[str, int]]) -> RebuildGrowth | None:
             first[key] = (i, rss)
             continue
         rise = rss - first[key][1]
-        if rise >= REBUILD_MIN_MB * MB and rise >= REBUILD_MIN_FRACTION * first[key][1]:
-            if found is None or rise > (found.now_mb - found.first_mb) * MB:
-                found = RebuildGrowth(first[key][1] / MB, rss / MB, counts[key], i - first[key][0])
+        if rise >= REBUILD_MIN_MB * MIB and rise >= REBUILD_MIN_FRACTION * first[key][1]:
+            if found is None or rise > (found.now_mb - found.first_mb) * MIB:
+                found = RebuildGrowth(first[key][1] / MIB, rss / MIB, counts[key], i - first[key][0])
     return found
 
 
@@ -200,10 +200,3 @@ def host_memory() -> tuple[int | None, int | None]:
         return fields.get("MemTotal"), fields.get("MemAvailable")
     except (OSError, ValueError, IndexError):
         return None, None
-
-
-def mb(x: float | None) -> float | None:
-    """Bytes as MB rounded to 0.1, None for None or negative (unknown)."""
-    if x is None or not math.isfinite(x) or x < 0:
-        return None
-    return round(x / MB, 1)

@@ -51,7 +51,7 @@ from ortop.engine.verify import Verification
 from ortop.measure import rows as R
 from ortop.measure.series import Series
 from ortop.model.feeds import note_level
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 __all__ = ["Monitor", "summary", "Snapshot", "ConfigRecord", "CpuCost", "Event", "Change", "RowVerdict", "State",
            "VerifyProgress", "RESTART_LIMIT", "RESTART_WINDOW_S", "CONFIG_RING", "SERIES_LEN", "primary_metric"]
@@ -104,6 +104,7 @@ class Monitor(Verification, Readout):
         self._noted: set[str] = set()             # feed notes already logged (each once per session, not per build)
         self._series = Series(bucket_s, SERIES_LEN)
         self._record_cache: dict[int, tuple[tuple, float, ConfigRecord]] = {}  # config id -> (key, when, record)
+        self._live_cache: dict[tuple[str, int], tuple[int, float, Any]] = {}  # the running one's traffic, replicas
         self._deaths: list[float] = []
         self._restarts = 0
         self._stopping = False
@@ -162,10 +163,10 @@ class Monitor(Verification, Readout):
 
     def pause(self) -> None:
         self._cancel_verify("paused")
-        self._send(P.Pause())
+        self._send(proto.Pause())
 
     def resume(self) -> None:
-        self._send(P.Resume())
+        self._send(proto.Resume())
 
     def reset_stats(self) -> None:
         """Forget the running configuration's runs and the live series (history rows are kept)."""
@@ -258,7 +259,7 @@ class Monitor(Verification, Readout):
         self._in_flight = None
         superseded = cid not in self._stores and (self._pending is None or self._pending.config_id != cid)
         if built and superseded:
-            self._send(P.Drop(cid))
+            self._send(proto.Drop(cid))
             self._in_worker.discard(cid)
         pending = self._pending
         if pending is not None and pending.config_id != cid:
@@ -309,23 +310,23 @@ class Monitor(Verification, Readout):
     def _handle(self, msg: Any) -> None:
         v = self._verify
         if v is not None and v.interleaving is not None and v.temp_ids:
-            if getattr(msg, "config_id", None) in v.temp_ids or isinstance(msg, P.AlternationDone):
+            if getattr(msg, "config_id", None) in v.temp_ids or isinstance(msg, proto.AlternationDone):
                 v.interleaving.deliver(msg, 0)
         with self._lock:
-            if isinstance(msg, P.Samples):
+            if isinstance(msg, proto.Samples):
                 self._add_samples(msg)
                 return
             self._generation += 1
-            if isinstance(msg, P.State):
+            if isinstance(msg, proto.State):
                 self._worker_state(msg)
-            elif isinstance(msg, P.Built):
+            elif isinstance(msg, proto.Built):
                 if self._pending is not None and self._pending.config_id == msg.config_id:
                     self._built(msg.config_id, msg.info)
                 elif msg.config_id in self._stores:
                     self._stores[msg.config_id].info = msg.info
                     self._in_worker.add(msg.config_id)
                 self._answered(msg.config_id, built=True)
-            elif isinstance(msg, P.BuildFailed):
+            elif isinstance(msg, proto.BuildFailed):
                 superseded = msg.config_id == self._in_flight and self._pending is not None \
                     and self._pending.config_id != msg.config_id
                 if self._pending is not None and self._pending.config_id == msg.config_id:
@@ -335,21 +336,21 @@ class Monitor(Verification, Readout):
                 elif superseded:
                     self._event("warning", f"superseded settings #{msg.config_id} failed to build: {msg.message}")
                 self._answered(msg.config_id, built=False)
-            elif isinstance(msg, P.BlockDone):
+            elif isinstance(msg, proto.BlockDone):
                 c = self._stores.get(msg.config_id)
                 if c is not None:
                     c.block_done(msg.seq, msg.t_start_ns, msg.t_end_ns, msg.cpu_ns, msg.cpu_between_ns)
-            elif isinstance(msg, P.ScheduleEnded):
+            elif isinstance(msg, proto.ScheduleEnded):
                 if self._current is not None and msg.config_id == self._current.config_id:
                     self.schedule_ended.set()
                     self._event("info", "the trace was replayed whole")
-            elif isinstance(msg, P.RunError):
+            elif isinstance(msg, proto.RunError):
                 if self._current is not None and msg.config_id == self._current.config_id:
                     self._event("error", f"Run() failed: {msg.message}")
                     self._fail(f"the model failed at run time: {msg.message}")
                 else:
                     self._event("error", f"Run() failed in configuration #{msg.config_id}: {msg.message}")
-            elif isinstance(msg, P.Log):
+            elif isinstance(msg, proto.Log):
                 level = getattr(msg, "level", "")
                 if level:
                     self._event(level, msg.line)
@@ -357,7 +358,7 @@ class Monitor(Verification, Readout):
                     self._event(*worker_line(msg.line))
             self._changed.notify_all()
 
-    def _worker_state(self, msg: P.State) -> None:
+    def _worker_state(self, msg: proto.State) -> None:
         name = msg.name
         # Failed stays failed until a build succeeds: the worker's "measuring" right after "built" (before a
         # --strict-providers pause reaches it) and its "paused" must not hide the failure.
@@ -425,13 +426,13 @@ class Monitor(Verification, Readout):
             if self.strict_providers:
                 self._event("error", text)
                 self._fail(text + " — refused by --strict-providers")
-                self._send(P.Pause())
+                self._send(proto.Pause())
                 strict_fail = True
             else:
                 self._event("warning", text)
-        self._send(P.RunLive(cid))
+        self._send(proto.RunLive(cid))
         if prev is not None and prev.config_id in self._in_worker and prev.config_id != cid:
-            self._send(P.Drop(prev.config_id))
+            self._send(proto.Drop(prev.config_id))
             self._in_worker.discard(prev.config_id)
         if strict_fail:
             return
@@ -443,7 +444,7 @@ class Monitor(Verification, Readout):
                 self._event(note_level(note), note)
         self._ready.set()
 
-    def _add_samples(self, msg: P.Samples) -> None:
+    def _add_samples(self, msg: proto.Samples) -> None:
         c = self._stores.get(msg.config_id)
         rows = msg.rows
         if self._worker_offset is None and len(rows):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ortop.collectors.host import HostFacts, read_host
 from ortop.config.profile import Profile
 from ortop.config.replicas import Share, split_cores
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 
 def core_order(host: HostFacts) -> list[int]:
@@ -30,6 +30,6 @@ def shares_for(profile: Profile, host: HostFacts | None = None) -> tuple[Share, 
     return tuple(split_cores(cores, profile.workload.replicas, host.usable_numa_nodes))
 
 
-def build_message(config_id: int, profile: Profile, host: HostFacts | None = None) -> P.Build:
+def build_message(config_id: int, profile: Profile, host: HostFacts | None = None) -> proto.Build:
     """Build ``profile`` under ``config_id``, with its replicas' cores when it pins them."""
-    return P.Build(config_id, profile.to_dict(full=True), shares_for(profile, host))
+    return proto.Build(config_id, profile.to_dict(full=True), shares_for(profile, host))

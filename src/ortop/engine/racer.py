@@ -91,9 +91,9 @@ class WorkerRacer:
         return g
 
     def _on_message(self, g: Worker, msg: Any) -> None:
-        from ortop.runtime import protocol as P
+        from ortop.runtime import protocol as proto
 
-        if isinstance(msg, P.State) and msg.name == "idle" and msg.config_id <= WorkerRacer.TOKEN_BASE:
+        if isinstance(msg, proto.State) and msg.name == "idle" and msg.config_id <= WorkerRacer.TOKEN_BASE:
             with g.cv:
                 self._acks[id(g)].add(msg.config_id)
                 g.cv.notify_all()
@@ -127,7 +127,7 @@ class WorkerRacer:
                 continue
             cid = self._next_id
             self._next_id += 1
-            from ortop.runtime import protocol as P
+            from ortop.runtime import protocol as proto
 
             g.send(build_message(cid, p))
             settled = _settled(g, cid, self.stop)
@@ -154,14 +154,15 @@ class WorkerRacer:
             if missing and self.strict_providers:
                 failed[i] = (f"{', '.join(missing)} requested but not active (ORT fell back to "
                              f"{', '.join(info.get('providers_active', ())) or 'nothing'})")
-                g.send(P.Drop(cid))
+                g.send(proto.Drop(cid))
                 continue
             self._cache[key] = (g, cid, info)
         return failed
 
     def _short_of_memory(self) -> str:
         """Why one more session would not fit (the largest session so far, with headroom), or ""."""
-        from ortop.engine.ab import MEMORY_HEADROOM, MiB, available_memory
+        from ortop.engine.ab import MEMORY_HEADROOM, available_memory
+        from ortop.present import MIB
 
         per = 0
         for _, _, info in self._cache.values():
@@ -171,17 +172,17 @@ class WorkerRacer:
         available = available_memory()
         if per <= 0 or available is None or per <= MEMORY_HEADROOM * available:
             return ""
-        return (f"not built: another session needs about {per / MiB:.0f} MiB and only {available / MiB:.0f} MiB "
+        return (f"not built: another session needs about {per / MIB:.0f} MiB and only {available / MIB:.0f} MiB "
                 "is available beside the sessions already held")
 
     def release(self, profiles: Sequence[Profile]) -> None:
-        from ortop.runtime import protocol as P
+        from ortop.runtime import protocol as proto
 
         for p in profiles:
             entry = self._cache.pop(profile_key(p), None)
             if entry is not None:
                 g, cid, _ = entry
-                g.send(P.Drop(cid))
+                g.send(proto.Drop(cid))
 
     def close(self) -> None:
         for g in self._groups.values():
@@ -310,12 +311,12 @@ class WorkerRacer:
 
     def _idle(self, g: Worker) -> None:
         """End whatever ``g`` runs and wait for it to say so: nothing of one measurement may reach the next."""
-        from ortop.runtime import protocol as P
+        from ortop.runtime import protocol as proto
 
         self._token -= 1
         token = self._token
         acks = self._acks[id(g)]
-        g.send(P.RunLive(token))
+        g.send(proto.RunLive(token))
         g.wait(lambda: token in acks, 10.0)
         acks.discard(token)
 
@@ -344,7 +345,7 @@ class WorkerRacer:
 
     def _interleave(self, profiles: list[Profile], seconds: float) -> list[Block]:
         from ortop.engine import ab
-        from ortop.runtime import protocol as P
+        from ortop.runtime import protocol as proto
 
         entries = [self._cache[profile_key(p)] for p in profiles]
         groups: list[Worker] = []
@@ -360,11 +361,11 @@ class WorkerRacer:
             g = groups[ch]
 
             def send(msg: Any) -> None:
-                if isinstance(msg, P.Build) and msg.config_id in infos:
+                if isinstance(msg, proto.Build) and msg.config_id in infos:
                     # Built already: answer from the cache, without the memory figures (the sessions exist, so the
                     # interleaving's check of whether they would fit does not apply).
                     info = {**infos[msg.config_id], "rss_before": -1, "rss_after": -1}
-                    holder["il"].deliver(P.Built(msg.config_id, info), ch)
+                    holder["il"].deliver(proto.Built(msg.config_id, info), ch)
                 else:
                     g.send(msg)
             return send

@@ -27,10 +27,9 @@ from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import MIN_VERDICT_RUNS, sequential_verdict
 from ortop.measure import stats
 from ortop.measure.series import Series
+from ortop.measure.stats import WINDOW_MAX_S, WINDOW_MIN_RUNS
 from ortop.model.inspect import ModelInfo
 
-WINDOW_MIN_RUNS = 20         # the recent window widens (up to WINDOW_MAX_S) until it holds this many runs: a
-WINDOW_MAX_S = 30.0          # headline p99 over a few runs is one run
 RECORD_REFRESH_S = 1.0       # the running configuration's record (percentiles over up to CONFIG_RING runs) is
                              # recomputed at most this often; finished configurations are computed once
 STALE_SHARE = 0.05           # …and, once its ring holds many runs, only when this share of them is new (or the
@@ -66,6 +65,7 @@ class Readout:
     _verify: Any
     _record_cache: dict[int, tuple[tuple, float, ConfigRecord]]   # config id -> (key, when, record)
     _worker_mem: WorkerMemory
+    _live_cache: dict[tuple[str, int], tuple[int, float, Any]]  # (what, config id) -> (runs, when, figures)
 
     # The monitor's methods this part calls.
     now: Callable[[], float]
@@ -198,7 +198,7 @@ class Readout:
         runs only when a share of them is new (see STALE_SHARE): in between, ``refresh`` reads the counters into
         the figures kept. Computed on every snapshot, their cost grew with the ring (7 ms a snapshot at 50 000 runs
         with open arrivals, several a second): the UI's CPU rose from 3.8 % to 7 % of a core as the ring filled."""
-        cache: dict[tuple[str, int], tuple[int, float, Any]] = self.__dict__.setdefault("_live_cache", {})
+        cache = self._live_cache
         hit = cache.get((what, c.config_id))
         if hit is not None and (hit[0] == c.runs or now - hit[1] < RECORD_REFRESH_S
                                 or fresh_enough(c.runs - hit[0], len(c.ring), now - hit[1])):

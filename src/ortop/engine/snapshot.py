@@ -15,12 +15,11 @@ from typing import Any
 from ortop import model as model_mod
 from ortop.config.diff import Change, diff
 from ortop.config.profile import Profile
-from ortop.engine.memory import MemoryInfo, mb
+from ortop.engine.memory import MemoryInfo
 from ortop.engine.traffic import Traffic, summary_part
 from ortop.measure import stats
 from ortop.measure.stats import json_num
-
-MINUS = "\u2212"
+from ortop.present import mib
 
 
 class State(str, Enum):
@@ -135,8 +134,8 @@ class ConfigRecord:
             "p99_ms": json_num(self.latency.p99),
             "throughput_per_s": json_num(self.throughput_per_s),
             "cpu_ms_per_run": json_num(self.cpu.cpu_ms_per_run),
-            "rss_peak_mb": mb(self.rss_peak),
-            "rss_delta_mb": None if self.rss_delta is None else round(self.rss_delta / 2**20, 1),
+            "rss_peak_mb": mib(self.rss_peak),
+            "rss_delta_mb": mib(self.rss_delta, signed=True),
             "verdict": v.as_dict() if isinstance(v, RowVerdict) else None,
         }
 
@@ -226,8 +225,6 @@ def _plain_map(v: Any) -> Any:
     return v
 
 
-def signed_pct(x: float, decimals: int = 1) -> str:
-    return f"{x:+.{decimals}f}".replace("-", MINUS)
 
 
 # ---- the summary ---------------------------------------------------------------------------------------------------
@@ -238,18 +235,18 @@ def memory_summary(m: MemoryInfo, gpu: Any = None) -> dict[str, Any]:
     if gpu:
         per = [d.get("worker_mem") for d in gpu if isinstance(d, Mapping)]
         if any(x is not None for x in per):
-            gpu_mb = mb(sum(x for x in per if x is not None))
+            gpu_mb = mib(sum(x for x in per if x is not None))
     return {
-        "rss_mb": mb(m.rss),
-        "rss_peak_mb": mb(m.rss_peak),
-        "rss_growth_mb": None if m.growth is None else round(m.growth / 2**20, 1),
-        "host_used_mb": mb(m.host_used),
-        "host_available_mb": mb(m.host_available),
+        "rss_mb": mib(m.rss),
+        "rss_peak_mb": mib(m.rss_peak),
+        "rss_growth_mb": mib(m.growth, signed=True),
+        "host_used_mb": mib(m.host_used),
+        "host_available_mb": mib(m.host_available),
         "gpu_mb": gpu_mb,
         "leak": m.leak.text() if m.leak is not None else None,
-        "rss_start_mb": mb(m.rss_start),
-        "rss_low_mb": mb(m.rss_low),
-        "rss_since_start_mb": None if m.since_start is None else round(m.since_start / 2**20, 1),
+        "rss_start_mb": mib(m.rss_start),
+        "rss_low_mb": mib(m.rss_low),
+        "rss_since_start_mb": mib(m.since_start, signed=True),
         "rebuild_growth": m.rebuild.text() if m.rebuild is not None else None,
     }
 

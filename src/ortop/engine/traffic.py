@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -17,13 +18,27 @@ import numpy as np
 from ortop.measure import pace as pace_rule
 from ortop.measure import rows as R
 from ortop.measure import stats
-from ortop.measure.pace import rate
 from ortop.measure.stats import json_num
+from ortop.present import rate_figure
 
-# Columns of a configuration store's ring (engine.store): response first, so every figure judged on "latency"
-# (verdicts, percentiles, the history) is what a request sees.
-RESPONSE, CPU_IN, CPU_BETWEEN, T_S, REPLICA, SERVICE, QUEUE, SHAPE, IDLE = range(9)
-WIDTH = 9
+
+class RingCol(IntEnum):
+    """The columns of a configuration store's ring (engine.store), in ms unless said: response first, so every
+    figure judged on "latency" (verdicts, percentiles, the history) is what a request sees."""
+
+    RESPONSE = 0     # the wait in the queue plus the service (:func:`ortop.measure.rows.response_ms`)
+    CPU_IN = 1       # process CPU inside Run() (negative with concurrent callers)
+    CPU_BETWEEN = 2  # process CPU since the previous Run() ended
+    T_S = 3          # when Run() began, seconds on the monitor's clock
+    REPLICA = 4
+    SERVICE = 5      # inside Run()
+    QUEUE = 6        # the wait from the scheduled arrival to the start (0 in a closed loop)
+    SHAPE = 7        # index of the input shape
+    IDLE = 8         # the caller's idle gap before the run (nan on rows too narrow to carry it)
+
+
+RESPONSE, CPU_IN, CPU_BETWEEN, T_S, REPLICA, SERVICE, QUEUE, SHAPE, IDLE = RingCol
+WIDTH = len(RingCol)
 
 IDLE_BUCKETS_MS = (1.0, 10.0, 100.0)  # idle gap buckets: < 1, 1–10, 10–100, ≥ 100 ms
 
@@ -32,16 +47,14 @@ def ring_rows(rows: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     """The protocol's int64 rows (runtime.serve's columns) as the store ring's float rows (columns above)."""
     n = len(rows)
     out = np.empty((n, WIDTH), dtype=np.float64)
-    service = R.service_ms(rows)
     wide = rows.shape[1] >= R.COLUMNS
-    queue = rows[:, R.Col.QUEUE] / 1e6 if wide else np.zeros(n)
-    out[:, RESPONSE] = service + queue
+    out[:, RESPONSE] = R.response_ms(rows)
     out[:, CPU_IN] = rows[:, R.Col.CPU_IN] / 1e6
     out[:, CPU_BETWEEN] = rows[:, R.Col.CPU_BETWEEN] / 1e6
     out[:, T_S] = t_s
     out[:, REPLICA] = R.replica(rows)
-    out[:, SERVICE] = service
-    out[:, QUEUE] = queue
+    out[:, SERVICE] = R.service_ms(rows)
+    out[:, QUEUE] = rows[:, R.Col.QUEUE] / 1e6 if wide else 0.0
     out[:, SHAPE] = rows[:, R.Col.SHAPE] if wide else 0
     out[:, IDLE] = rows[:, R.Col.IDLE] / 1e6 if wide else math.nan
     return out
@@ -147,8 +160,9 @@ class Traffic:
         if self.kept():
             return ""
         shed = f", {self.dropped} requests shed (queue full at {self.queue_max})" if self.dropped else ""
-        return (f"offered {rate(self.offered_per_s)}/s, served {rate(self.served_per_s)}/s{shed}: this "
-                f"configuration serves about {rate(self.served_per_s)}/s here; the latencies include queueing")
+        return (f"offered {rate_figure(self.offered_per_s)}/s, served {rate_figure(self.served_per_s)}/s{shed}: "
+                f"this configuration serves about {rate_figure(self.served_per_s)}/s here; the latencies include "
+                "queueing")
 
     def arrivals_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "offered_per_s": json_num(self.offered_per_s),
@@ -235,18 +249,14 @@ def figures(mode: str, asked_hz: float, rows: np.ndarray, counters: Counters, wa
     )
 
 
-def stats_dict(s: stats.LatencyStats, std: float = math.nan) -> dict[str, Any]:
-    """The figures the summary gives for response, service and queue: mean, std, p50, p90, p99, p999, max."""
-    return {"mean": json_num(s.mean), "std": json_num(std), "p50": json_num(s.p50), "p90": json_num(s.p90),
-            "p99": json_num(s.p99), "p999": json_num(s.p999), "max": json_num(s.max)}
 
 
 def summary_part(t: Traffic) -> dict[str, Any]:
     """The summary's traffic keys: ``arrivals``, ``service_ms``, ``queue_ms``, ``idle_gaps``, ``shapes``."""
     out: dict[str, Any] = {
         "arrivals": t.arrivals_dict(),
-        "service_ms": stats_dict(t.service, t.service_std),
-        "queue_ms": stats_dict(t.queue, t.queue_std),
+        "service_ms": t.service.as_dict(std=t.service_std),
+        "queue_ms": t.queue.as_dict(std=t.queue_std),
     }
     if t.idle_gaps:
         out["idle_gaps"] = [g.as_dict() for g in t.idle_gaps]

@@ -84,6 +84,7 @@ from ortop.engine.trials import (  # noqa: F401  (re-exported: the tuner's publi
 from ortop.errors import RuntimeFailure
 from ortop.measure.compare import MIN_PAIRS, Block, Comparison, compare
 from ortop.measure.stats import runs_needed
+from ortop.present import signed_pct
 
 OBJECTIVES = ("p50", "p99", "throughput", "cpu")
 OBJECTIVE_TEXT = {"p50": "lowest p50 latency", "p99": "lowest p99 latency", "throughput": "most throughput",
@@ -98,8 +99,6 @@ NO_RATE = "no rate meets the SLO"  # a no_race that was decided: a result (the C
 METRIC_LABEL = {"p50": "p50", "p99": "p99", "throughput": "runs/s", "cpu": "CPU/run"}
 
 
-def _pct(x: float) -> str:
-    return f"{x:+.1f}".replace("-", "\u2212")
 
 
 def change_text(c: Comparison) -> str:
@@ -111,7 +110,8 @@ def change_text(c: Comparison) -> str:
     if not (math.isfinite(c.ci_low_pct) and math.isfinite(c.ci_high_pct)):
         return f"{label} undecided ({pairs}: too few for an interval)"
     word = {"faster": "better", "slower": "worse"}.get(c.verdict, c.verdict)
-    return f"{label} {_pct(c.change_pct)} %, {word} (95 % CI {_pct(c.ci_low_pct)}…{_pct(c.ci_high_pct)} %, {pairs})"
+    ci = f"{signed_pct(c.ci_low_pct)}…{signed_pct(c.ci_high_pct)}"
+    return f"{label} {signed_pct(c.change_pct)} %, {word} (95 % CI {ci} %, {pairs})"
 
 
 # ---- the tuner ----------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ortop.engine.trials import BETTER, Trial, TuneResult
 from ortop.engine.tuner import Tuner
 from ortop.measure.compare import MIN_PAIRS
 from ortop.measure.stats import QUANTILE, runs_needed
+from ortop.present import signed_pct
 
 LEADERBOARD_COLUMNS = ("candidate", "dimension", "status", "change %", "95 % CI", "pairs", "verdict / reason")
 _ORDER = {"racing": 0, "ok": 1, "dropped": 2, "failed": 3}
@@ -59,8 +60,6 @@ def build_tuner(model_path: str, profile: Profile, *, objective: str = "p50", ma
 
 
 # ---- the leaderboard ----------------------------------------------------------------------------------------------
-def fmt_pct(x: float | None) -> str:
-    return "" if x is None or not math.isfinite(x) else f"{x:+.1f}"
 
 
 def leaderboard(trials: Iterable[Trial]) -> list[Trial]:
@@ -84,9 +83,9 @@ def is_winner(t: Trial, result: TuneResult | None = None) -> bool:
 def trial_cells(t: Trial, result: TuneResult | None = None) -> tuple[str, ...]:
     """One trial's cells, in the order of :data:`LEADERBOARD_COLUMNS` (``result``: the run's, once it ended)."""
     c = t.comparison
-    change = fmt_pct(c.change_pct) if c is not None else ""
-    ci = f"{fmt_pct(c.ci_low_pct)}…{fmt_pct(c.ci_high_pct)}" if c is not None and math.isfinite(c.ci_low_pct) \
-        else ""
+    change = signed_pct(c.change_pct, missing="") if c is not None else ""
+    ci = (f"{signed_pct(c.ci_low_pct)}…{signed_pct(c.ci_high_pct)}" if c is not None and math.isfinite(c.ci_low_pct)
+          else "")
     winner = is_winner(t, result)
     what = t.reason if t.status in ("dropped", "failed") or (t.reason and not winner) else \
         (c.verdict if c is not None else "")

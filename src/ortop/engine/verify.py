@@ -28,7 +28,7 @@ from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import not_comparable, objective_metric, verdict_from
 from ortop.measure import sequential
 from ortop.measure.compare import METRICS, SECONDS_MORE_CAP, Block, compare, pairs
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 POOLS_KEPT = 8         # pairs of rows whose verification runs are kept to add to (the most recent)
 PRESS_MAX_S = SECONDS_MORE_CAP  # a press measures at most this long: beyond it the verdict says "more than"
@@ -222,9 +222,9 @@ class Verification:
             with self._lock:
                 live = self._current.config_id if self._current is not None else None
                 if live is not None:
-                    self._send(P.RunLive(live))
+                    self._send(proto.RunLive(live))
                 for cid in ids:
-                    self._send(P.Drop(cid))
+                    self._send(proto.Drop(cid))
                     self._in_worker.discard(cid)
 
         il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
@@ -242,7 +242,7 @@ class Verification:
                     self._record_cache.pop(cid, None)
 
     def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
-        self._send(P.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
+        self._send(proto.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
 
         def on_start(il: ab.Interleaving) -> None:
             with self._lock:
@@ -253,7 +253,7 @@ class Verification:
                                        stop=v.cancel, on_start=on_start, decide_on=metric, **self._resume_args(v))
         finally:
             if not v.paused and not self._stopping:
-                self._send(P.Resume())
+                self._send(proto.Resume())
 
     @staticmethod
     def _resume_args(v: _Verify) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def _one_message(proc: Any, conn: Any, timeout_s: float | None,
 def worker_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """A profile's ``[env]`` as the child's: ``LD_PRELOAD``'s ``mimalloc`` replaced by the library's path on this
     host, entries ld.so could not load left out; with the warnings to say for what was left out."""
-    from ortop.collectors.memory import resolve_allocator
+    from ortop.collectors.allocator import resolve_allocator
 
     return resolve_allocator(env)
 

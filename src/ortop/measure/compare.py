@@ -105,6 +105,7 @@ from typing import Any
 import numpy as np
 
 from ortop.measure.stats import QUANTILE, LatencyStats, json_num, latency_stats, runs_needed
+from ortop.present import figures_alike, pct_decimals, signed_pct
 
 METRICS = ("p50", "p99", "throughput", "cpu")  # cpu = CPU ms per run; lower is better for all but throughput
 HIGHER_IS_BETTER = frozenset({"throughput"})
@@ -117,7 +118,6 @@ _WALSH_MAX = 2000  # above this many pairs, a z-interval on the mean instead of 
 
 _FIELD = {"p50": "p50_ms", "p99": "p99_ms", "throughput": "throughput_per_s", "cpu": "cpu_ms_per_run"}
 _LABEL = {"p50": ("p50", " ms"), "p99": ("p99", " ms"), "throughput": ("runs/s", ""), "cpu": ("CPU/run", " ms")}
-_MINUS = "\u2212"
 
 
 def _check_metric(metric: str) -> None:
@@ -345,22 +345,10 @@ def _pct(log_ratio: float) -> float:
         return math.nan
     return math.expm1(log_ratio) * 100 if math.isfinite(log_ratio) else (math.inf if log_ratio > 0 else -100.0)
 
-def _fmt_values(*vs: float) -> list[str]:
-    """Values side by side with one number of decimals: three significant digits of the largest."""
-    finite = [abs(v) for v in vs if math.isfinite(v)]
-    a = max(finite) if finite else 0.0
-    decimals = 0 if a >= 100 else 1 if a >= 10 else 2 if a >= 1 else 3 if a >= 0.1 or a == 0 else 4
-    return [f"{v:.{decimals}f}" if math.isfinite(v) else "?" for v in vs]
 
 
-def _fmt_pct(x: float, decimals: int, sign: bool = True) -> str:
-    s = f"{x:+.{decimals}f}" if sign else f"{abs(x):.{decimals}f}"
-    return s.replace("-", _MINUS)
 
 
-def _pct_decimals(*xs: float) -> int:
-    finite = [abs(x) for x in xs if math.isfinite(x)]
-    return 0 if finite and max(finite) >= 10 else 1
 
 
 @dataclass(frozen=True)
@@ -394,8 +382,8 @@ class Comparison:
         conf = f"{self.confidence * 100:.0f}"
         if not (math.isfinite(self.ci_low_pct) and math.isfinite(self.ci_high_pct)):
             return f"{self.pairs} pair{'s' if self.pairs != 1 else ''} so far"
-        dec = _pct_decimals(self.ci_low_pct, self.ci_high_pct)
-        return f"{conf} % CI {_fmt_pct(self.ci_low_pct, dec)}\u2026{_fmt_pct(self.ci_high_pct, dec)} %"
+        dec = pct_decimals(self.ci_low_pct, self.ci_high_pct)
+        return f"{conf} % CI {signed_pct(self.ci_low_pct, dec)}\u2026{signed_pct(self.ci_high_pct, dec)} %"
 
     def text(self) -> str:
         """E.g. ``p50 2.10 → 1.70 ms, −19 % (95 % CI −22…−16 %)``; ``runs/s 480 → 610, +27 % (…)``;
@@ -409,7 +397,7 @@ class Comparison:
                     if self.seconds_more is not None and self.seconds_more < SECONDS_MORE_CAP else "")
             return (f"{label} not judged yet: blocks of ~{self.block_runs:.0f} runs cannot hold a {label} (needs "
                     f"{need}), and together they make no pair of {need} runs a side{more}")
-        before, after = _fmt_values(self.before, self.after)
+        before, after = figures_alike(self.before, self.after)
         head = f"{label} {before} \u2192 {after}{unit}"
         if self.verdict == "no difference":
             lo, hi = self.ci_low_pct, self.ci_high_pct
@@ -423,7 +411,7 @@ class Comparison:
             elif self.seconds_more is not None:
                 more = f": about {self.seconds_more:.0f} s more would decide"
             return f"{head}, undecided ({self._ci_text()}){more}"
-        change = _fmt_pct(self.change_pct, _pct_decimals(self.change_pct, self.ci_low_pct, self.ci_high_pct))
+        change = signed_pct(self.change_pct, pct_decimals(self.change_pct, self.ci_low_pct, self.ci_high_pct))
         return f"{head}, {change} % ({self._ci_text()})"
 
     def as_dict(self) -> dict:

@@ -57,7 +57,8 @@ import numpy as np
 
 from ortop.errors import EXIT_GATE_FAILED, EXIT_GATE_UNDECIDED, EXIT_OK
 from ortop.measure.compare import Block, Comparison, compare, pool_groups, pooled_pairs, usable_pairs
-from ortop.measure.stats import QUANTILE, runs_needed
+from ortop.measure.stats import QUANTILE, json_num, runs_needed
+from ortop.present import change_pct
 
 EXIT_PASS = EXIT_OK
 EXIT_FAIL = EXIT_GATE_FAILED          # 5: a gate's whole interval is beyond its threshold: a regression shown
@@ -72,7 +73,6 @@ Result = Literal["pass", "fail", "undecided", "not judged"]
 _EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "undecided": EXIT_UNDECIDED, "not judged": EXIT_UNDECIDED}
 JUDGE_PAIRS = 8  # pooled pairs a budget estimate plans for: the sequential rule's first look
 _SPEC = re.compile(r"\s*([A-Za-z0-9_]+)\s*:\s*([+-])\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*")
-_MINUS = "\u2212"
 
 
 @dataclass(frozen=True)
@@ -226,23 +226,23 @@ class GateResult:
         """``−0.8 % … +3.1 %``, or ``no interval yet``."""
         if not (math.isfinite(self.ci_low_pct) and math.isfinite(self.ci_high_pct)):
             return "no interval yet"
-        return f"{pct_text(self.ci_low_pct)} \u2026 {pct_text(self.ci_high_pct)}"
+        return f"{change_pct(self.ci_low_pct)} \u2026 {change_pct(self.ci_high_pct)}"
 
     def threshold_text(self) -> str:
         """What fails it: ``> +5.0 %`` (a rise is worse), ``< −5.0 %`` (a fall is)."""
-        return f"{'<' if self.gate.metric in HIGHER_IS_BETTER else '>'} {pct_text(self.gate.threshold_pct)}"
+        return f"{'<' if self.gate.metric in HIGHER_IS_BETTER else '>'} {change_pct(self.gate.threshold_pct)}"
 
     def rule_text(self) -> str:
         """What passes it, named as a gate: ``gate p99 ≤ +5.0 %``, ``gate throughput ≥ −5.0 %``."""
         sign = "\u2265" if self.gate.metric in HIGHER_IS_BETTER else "\u2264"
-        return f"gate {self.gate.metric} {sign} {pct_text(self.gate.threshold_pct)}"
+        return f"gate {self.gate.metric} {sign} {change_pct(self.gate.threshold_pct)}"
 
     def verdict_text(self) -> str:
         """The result with the end of the interval that decided it: ``pass (upper end +3.1 %)``, ``FAIL (lower end
         +12 %)``, ``undecided (−2.0 % … +8.0 % straddles +5.0 %)``, ``undecided (no interval yet)``, ``not
         judged``."""
         up = self.gate.metric in HIGHER_IS_BETTER
-        lo, hi = pct_text(self.ci_low_pct), pct_text(self.ci_high_pct)
+        lo, hi = change_pct(self.ci_low_pct), change_pct(self.ci_high_pct)
         if self.result == "pass":
             return f"pass ({'lower end ' + lo if up else 'upper end ' + hi})"
         if self.result == "fail":
@@ -250,16 +250,13 @@ class GateResult:
         if self.result == "undecided":
             if not (math.isfinite(self.ci_low_pct) and math.isfinite(self.ci_high_pct)):
                 return "undecided (no interval yet)"
-            return f"undecided ({self.interval_text()} straddles {pct_text(self.gate.threshold_pct)})"
+            return f"undecided ({self.interval_text()} straddles {change_pct(self.gate.threshold_pct)})"
         return str(self.result)
 
     def as_dict(self) -> dict:
-        def num(x: float) -> float | None:
-            return round(float(x), 2) if x is not None and math.isfinite(x) else None
-
         return {"metric": self.gate.metric, "threshold_pct": self.gate.threshold_pct, "spec": self.gate.spec,
-                "change_pct": num(self.change_pct), "ci_low_pct": num(self.ci_low_pct),
-                "ci_high_pct": num(self.ci_high_pct), "result": self.result,
+                "change_pct": json_num(self.change_pct, 2), "ci_low_pct": json_num(self.ci_low_pct, 2),
+                "ci_high_pct": json_num(self.ci_high_pct, 2), "result": self.result,
                 **({"judged_on": self.basis.as_dict()} if self.basis is not None else {})}
 
 
@@ -352,11 +349,6 @@ def not_judged_text(results: Sequence[GateResult]) -> str:
     return "; ".join(r.basis.text() for r in results if r.result == "not judged" and r.basis is not None)
 
 
-def pct_text(x: float) -> str:
-    """A change in %, as the gates' tables print it: ``+1.2 %``, ``−12 %`` (a true minus), ``?`` when unknown."""
-    if x is None or not math.isfinite(x):
-        return "?"
-    return (f"{x:+.0f}" if abs(x) >= 10 else f"{x:+.1f}").replace("-", _MINUS) + " %"
 
 
 _MARK = {"pass": "pass", "fail": "**FAIL**", "undecided": "undecided", "not judged": "not judged"}
@@ -374,7 +366,7 @@ def summary_markdown(results: Sequence[GateResult], *, confidence: float = 0.95,
              f"| metric | change | {confidence * 100:g} % interval | fail if | result |",
              "| --- | ---: | ---: | ---: | --- |"]
     for r in results:
-        lines.append(f"| {r.gate.metric} | {pct_text(r.change_pct)} | {r.interval_text()} | {r.threshold_text()} "
+        lines.append(f"| {r.gate.metric} | {change_pct(r.change_pct)} | {r.interval_text()} | {r.threshold_text()} "
                      f"| {_MARK[r.result]} |")
     if not results:
         lines.append("| (no gates) | | | | pass |")

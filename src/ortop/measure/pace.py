@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ortop.present import rate_figure
+
 KEEP_RATIO = 0.95     # the utilisation's margin: not kept once arrivals at this share of their rate fill the servers
 BACKLOG_SHARE = 0.05  # a backlog under this share of the arrivals is a queue's ordinary content, never "not kept"
 Z = 3.0               # ... nor one within this many standard deviations of a Poisson count of the arrivals
@@ -106,23 +108,18 @@ def of_blocks(arrived: int, window_s: float, runs: int, served_per_s: float, blo
     return Pace(offered * span, runs, shed, span, asked_per_s=asked_per_s)
 
 
-def rate(x: float) -> str:
-    """A rate as the warnings say it: whole numbers from 10/s, one decimal below; ``?`` when unknown."""
-    if not math.isfinite(x):
-        return "?"
-    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
 def words(offered_per_s: float, served_per_s: float, shed: int = 0, asked_per_s: float = math.nan) -> str:
     """``offered 12/s, served 10/s, 3 shed``; the rate asked beside what arrived when they read differently
     (``offered 10.8/s (asked 12/s), …``), or alone where what arrived was not counted (``asked 12/s, …``)."""
     if math.isfinite(offered_per_s):
-        asked = (f" (asked {rate(asked_per_s)}/s)"
-                 if math.isfinite(asked_per_s) and rate(asked_per_s) != rate(offered_per_s) else "")
-        head = f"offered {rate(offered_per_s)}/s{asked}"
+        asked = (f" (asked {rate_figure(asked_per_s)}/s)"
+                 if math.isfinite(asked_per_s) and rate_figure(asked_per_s) != rate_figure(offered_per_s) else "")
+        head = f"offered {rate_figure(offered_per_s)}/s{asked}"
     else:
-        head = f"asked {rate(asked_per_s)}/s"
-    return f"{head}, served {rate(served_per_s)}/s" + (f", {shed} shed" if shed else "")
+        head = f"asked {rate_figure(asked_per_s)}/s"
+    return f"{head}, served {rate_figure(served_per_s)}/s" + (f", {shed} shed" if shed else "")
 
 
 @dataclass(frozen=True)

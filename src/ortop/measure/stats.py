@@ -125,26 +125,21 @@ class LatencyStats:
     min: float = math.nan
     max: float = math.nan
 
-    def as_dict(self) -> dict[str, float | None]:
-        return {k: _json_num(getattr(self, k)) for k in ("mean", "p50", "p90", "p95", "p99", "p999", "min", "max")}
+    def as_dict(self, std: float | None = None) -> dict[str, float | None]:
+        """The one JSON shape of a latency's figures (ms): mean, p50, p90, p95, p99, p999, min, max, and ``std``
+        after the mean when it is given (the summary's service and queue times)."""
+        out = {"mean": json_num(self.mean)}
+        if std is not None:
+            out["std"] = json_num(std)
+        return out | {k: json_num(getattr(self, k)) for k in ("p50", "p90", "p95", "p99", "p999", "min", "max")}
 
 
 QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}  # each percentile's share of runs
 
-
-def ms_text(x: Any) -> str:
-    """Milliseconds with three significant figures, the one way ortop writes them: 0.123, 1.23, 12.3, 123; "—" for
-    nothing to say (None, nan, not a number)."""
-    if not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "—"
-    a = abs(x)
-    if a < 0.9995:  # thresholds where rounding would add a digit: 0.9996 shows as 1.00, not 1.000
-        return f"{x:.3f}"
-    if a < 9.995:
-        return f"{x:.2f}"
-    if a < 99.95:
-        return f"{x:.1f}"
-    return f"{x:.0f}"
+# The live view's recent window (its headline figures): widened in whole seconds, up to WINDOW_MAX_S, until it holds
+# WINDOW_MIN_RUNS runs, since a headline p99 over a few runs is one run; a window of fewer says how many it holds.
+WINDOW_MIN_RUNS = 20
+WINDOW_MAX_S = 30.0
 
 
 def runs_needed(key: str) -> int:
@@ -158,8 +153,6 @@ def resolved(key: str, runs: int) -> bool:
     return key not in QUANTILE or runs >= runs_needed(key)
 
 
-def _json_num(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 4)
 
 
 def latency_stats(latency_ms: np.ndarray) -> LatencyStats:
@@ -188,8 +181,8 @@ def median_ci(a: np.ndarray, z: float = 1.96) -> tuple[float, float]:
     return (float(s[lo]), float(s[hi]))
 
 
-BLOCKS = " ▁▂▃▄▅▆▇█"
-_BLOCK_ARRAY = np.array(list(BLOCKS))
+SPARK_GLYPHS = " ▁▂▃▄▅▆▇█"
+_SPARK_ARRAY = np.array(list(SPARK_GLYPHS))
 
 
 def spark(values: list[float] | np.ndarray, width: int, lo: float | None = None, hi: float | None = None) -> str:
@@ -207,14 +200,14 @@ def spark(values: list[float] | np.ndarray, width: int, lo: float | None = None,
     lo = float(finite.min()) if lo is None else lo
     hi = float(finite.max()) if hi is None else hi
     span = hi - lo
-    top = len(BLOCKS) - 1
+    top = len(SPARK_GLYPHS) - 1
     if span > 0:
         with np.errstate(invalid="ignore"):
             levels = np.clip(np.round((vals - lo) / span * (top - 1)) + 1, 1, top)
     else:
         levels = np.full(vals.shape, 4.0)
     levels = np.where(np.isfinite(vals), levels, 0).astype(np.int64)
-    return "".join(_BLOCK_ARRAY[levels])
+    return "".join(_SPARK_ARRAY[levels])
 
 
 def t95(df: int) -> float:

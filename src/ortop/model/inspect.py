@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ortop.errors import OrtopError
+from ortop.present import size_text
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -463,12 +464,6 @@ def format_shape(shape: Sequence[int | str | None] | None) -> str:
     return "x".join("?" if d is None else str(d) for d in shape)
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def format_info(info: ModelInfo) -> str:
@@ -484,7 +479,7 @@ def format_info(info: ModelInfo) -> str:
     ]
     if info.producer:
         lines.append(f"producer    {info.producer}")
-    lines.append(f"params      {info.num_initializers} initializers, {human_bytes(info.param_bytes)}")
+    lines.append(f"params      {info.num_initializers} initializers, {size_text(info.param_bytes)}")
     lines.append(f"inputs      {len(info.inputs)}")
     for t in info.inputs:
         bound = info.gather_bounds.get(t.name)

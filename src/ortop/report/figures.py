@@ -143,74 +143,22 @@ def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
     dotted, served within the SLO: goodput) against offered rate with the line y = x (points under it were not
     served: the queue grew or requests were shed)."""
     import matplotlib
-    from matplotlib.lines import Line2D
 
     slo = data.get("slo") or {}
     metric, limit = str(slo.get("metric", "p99")), slo.get("ms")
-    profiles = list(data.get("profiles") or [])
     with matplotlib.rc_context(RC):
         fig = _new_figure(11.0, 4.8)
         ax, ax2 = fig.subplots(1, 2, width_ratios=(2.3, 1))
         values: list[float] = []
         top_rate = 0.0
-        for i, p in enumerate(profiles):
-            colour = PALETTE[i % len(PALETTE)]
-            pts = sorted((q for q in p.get("points") or [] if _finite(q.get("rate_per_s"))),
-                         key=lambda q: q["rate_per_s"])
-            xs = [q["rate_per_s"] for q in pts]
-            top_rate = max([top_rate, *xs])
-            line = [(q["rate_per_s"], q["slo_ms"]) for q in pts if _finite(q.get("slo_ms"))]
-            if line:
-                ax.plot(*zip(*line), color=colour, lw=1.6, label=f"{p.get('profile', i)} {metric}")
-            p50 = [(q["rate_per_s"], q["p50_ms"]) for q in pts if _finite(q.get("p50_ms"))]
-            if p50:
-                ax.plot(*zip(*p50), color=colour, lw=1.0, ls="--", alpha=0.8, marker="_", ms=8)
-            for q in pts:
-                if _finite(q.get("slo_ms")):
-                    style = MARKER.get(str(q.get("decision")), MARKER["undecided"])
-                    size = ESTIMATED_MS if q.get("decided_by") == BY_ESTIMATE else MEASURED_MS
-                    ax.plot([q["rate_per_s"]], [q["slo_ms"]], ls="none", color=colour, ms=size, mec=colour,
-                            **style)
-            values += [v for _, v in line + p50]
-            cap = p.get("capacity_per_s")
-            if p.get("met") and _finite(cap) and cap > 0:
-                ax.axvline(cap, color=colour, ls=":", lw=1.6, label=f"{p.get('profile', i)} knee: {cap:.3g}/s")
-                span = p.get("interval") or [None, None]
-                if _finite(span[0]) and _finite(span[1]):  # where a rerun is expected to land
-                    conf = p.get("interval_confidence") or 0.9
-                    ax.axvspan(span[0], span[1], color=colour, alpha=0.12, lw=0,
-                               label=f"{p.get('profile', i)}: {conf * 100:g} % interval {span[0]:.3g}–{span[1]:.3g}/s")
-                    top_rate = max(top_rate, span[1])
-            good = [(q["rate_per_s"], q["goodput_per_s"]) for q in pts if _finite(q.get("goodput_per_s"))]
-            if good:
-                ax2.plot(*zip(*good), color=colour, lw=1.0, ls=":", marker="v", ms=4,
-                         label=f"{p.get('profile', i)} within the SLO")
-            served = [(q["rate_per_s"], q["served_per_s"]) for q in pts if _finite(q.get("served_per_s"))]
-            if served:
-                ax2.plot(*zip(*served), color=colour, lw=1.2, marker="o", ms=4, label=str(p.get("profile", i)))
+        for i, p in enumerate(data.get("profiles") or []):
+            shown, top = _capacity_profile(ax, ax2, i, p, metric)
+            values += shown
+            top_rate = max(top_rate, top)
         if _finite(limit):
             ax.axhline(limit, color="#1d232a", lw=1.1, ls="-.", label=f"SLO: {metric} ≤ {limit:g} ms")
             values.append(limit)
-        positive = [v for v in values if v > 0]
-        if positive and max(positive) / min(positive) > 20:
-            from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
-
-            ax.set_yscale("log")  # past the knee response times grow tenfold: milliseconds on a log axis, in plain
-            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # numbers (1, 2, 5, 10, 20 …)
-            ax.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
-            ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlim(left=0)
-        ax.set_xlabel("offered rate, requests/s (Poisson)")
-        ax.set_ylabel("response time, ms")
-        ax.set_title(f"{metric} (solid) and p50 (dashed) against offered rate", fontsize=10)
-        ax.grid(color="#eceff2", lw=0.6)
-        keys = [Line2D([], [], ls="none", color="#1d232a", ms=6, **MARKER[d], label=d)  # type: ignore[arg-type]
-                for d in ("met", "not met", "undecided")]
-        sizes = ((MEASURED_MS, "measured"),
-                 (ESTIMATED_MS, f"queue-model long-run estimate (too few requests to measure its {metric})"))
-        keys += [Line2D([], [], ls="none", color="#1d232a", marker="o", ms=ms, label=label) for ms, label in sizes]
-        handles, _ = ax.get_legend_handles_labels()
-        ax.legend(handles=handles + keys, fontsize=8, frameon=False, loc="upper left")
+        _response_axes(ax, values, metric)
         edge = top_rate * 1.05 if top_rate > 0 else 1.0
         ax2.plot([0, edge], [0, edge], color="#7a848e", lw=0.9, ls="--", label="served = offered")
         ax2.set_xlim(0, edge)
@@ -221,3 +169,65 @@ def capacity_curves(data: Mapping[str, Any], *, prefix: str = "cap") -> str:
         ax2.grid(color="#eceff2", lw=0.6)
         ax2.legend(fontsize=8, frameon=False, loc="upper left")
         return svg_of(fig, prefix)
+
+
+def _capacity_profile(ax: Any, ax2: Any, i: int, p: Mapping[str, Any], metric: str) -> tuple[list[float], float]:
+    """One profile's curves, points, capacity and interval on the response axes, and its served and goodput on the
+    served axes. Returns the response times drawn (for the scale) and the highest rate drawn."""
+    colour = PALETTE[i % len(PALETTE)]
+    pts = sorted((q for q in p.get("points") or [] if _finite(q.get("rate_per_s"))), key=lambda q: q["rate_per_s"])
+    top_rate = max([0.0, *(q["rate_per_s"] for q in pts)])
+    line = [(q["rate_per_s"], q["slo_ms"]) for q in pts if _finite(q.get("slo_ms"))]
+    if line:
+        ax.plot(*zip(*line), color=colour, lw=1.6, label=f"{p.get('profile', i)} {metric}")
+    p50 = [(q["rate_per_s"], q["p50_ms"]) for q in pts if _finite(q.get("p50_ms"))]
+    if p50:
+        ax.plot(*zip(*p50), color=colour, lw=1.0, ls="--", alpha=0.8, marker="_", ms=8)
+    for q in pts:
+        if _finite(q.get("slo_ms")):
+            style = MARKER.get(str(q.get("decision")), MARKER["undecided"])
+            size = ESTIMATED_MS if q.get("decided_by") == BY_ESTIMATE else MEASURED_MS
+            ax.plot([q["rate_per_s"]], [q["slo_ms"]], ls="none", color=colour, ms=size, mec=colour, **style)
+    cap = p.get("capacity_per_s")
+    if p.get("met") and _finite(cap) and cap > 0:
+        ax.axvline(cap, color=colour, ls=":", lw=1.6, label=f"{p.get('profile', i)} knee: {cap:.3g}/s")
+        span = p.get("interval") or [None, None]
+        if _finite(span[0]) and _finite(span[1]):  # where a rerun is expected to land
+            conf = p.get("interval_confidence") or 0.9
+            ax.axvspan(span[0], span[1], color=colour, alpha=0.12, lw=0,
+                       label=f"{p.get('profile', i)}: {conf * 100:g} % interval {span[0]:.3g}–{span[1]:.3g}/s")
+            top_rate = max(top_rate, span[1])
+    good = [(q["rate_per_s"], q["goodput_per_s"]) for q in pts if _finite(q.get("goodput_per_s"))]
+    if good:
+        ax2.plot(*zip(*good), color=colour, lw=1.0, ls=":", marker="v", ms=4,
+                 label=f"{p.get('profile', i)} within the SLO")
+    served = [(q["rate_per_s"], q["served_per_s"]) for q in pts if _finite(q.get("served_per_s"))]
+    if served:
+        ax2.plot(*zip(*served), color=colour, lw=1.2, marker="o", ms=4, label=str(p.get("profile", i)))
+    return [v for _, v in line + p50], top_rate
+
+
+def _response_axes(ax: Any, values: list[float], metric: str) -> None:
+    """The response axes' scale (log where the times span over 20×), labels, grid and legend with its markers."""
+    from matplotlib.lines import Line2D
+
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > 20:
+        from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+
+        ax.set_yscale("log")  # past the knee response times grow tenfold: milliseconds on a log axis, in plain
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # numbers (1, 2, 5, 10, 20 …)
+        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(left=0)
+    ax.set_xlabel("offered rate, requests/s (Poisson)")
+    ax.set_ylabel("response time, ms")
+    ax.set_title(f"{metric} (solid) and p50 (dashed) against offered rate", fontsize=10)
+    ax.grid(color="#eceff2", lw=0.6)
+    keys = [Line2D([], [], ls="none", color="#1d232a", ms=6, **MARKER[d], label=d)  # type: ignore[arg-type]
+            for d in ("met", "not met", "undecided")]
+    sizes = ((MEASURED_MS, "measured"),
+             (ESTIMATED_MS, f"queue-model long-run estimate (too few requests to measure its {metric})"))
+    keys += [Line2D([], [], ls="none", color="#1d232a", marker="o", ms=ms, label=label) for ms, label in sizes]
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + keys, fontsize=8, frameon=False, loc="upper left")

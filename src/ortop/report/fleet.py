@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ortop.report.html import esc, facts, notes_section, num, page, table
+from ortop.present import cell
+from ortop.report.html import esc, facts, notes_section, page, table
 
 
 def _capacity(p: Mapping[str, Any]) -> str:
     iv = p.get("interval") or [None, None]
     if not p.get("met"):
         return "undecided" if p.get("result") == "undecided" else "0 (SLO not met)"
-    return f"{num(p.get('capacity_per_s'))}/s ({num(iv[0])}–{num(iv[1])}/s)"
+    return f"{cell(p.get('capacity_per_s'))}/s ({cell(iv[0])}–{cell(iv[1])}/s)"
 
 
 def _answer(command: str, e: Mapping[str, Any]) -> str:
@@ -33,7 +34,7 @@ def _noise(e: Mapping[str, Any]) -> str:
     n = (e.get("result") or {}).get("host_noise") or {}
     if not n:
         return ""
-    return f"steal {num(n.get('steal_pct'), 1)} %, CPU pressure {num(n.get('cpu_pressure_pct'), 1)} %"
+    return f"steal {cell(n.get('steal_pct'), 1)} %, CPU pressure {cell(n.get('cpu_pressure_pct'), 1)} %"
 
 
 def nodes_section(data: Mapping[str, Any]) -> str:
@@ -57,8 +58,8 @@ def types_section(data: Mapping[str, Any]) -> str:
         for p in t["profiles"]:
             iv = p["interval"]
             rows.append([t["type"], p["profile"], f"{len(p['pooled'])}/{len(t['nodes'])}",
-                         num(p["capacity_per_s"]), f"{num(iv[0])}–{num(iv[1])}",
-                         num(t.get("price_per_hour")), num(p.get("usd_per_million"), 4)])
+                         cell(p["capacity_per_s"]), f"{cell(iv[0])}–{cell(iv[1])}",
+                         cell(t.get("price_per_hour")), cell(p.get("usd_per_million"), 4)])
             notes += [f"{t['type']}: node {f['id'][:12]} flagged: {f['why']}" for f in p["flagged"]]
             if p.get("note"):
                 notes.append(f"{t['type']}: {p['note']}")
@@ -77,15 +78,15 @@ def sizing_section(data: Mapping[str, Any]) -> str:
         if not s or "hosts" not in s:
             continue
         sim = s["simulated"]
-        rows.append([t["type"], num(s["per_host_per_s"]), s["hosts"], s["hosts_with_spare"],
-                     num(sim["random"]["at_n"]), num(sim["random"]["at_n_minus_1"]),
-                     num(sim["least_outstanding"]["at_n"]), num(sim["least_outstanding"]["at_n_minus_1"]),
+        rows.append([t["type"], cell(s["per_host_per_s"]), s["hosts"], s["hosts_with_spare"],
+                     cell(sim["random"]["at_n"]), cell(sim["random"]["at_n_minus_1"]),
+                     cell(sim["least_outstanding"]["at_n"]), cell(sim["least_outstanding"]["at_n_minus_1"]),
                      s["verdict"]])
     if not rows:
         return ""
     f = data["fleet"]
     slo = f.get("slo") or {}
-    return (f"<h2>Sizing a peak of {esc(num(f.get('peak_per_s')))}/s</h2><p>N hosts at each type's interval low end; "
+    return (f"<h2>Sizing a peak of {esc(cell(f.get('peak_per_s')))}/s</h2><p>N hosts at each type's interval low end; "
             f"the {esc(slo.get('metric'))} (ms) simulated from the service times its nodes measured, behind a random "
             "split and behind least outstanding requests, at N and N−1.</p>"
             + table(["type", "per host /s", "N", "N+1", "random at N", "random at N−1", "LOR at N", "LOR at N−1",
@@ -103,7 +104,7 @@ def fleet_page(data: Mapping[str, Any]) -> str:
     if ranking:
         body.append("<h2>Cost per million requests</h2>" + table(
             ["rank", "type", "profile", "per host /s (low end)", "USD per million"],
-            [[i + 1, r["type"], r["profile"], num(r["per_host_per_s"]), num(r["usd_per_million"], 4)]
+            [[i + 1, r["type"], r["profile"], cell(r["per_host_per_s"]), cell(r["usd_per_million"], 4)]
              for i, r in enumerate(ranking)], numeric=[0, 3, 4]))
     body.append(sizing_section(data))
     body.append(notes_section(data.get("lost") or [], "Lost nodes"))

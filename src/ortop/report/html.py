@@ -12,7 +12,6 @@ Every text taken from a result (a profile name, a model path, a warning, a TOML 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -48,23 +47,8 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def num(x: Any, digits: int = 3) -> str:
-    """A figure for a table: three significant-ish digits, a dash for what was not measured (None, nan)."""
-    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "—"
-    a = abs(x)
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 10:
-        return f"{x:.1f}"
-    return f"{x:.{digits}f}"
 
 
-def pct(x: Any, signed: bool = True) -> str:
-    """A change in percent: ``+3.2``; a dash where there is none."""
-    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "—"
-    return f"{x:+.1f}" if signed else f"{x:.1f}"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Sequence[int] = (),

@@ -13,6 +13,7 @@ from typing import Any
 
 from ortop.measure.bracket import NOT_APART
 from ortop.measure.noise import STALLS_MOVE
+from ortop.present import cell, ms_text, pct_unit, signed_pct, size_text
 from ortop.report.curve import label as curve_label
 from ortop.report.figures import capacity_curves, forest
 from ortop.report.html import (
@@ -21,9 +22,7 @@ from ortop.report.html import (
     figure,
     host_section,
     notes_section,
-    num,
     page,
-    pct,
     profiles_section,
     table,
 )
@@ -56,16 +55,16 @@ def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
         return labels[i] if isinstance(i, int) and 0 <= i < len(labels) else str(i)
 
     took = "decided after" if data.get("stopped_early") else "measured"
-    subtitle = (f"{model}: {took} {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s in "
+    subtitle = (f"{model}: {took} {cell(data.get('elapsed_s'), 1)} s of {cell(data.get('budget_s'), 1)} s in "
                 f"{data.get('blocks', '?')} alternating blocks of {(data.get('block_s') or 0) * 1e3:.0f} ms; "
                 f"objective {METRIC_LABEL.get(objective, objective)}")
     compared = any(c.get("agreement") for c in configs)
     rows = []
     for i, c in enumerate(configs):
-        kept = "yes" if c.get("rate_kept", True) else f"no: offered {num(c.get('offered_per_s'), 0)}/s"
+        kept = "yes" if c.get("rate_kept", True) else f"no: offered {cell(c.get('offered_per_s'), 0)}/s"
         outputs = () if not compared else (_outputs_cell(i, c),)
-        rows.append((i, names[i], c.get("runs", "—"), num(c.get("p50_ms")), num(c.get("p99_ms")),
-                     num(c.get("throughput_per_s"), 1), num(c.get("cpu_ms_per_run")), kept, *outputs))
+        rows.append((i, names[i], c.get("runs", "—"), ms_text(c.get("p50_ms")), ms_text(c.get("p99_ms")),
+                     cell(c.get("throughput_per_s"), 1), ms_text(c.get("cpu_ms_per_run")), kept, *outputs))
     comps = list(data.get("comparisons") or [])
     forest_rows = [{"label": f"{name(c.get('other'))} vs {name(c.get('baseline'))} · "
                              f"{METRIC_LABEL.get(str(c.get('metric')), c.get('metric'))}",
@@ -73,8 +72,9 @@ def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
                     "ci_high_pct": c.get("ci_high_pct"), "verdict": c.get("verdict"),
                     "bold": c.get("metric") == objective} for c in comps]
     verdicts = [(f"{name(c.get('other'))} vs {name(c.get('baseline'))}",
-                 METRIC_LABEL.get(str(c.get("metric")), c.get("metric")), num(c.get("before")), num(c.get("after")),
-                 pct(c.get("change_pct")), f"{pct(c.get('ci_low_pct'))} … {pct(c.get('ci_high_pct'))}",
+                 METRIC_LABEL.get(str(c.get("metric")), c.get("metric")), cell(c.get("before")), cell(c.get("after")),
+                 signed_pct(c.get("change_pct")),
+                 f"{signed_pct(c.get('ci_low_pct'))} … {signed_pct(c.get('ci_high_pct'))}",
                  c.get("pairs", "—"), c.get("verdict", "")) for c in comps]
     body = [
         "<h2>Configurations</h2>",
@@ -97,13 +97,6 @@ def compare_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
     return page(f"ortop compare — {os.path.basename(model) or 'model'}", subtitle, body)
 
 
-def _size(n: Any) -> str:
-    if not isinstance(n, int) or isinstance(n, bool):
-        return "—"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{num(n / scale, 2)} {unit}"
-    return f"{n} B"
 
 
 def _outputs_cell(i: int, c: Mapping[str, Any]) -> str:
@@ -124,8 +117,9 @@ def _models(configs: Sequence[Mapping[str, Any]]) -> str:
     configurations run more than one model."""
     if len({c.get("model") for c in configs if c.get("model")}) < 2:
         return ""
-    rows = [(i, c.get("model", ""), _size(c.get("model_bytes")), num(c.get("create_ms")), num(c.get("first_run_ms")),
-             num(c.get("session_mib"), 1), num(c.get("rss_mib"), 0), c.get("ort_version") or "—")
+    rows = [(i, c.get("model", ""), size_text(c.get("model_bytes")), ms_text(c.get("create_ms")),
+             ms_text(c.get("first_run_ms")), cell(c.get("session_mib"), 1), cell(c.get("rss_mib"), 0),
+             c.get("ort_version") or "—")
             for i, c in enumerate(configs)]
     return "<h2>Models</h2>" + table(("#", "model", "size", "create ms", "first run ms", "session MiB", "RSS MiB",
                                       "onnxruntime"), rows, numeric=(0, 2, 3, 4, 5, 6))
@@ -167,7 +161,7 @@ def _agreement(configs: Sequence[Mapping[str, Any]], names: Sequence[str], tol: 
 def _memory(mem: Mapping[str, Any] | None) -> str:
     if not mem:
         return ""
-    cells = [f"{num(mem.get(key), 0)} MiB" for key in ("rss_one_mib", "rss_all_mib", "per_session_mib",
+    cells = [f"{cell(mem.get(key), 0)} MiB" for key in ("rss_one_mib", "rss_all_mib", "per_session_mib",
                                                        "available_mib")]
     return "<h2>Memory</h2>" + table(("with one session", "with every session", "a session", "available"), [cells],
                                      numeric=(0, 1, 2, 3))
@@ -193,7 +187,7 @@ def tune_page(data: Mapping[str, Any]) -> str:
     limit = data.get("max_p99_ms")
     subtitle = (f"{model}: objective {METRIC_LABEL.get(objective, objective)}"
                 + (f" with p99 ≤ {limit:g} ms" if isinstance(limit, (int, float)) else "")
-                + f"; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
+                + f"; {cell(data.get('elapsed_s'), 1)} s of {cell(data.get('budget_s'), 1)} s"
                 + (f"; a worker was lost for good ({data['fault']}): these are the figures so far"
                    if data.get("fault") else
                    "; stopped by the user, these are the figures so far" if data.get("stopped") else ""))
@@ -203,10 +197,11 @@ def tune_page(data: Mapping[str, Any]) -> str:
         what = t.get("reason") if status in ("dropped", "failed") else t.get("verdict") or ""
         if not t.get("rate_kept", True):
             what = f"{what}; rate not kept" if what else "rate not kept"
-        ci = f"{pct(t.get('ci_low_pct'))} … {pct(t.get('ci_high_pct'))}" if t.get("ci_low_pct") is not None else ""
-        rows.append((t.get("label", ""), t.get("stage", ""), status, pct(t.get("change_pct")), ci,
-                     t.get("pairs", 0), num(t.get("p50_ms")), num(t.get("p99_ms")),
-                     num(t.get("throughput_per_s"), 1), num(t.get("cpu_ms_per_run")), what))
+        ci = (f"{signed_pct(t.get('ci_low_pct'))} … {signed_pct(t.get('ci_high_pct'))}"
+              if t.get("ci_low_pct") is not None else "")
+        rows.append((t.get("label", ""), t.get("stage", ""), status, signed_pct(t.get("change_pct")), ci,
+                     t.get("pairs", 0), ms_text(t.get("p50_ms")), ms_text(t.get("p99_ms")),
+                     cell(t.get("throughput_per_s"), 1), ms_text(t.get("cpu_ms_per_run")), what))
         classes.append("best" if t.get("winner") else "dim" if status in ("dropped", "failed") else "")
     raced = [t for t in trials if t.get("status") != "failed"]
     forest_rows = []
@@ -220,8 +215,8 @@ def tune_page(data: Mapping[str, Any]) -> str:
                      "ci_high_pct": t.get("ci_high_pct"), "verdict": t.get("verdict"), "bold": bool(t.get("winner"))}
                     for t in raced]
     figures = table(("", "p50 ms", "p99 ms", "runs/s", "CPU/run ms"),
-                    [(label, num(d.get("p50_ms")), num(d.get("p99_ms")), num(d.get("throughput_per_s"), 1),
-                      num(d.get("cpu_ms_per_run"))) for label, d in (("baseline", base), ("best", best))],
+                    [(label, ms_text(d.get("p50_ms")), ms_text(d.get("p99_ms")), cell(d.get("throughput_per_s"), 1),
+                      ms_text(d.get("cpu_ms_per_run"))) for label, d in (("baseline", base), ("best", best))],
                     numeric=(1, 2, 3, 4))
     changes = best.get("changes") or []
     profiles = [("baseline (the start profile)", _toml(base.get("profile") or {}))]
@@ -278,20 +273,20 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
     if not (isinstance(best, int) and 0 <= best < len(results)):
         best = None
     subtitle = (f"{model}: the most {data.get('arrival', 'poisson')} traffic each profile serves within {slo_text} "
-                f"of response time; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
+                f"of response time; {cell(data.get('elapsed_s'), 1)} s of {cell(data.get('budget_s'), 1)} s"
                 + ("; stopped early" if data.get("stopped") else ""))
     rows, classes = [], []
     for i, p in enumerate(results):
         lo, hi = (list(p.get("bracket") or []) + [None, None])[:2]
-        cap = f"{num(p.get('capacity_per_s'), 1)}/s" if p.get("met") else "0 (met at no rate)"
+        cap = f"{cell(p.get('capacity_per_s'), 1)}/s" if p.get("met") else "0 (met at no rate)"
         span = p.get("interval")
         conf = p.get("interval_confidence") or 0.9
-        interval = f"{num(span[0], 1)} … {num(span[1], 1)}/s" if span and None not in span else "—"
+        interval = f"{cell(span[0], 1)} … {cell(span[1], 1)}/s" if span and None not in span else "—"
         flat = "" if not (p.get("interval_terms") or {}).get("flat") else (
             "flat: the SLO metric barely climbs with the rate where it crosses (a tail set by stalls or wake-ups): "
             "a rerun can land outside the interval")
-        rows.append((i, curve_label(p), cap, interval, f"{num(lo, 1)} … {num(hi, 1)}/s",
-                     f"{num(p.get('ceiling_per_s'), 1)}/s",
+        rows.append((i, curve_label(p), cap, interval, f"{cell(lo, 1)} … {cell(hi, 1)}/s",
+                     f"{cell(p.get('ceiling_per_s'), 1)}/s",
                      "; ".join(x for x in (p.get("note") or "", flat, *(p.get("input_notes") or ())) if x)))
         classes.append("best" if i == best and len(results) > 1 else "")
     if best is None:
@@ -299,20 +294,21 @@ def capacity_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = N
     else:
         b = results[best]
         span = b.get("interval")
-        within = (f" ({(b.get('interval_confidence') or 0.9) * 100:g} % interval {num(span[0], 1)}–{num(span[1], 1)}/s)"
+        conf = (b.get('interval_confidence') or 0.9) * 100
+        within = (f" ({conf:g} % interval {cell(span[0], 1)}–{cell(span[1], 1)}/s)"
                   if span and None not in span else "")
-        verdict = (f"Best within {slo_text}: {curve_label(b)}, {num(b.get('capacity_per_s'), 1)} requests/s{within}.")
+        verdict = (f"Best within {slo_text}: {curve_label(b)}, {cell(b.get('capacity_per_s'), 1)} requests/s{within}.")
         if len(results) > 1 and data.get("best_separated") is False:
-            verdict = (f"Ahead within {slo_text}: {curve_label(b)}, {num(b.get('capacity_per_s'), 1)} "
+            verdict = (f"Ahead within {slo_text}: {curve_label(b)}, {cell(b.get('capacity_per_s'), 1)} "
                        f"requests/s, but {NOT_APART}: not shown to serve more.")
     points = []
     for p in results:
         for q in p.get("points") or []:
-            own = () if metric in ("p50", "p99") else (num(q.get("slo_ms")),)
+            own = () if metric in ("p50", "p99") else (ms_text(q.get("slo_ms")),)
             model_ms = q.get("model_ms") or [None]
-            points.append((curve_label(p), num(q.get("rate_per_s"), 1), num(q.get("served_per_s"), 1),
-                           num(q.get("goodput_per_s"), 1), q.get("dropped", 0), num(q.get("p50_ms")),
-                           num(q.get("p99_ms")), *own, num(model_ms[0]), q.get("decision", ""),
+            points.append((curve_label(p), cell(q.get("rate_per_s"), 1), cell(q.get("served_per_s"), 1),
+                           cell(q.get("goodput_per_s"), 1), q.get("dropped", 0), ms_text(q.get("p50_ms")),
+                           ms_text(q.get("p99_ms")), *own, ms_text(model_ms[0]), q.get("decision", ""),
                            q.get("decided_by") or ""))
     heads = ("profile", "offered /s", "served /s", "within the SLO /s", "shed", "p50 ms", "p99 ms",
              *(() if metric in ("p50", "p99") else (f"{metric} ms",)), f"long-run {metric} ms", "decision",
@@ -351,7 +347,7 @@ def certification_section(cert: Mapping[str, Any] | None, slo_text: str) -> str:
     if not cert:
         return "<h2>Certification</h2><p>no rate was certified</p>"
     verdict = str(cert.get("verdict", "?"))
-    rate = num(cert.get("rate_per_s"), 1)
+    rate = cell(cert.get("rate_per_s"), 1)
     line = {"certified": f"Certified: {slo_text} at {rate} requests/s.",
             "violated": f"Violated: {slo_text} does not hold at {rate} requests/s.",
             }.get(verdict, f"Undecided at {rate} requests/s: {cert.get('needed_more', '?')} more requests needed "
@@ -362,21 +358,17 @@ def certification_section(cert: Mapping[str, Any] | None, slo_text: str) -> str:
     rows = [("verdict", verdict), ("requests", count(cert.get("requests"))),
             ("over the bound", count(cert.get("over_slo"))), ("needed", count(cert.get("needed"))),
             ("still needed", count(cert.get("needed_more"))),
-            ("clump factor", num(cert.get("clump_factor"))), ("confidence", cert.get("confidence")),
-            ("percentile", cert.get("percentile")), ("measured", f"{num(cert.get('duration_s'), 1)} s"),
-            ("minimum duration", f"{num(cert.get('min_duration_s'), 1)} s (MLPerf asks 600 s)"),
+            ("clump factor", cell(cert.get("clump_factor"))), ("confidence", cert.get("confidence")),
+            ("percentile", cert.get("percentile")), ("measured", f"{cell(cert.get('duration_s'), 1)} s"),
+            ("minimum duration", f"{cell(cert.get('min_duration_s'), 1)} s (MLPerf asks 600 s)"),
             ("ended", cert.get("ended", "")), ("rule", cert.get("rule", ""))]
     noise = cert.get("host_noise") or {}
     share = noise.get("slow_share")
 
-    def share_pct(x: Any) -> str:
-        got = pct(x, signed=False)
-        return got if got == "—" else f"{got} %"
-
-    noise_rows = [("steal", share_pct(noise.get("steal_pct"))),
-                  ("CPU pressure", share_pct(noise.get("cpu_pressure_pct"))),
+    noise_rows = [("steal", pct_unit(noise.get("steal_pct"), missing="—")),
+                  ("CPU pressure", pct_unit(noise.get("cpu_pressure_pct"), missing="—")),
                   (f"runs over {noise.get('slow_k', 3):g}× their shape's median",
-                   share_pct(100 * share) if isinstance(share, (int, float)) else "—")]
+                   pct_unit(100 * share, missing="—") if isinstance(share, (int, float)) else "—")]
     return "".join([
         "<h2>Certification</h2>",
         f'<p class="verdict">{esc(line)}</p>',
@@ -396,12 +388,12 @@ def certify_page(data: Mapping[str, Any], *, host: Mapping[str, Any] | None = No
     model = str(data.get("model", ""))
     cert = data.get("certification")
     subtitle = (f"{model}: certifying {slo_text} of response time at a Poisson rate, MLPerf Inference's Server "
-                f"early-stopping rule; {num(data.get('elapsed_s'), 1)} s of {num(data.get('budget_s'), 1)} s"
+                f"early-stopping rule; {cell(data.get('elapsed_s'), 1)} s of {cell(data.get('budget_s'), 1)} s"
                 + ("; stopped early" if data.get("stopped") else ""))
     searched = data.get("capacity") or {}
     found = [p for p in searched.get("profiles") or () if p.get("met")]
-    lead = (f"<p>The rate is 0.9 × the capacity the search before it found: {num(found[0].get('capacity_per_s'), 1)} "
-            f"requests/s in {num(searched.get('elapsed_s'), 1)} s.</p>" if found else "")
+    lead = (f"<p>The rate is 0.9 × the capacity the search before it found: {cell(found[0].get('capacity_per_s'), 1)} "
+            f"requests/s in {cell(searched.get('elapsed_s'), 1)} s.</p>" if found else "")
     body = [lead, certification_section(cert, slo_text), host_section(host), profiles_section(profiles),
             notes_section([*(data.get("warnings") or ()), *([data["fault"]] if data.get("fault") else [])])]
     return page(f"ortop capacity --certify — {os.path.basename(model) or 'model'}", subtitle, body)

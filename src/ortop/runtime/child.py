@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -89,7 +89,7 @@ def capture_stderr(send) -> None:
                     text = ANSI.sub("", line.decode("utf-8", "replace")).rstrip()
                     if text:
                         try:
-                            send(P.Log(text))
+                            send(proto.Log(text))
                         except (OSError, ValueError):
                             return
 
@@ -203,7 +203,7 @@ def check_preload(send) -> None:
     except OSError:
         return
     for entry in preload_missing(preload, maps):
-        send(P.Log(f"LD_PRELOAD {entry} is not loaded in the worker (missing, or not a shared library): the "
+        send(proto.Log(f"LD_PRELOAD {entry} is not loaded in the worker (missing, or not a shared library): the "
                    "allocator is not in effect", "warning"))
 
 

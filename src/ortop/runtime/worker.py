@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ortop.measure import rows as R
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 from ortop.runtime.child import (
     Sender,
     capture_stderr,
@@ -98,7 +98,7 @@ class _Block:
 class _Alternation:
     """The sessions to alternate and where in the schedule the next block is."""
 
-    def __init__(self, msg: P.Alternate):
+    def __init__(self, msg: proto.Alternate):
         self.ids = tuple(msg.config_ids)
         self.block_ns = int(msg.block_s * 1e9)
         self.settle_ns = int(msg.settle_s * 1e9)
@@ -144,7 +144,7 @@ class Worker:
         self.failed: set[int] = set()        # sessions whose Run() raised: not run again until told to
         self.trace_said = False              # the live loop's finite schedule was said to have ended
         self.errors: list[tuple[int, str]] = []  # appended by caller threads
-        self._said: P.State | None = None
+        self._said: proto.State | None = None
 
     def _model_info(self, path: str) -> Any:
         """The model's info, read once per path (the sessions of a comparison may each run their own model)."""
@@ -157,7 +157,7 @@ class Worker:
         return info
 
     def _state(self, name: str, config_id: int | None) -> None:
-        st = P.State(name, -1 if config_id is None else config_id)
+        st = proto.State(name, -1 if config_id is None else config_id)
         if st != self._said or name in ("building", "warming"):
             self._said = st
             self.send(st)
@@ -173,7 +173,7 @@ class Worker:
             self.tick()
             if msg is None:
                 continue
-            if isinstance(msg, P.Stop):
+            if isinstance(msg, proto.Stop):
                 break
             self.handle(msg)
         self._halt_live()
@@ -208,36 +208,36 @@ class Worker:
             now = time.perf_counter_ns()
 
     def handle(self, msg: Any) -> None:
-        if isinstance(msg, P.Build):
+        if isinstance(msg, proto.Build):
             self._build(msg.config_id, msg.profile, getattr(msg, "shares", None), getattr(msg, "feed_model", ""),
                         getattr(msg, "outputs", False))
-        elif isinstance(msg, P.Drop):
+        elif isinstance(msg, proto.Drop):
             self._drop(msg.config_id)
-        elif isinstance(msg, P.RunLive):
+        elif isinstance(msg, proto.RunLive):
             self._end_alternation(completed=False)
             if self.loop is not None and self.loop.config_id != msg.config_id:
                 self._halt_live()
             self.live_id = msg.config_id
             self.failed.discard(msg.config_id)
             self._run()
-        elif isinstance(msg, P.Alternate):
+        elif isinstance(msg, proto.Alternate):
             missing = [c for c in msg.config_ids if c not in self.sessions]
             if missing or not msg.config_ids or msg.block_s <= 0 or (msg.rounds is not None and msg.rounds < 1):
                 why = f"no session for configuration {missing[0]}" if missing else "nothing to run"
-                self.send(P.Log(f"ortop worker: cannot alternate: {why}"))
-                self.send(P.AlternationDone(False))
+                self.send(proto.Log(f"ortop worker: cannot alternate: {why}"))
+                self.send(proto.AlternationDone(False))
                 return
             self._end_alternation(completed=False)
             self._halt_live()
             self.failed.difference_update(msg.config_ids)
             self.alt = _Alternation(msg)
             self._run()
-        elif isinstance(msg, P.Pause):
+        elif isinstance(msg, proto.Pause):
             self.paused = True
             self._halt_live()
             self._abort_block()
             self._run()
-        elif isinstance(msg, P.Resume):
+        elif isinstance(msg, proto.Resume):
             self.paused = False
             self.errors.clear()
             self.failed.clear()
@@ -291,11 +291,11 @@ class Worker:
         if alt is not None and cid in alt.ids:
             self._abort_block()
             self.alt = None
-            self.send(P.RunError(cid, message))
-            self.send(P.AlternationDone(False))
+            self.send(proto.RunError(cid, message))
+            self.send(proto.AlternationDone(False))
             self._run()
             return
-        self.send(P.RunError(cid, message))
+        self.send(proto.RunError(cid, message))
 
     def _flush_live(self, force: bool = False) -> None:
         loop = self.loop
@@ -306,10 +306,10 @@ class Worker:
         cpu_now = time.process_time_ns()
         wall, cpu = now - self.last_flush, cpu_now - self.last_cpu
         self.last_flush, self.last_cpu = now, cpu_now
-        self.send(P.Samples(loop.config_id, rows, wall, cpu, P.LIVE, rss_now(), loop.traffic()))
+        self.send(proto.Samples(loop.config_id, rows, wall, cpu, proto.LIVE, rss_now(), loop.traffic()))
         if loop.ended.is_set() and not self.trace_said:
             self.trace_said = True
-            self.send(P.ScheduleEnded(loop.config_id))
+            self.send(proto.ScheduleEnded(loop.config_id))
 
     def _halt_live(self) -> None:
         if self.loop is not None:
@@ -354,20 +354,20 @@ class Worker:
             rows = rows[rows[:, R.Col.START] >= b.t_start]
         cid = b.loop.config_id
         between = int(rows[:, R.Col.CPU_BETWEEN].sum()) if b.loop.tracks_cpu else -1
-        self.send(P.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now(), b.traffic))
-        self.send(P.BlockDone(cid, b.seq, b.t_start, t_end, cpu_end - b.cpu_start, between, len(rows)))
+        self.send(proto.Samples(cid, rows, t_end - b.t_start, cpu_end - b.cpu_start, b.seq, rss_now(), b.traffic))
+        self.send(proto.BlockDone(cid, b.seq, b.t_start, t_end, cpu_end - b.cpu_start, between, len(rows)))
         alt.pos += 1
         total = alt.total()
         if total is not None and alt.pos >= total:
             self.alt = None
-            self.send(P.AlternationDone(True))
+            self.send(proto.AlternationDone(True))
             self._run()  # back to the live session, if any
 
     def _end_alternation(self, completed: bool) -> None:
         if self.alt is not None:
             self._abort_block()
             self.alt = None
-            self.send(P.AlternationDone(completed))
+            self.send(proto.AlternationDone(completed))
 
     # ---- sessions ----------------------------------------------------------------------------------------------
     def _build(self, config_id: int, data: dict, shares: Any = None, feed_model: str = "",
@@ -410,7 +410,7 @@ class Worker:
         except Exception as exc:
             if new is not None:
                 new.close()  # its server threads end with it
-            self.send(P.BuildFailed(config_id, f"{stage}{type(exc).__name__}: {one_line(exc)}"))
+            self.send(proto.BuildFailed(config_id, f"{stage}{type(exc).__name__}: {one_line(exc)}"))
             self._run()  # whatever ran before keeps running
             return
         old = self.sessions.pop(config_id, None)
@@ -419,7 +419,7 @@ class Worker:
             del old
             release_memory()
         self.sessions[config_id] = new
-        self.send(P.Built(config_id, {
+        self.send(proto.Built(config_id, {
             "create_ms": new.create_ns / 1e6,
             "first_run_ms": first_ns / 1e6,
             "warmup_ms": warm_ms,
@@ -483,12 +483,12 @@ def worker_main(conn, model_path: str) -> None:
     die_with_parent()
     check_preload(send)
     # A CUDA or TensorRT build preloads the CUDA libraries first (runtime.session); a failure is one warning here.
-    set_warning_sink(lambda text: send(P.Log(text, "warning")))
+    set_warning_sink(lambda text: send(proto.Log(text, "warning")))
     set_os_thread_name("ortop-worker")  # the main thread: builds sessions and serves the parent's commands
     try:
         import onnxruntime  # noqa: F401  (loaded once, up front: a build's memory figure is then the session's own)
     except Exception as exc:  # reported by the first Build
-        send(P.Log(f"cannot import onnxruntime: {exc}"))
+        send(proto.Log(f"cannot import onnxruntime: {exc}"))
     name_library_threads()  # before any session: the threads started later are ORT's pools
     worker = Worker(conn, send, model_path)
     try:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ortop.config import profile as profile_mod
+from ortop.config.files import shipped_profiles_dir
 from ortop.config.profile import Profile
-from ortop.config.store import shipped_profiles_dir
 from ortop.errors import UsageError
 
 WRITE_ERRORS = (OSError, UsageError)  # the system's refusals, and fsutil's own (a missing folder, the model itself)
@@ -159,7 +159,7 @@ def finish_session(snap: Any, *, summary_path: str | os.PathLike | None, duratio
     """What ending the app writes: the model's last session for --resume (once anything ran) and, when asked for, the
     same JSON summary as headless mode plus what the UI process itself cost. Returns one message per file that could
     not be written."""
-    from ortop.config.store import save_last_session
+    from ortop.config.files import save_last_session
 
     errors: list[str] = []
     if snap.history:

@@ -145,8 +145,3 @@ def slo_presets(p99_ms: float, factors: Sequence[float] = (1.5, 2.0, 4.0)) -> tu
             v = next_nice(v)
         out.append(v)
     return tuple(out)
-
-
-def fmt_value(x: float) -> str:
-    """A readable value as a number: 300, 2.5, 0.15."""
-    return f"{x:.3g}"

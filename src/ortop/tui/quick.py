@@ -114,9 +114,9 @@ def _readable_rate(hz: float) -> float:
 
 def _ceiling_text(ceiling_per_s: float, estimate: str) -> str:
     """``the measured 24/s``, or ``the estimated 16/s (1 / mean service 62 ms under …)``."""
-    from ortop.tui.panels._format import fmt_rate
+    from ortop.present import rate_text
 
-    said = fmt_rate(ceiling_per_s)
+    said = rate_text(ceiling_per_s)
     return f"the estimated {said} ({estimate})" if estimate else f"the measured {said}"
 
 

@@ -32,7 +32,7 @@ from ortop.engine.bench.pool import Worker
 from ortop.errors import RuntimeFailure
 from ortop.measure import rows as R
 from ortop.measure.compare import order_seed, schedule
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 RESTART_TIMEOUT_S = 120.0   # a restarted worker's sessions must be built again within this
 
@@ -263,7 +263,7 @@ class Interleaver:
             self._base[channel] = base
             self._in_alt[channel] = 0
             expect = self._alt_done[channel] + 1
-        self.channels[channel].send(P.Alternate(ids, block_s, settle_s, rounds, rate_hz=rate_hz, arrival=arrival,
+        self.channels[channel].send(proto.Alternate(ids, block_s, settle_s, rounds, rate_hz=rate_hz, arrival=arrival,
                                                 first_round=first_round + base // len(self.ids),
                                                 order_seed=order_seed()))
         return expect
@@ -331,22 +331,22 @@ def alternate(workers: Sequence[Worker], ids: Sequence[int], rounds: int, block_
         if w not in distinct:
             distinct.append(w)
     il = Interleaver(distinct, [distinct.index(w) for w in workers], ids, names=names, stop=stop, faults=faults,
-                     end=lambda c: c.send(P.RunLive(-1)))  # -1 is no session: the worker idles
+                     end=lambda c: c.send(proto.RunLive(-1)))  # -1 is no session: the worker idles
     index = {cid: k for k, cid in enumerate(ids)}
     rows: dict[tuple[int, int], tuple[np.ndarray, Any]] = {}
     out: list[BlockRun] = []
 
     def listen(channel: int, msg: Any) -> None:
         with il.cv:
-            if isinstance(msg, P.Samples) and msg.block >= 0 and msg.config_id in index:
+            if isinstance(msg, proto.Samples) and msg.block >= 0 and msg.config_id in index:
                 rows[(msg.config_id, msg.block)] = (msg.rows, getattr(msg, "traffic", None))
-            elif isinstance(msg, P.BlockDone) and msg.config_id in index:
+            elif isinstance(msg, proto.BlockDone) and msg.config_id in index:
                 r, traffic = rows.pop((msg.config_id, msg.seq), (R.empty(), None))
                 out.append(BlockRun(index[msg.config_id], il.block_done(channel, msg.seq), msg.t_start_ns,
                                     msg.t_end_ns, r, traffic, msg.cpu_ns, msg.cpu_between_ns))
-            elif isinstance(msg, P.AlternationDone):
+            elif isinstance(msg, proto.AlternationDone):
                 il.alternation_done(channel)
-            elif isinstance(msg, P.RunError) and msg.config_id in index:
+            elif isinstance(msg, proto.RunError) and msg.config_id in index:
                 il.fail(f"Run() failed: {msg.message}")
 
     for ch, w in enumerate(distinct):

@@ -15,7 +15,7 @@ BLOCK_S = 0.3          # a block's recorded length: short enough to follow drift
 MIN_BLOCK_RUNS = 5     # ... but never fewer runs than this
 SETTLE_S = 0.05        # unrecorded runs at a block's start: the other session's pool may still be spinning
 SETTLE_RUNS = 3
-MIN_BLOCKS = 24        # a budget this short shrinks blocks so that this many fit (12 pairs of two configurations)
+BUDGET_MIN_BLOCKS = 24  # a budget this short shrinks blocks so that this many fit (12 pairs of two configurations)
 
 
 def plan_blocks(latency_ms: float, budget_s: float | None = None, n_configs: int = 2,
@@ -23,7 +23,7 @@ def plan_blocks(latency_ms: float, budget_s: float | None = None, n_configs: int
     """(block_s, settle_s) for a model whose runs take about ``latency_ms``, called every ``period_ms`` when paced.
 
     About BLOCK_S per block, at least MIN_BLOCK_RUNS runs (at a paced rate, runs come one per period, so a block
-    spans at least MIN_BLOCK_RUNS periods); a short budget shrinks blocks so MIN_BLOCKS fit (per two
+    spans at least MIN_BLOCK_RUNS periods); a short budget shrinks blocks so BUDGET_MIN_BLOCKS fit (per two
     configurations) but never below MIN_BLOCK_RUNS runs. Settle: SETTLE_S or SETTLE_RUNS runs, the longer (the
     settle waits out the other session's spinning pool, a matter of run time, not of the pace).
     """
@@ -32,7 +32,7 @@ def plan_blocks(latency_ms: float, budget_s: float | None = None, n_configs: int
     block = BLOCK_S
     if budget_s is not None and budget_s > 0:
         settle_guess = max(SETTLE_S, SETTLE_RUNS * run_s)
-        fit = budget_s / (MIN_BLOCKS * max(2, n_configs) / 2) - settle_guess
+        fit = budget_s / (BUDGET_MIN_BLOCKS * max(2, n_configs) / 2) - settle_guess
         block = min(block, max(fit, 0.05))
     block = max(block, MIN_BLOCK_RUNS * per_run_s)
     settle = max(SETTLE_S, SETTLE_RUNS * run_s)

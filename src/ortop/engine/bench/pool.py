@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ortop.config.profile import Profile
-from ortop.runtime import protocol as P
+from ortop.runtime import protocol as proto
 
 
 def restart_groups(profiles: Sequence[Profile]) -> list[int]:
@@ -60,7 +60,7 @@ class Worker:
         self.log: list[str] = []
         self.listener: Callable[[Any], None] | None = None
         self.on_death: Callable[[str], None] | None = None  # told why, from the receiver thread, when it dies
-        self.builds: dict[int, P.Build] = {}  # what it holds: sent again to a restarted process
+        self.builds: dict[int, proto.Build] = {}  # what it holds: sent again to a restarted process
         self._wp: Any = None
         self._closing = False
 
@@ -89,9 +89,9 @@ class Worker:
         return None if self._wp is None else self._wp.pid
 
     def send(self, msg: Any) -> None:
-        if isinstance(msg, P.Build):
+        if isinstance(msg, proto.Build):
             self.builds[msg.config_id] = msg
-        elif isinstance(msg, P.Drop):
+        elif isinstance(msg, proto.Drop):
             self.builds.pop(msg.config_id, None)
         if self._wp is not None:
             self._wp.send(msg)
@@ -117,15 +117,15 @@ class Worker:
     # ---- what it says ---------------------------------------------------------------------------------------------
     def _on_message(self, msg: Any) -> None:
         with self.cv:
-            if isinstance(msg, P.Built):
+            if isinstance(msg, proto.Built):
                 self.built[msg.config_id] = msg.info
-            elif isinstance(msg, P.BuildFailed):
+            elif isinstance(msg, proto.BuildFailed):
                 self.failed[msg.config_id] = msg.message
-            elif isinstance(msg, P.AlternationDone):
+            elif isinstance(msg, proto.AlternationDone):
                 self.alt_done += 1
-            elif isinstance(msg, P.RunError):
+            elif isinstance(msg, proto.RunError):
                 self.run_errors[msg.config_id] = msg.message
-            elif isinstance(msg, P.Log) and len(self.log) < 50:
+            elif isinstance(msg, proto.Log) and len(self.log) < 50:
                 self.log.append(msg.line)
             listener = self.listener
             self.cv.notify_all()

@@ -1,5 +1,6 @@
-"""What every panel shares: number formats, bars, clipping and wrapping, line stacking, the compact form of a
-configuration, the paced-rate check and the state badge.
+"""What every panel shares: bars, clipping and wrapping, line stacking, the compact form of a configuration, the
+paced-rate check and the state badge. Numbers are written by :mod:`ortop.present.units` (imported here for the
+panels).
 
 One convention for CPU: a process's CPU time is counted in cores (``1.10 cores``: htop's 110 %), a share of
 something (a core, the host, the wall time) in per cent.
@@ -16,9 +17,8 @@ from rich.text import Text
 
 from ortop.config.diff import change_terms, diff
 from ortop.measure.pace import MIN_ARRIVALS, SETTLE_S, Pace, servers_of, settled
-from ortop.measure.stats import ms_text
+from ortop.present import finite, rate_text, secs_text
 
-DASH = "—"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 LEVELS = "▁▂▃▄▅▆▇█"
 IDLE = "·"
@@ -36,70 +36,6 @@ STATE_STYLE = {
 }
 STATE_ICON = {"starting": "…", "building": "⟳", "warming": "⟳", "verifying": "⇄", "measuring": "●", "paused": "‖",
               "failed": "✗", "stopped": "■"}
-
-
-def finite(x: float | None) -> bool:
-    """True for a real number (not None, NaN or ±inf)."""
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
-
-
-def fmt_ms(x: float | None) -> str:
-    """Milliseconds with three significant figures: 0.123, 1.23, 12.3, 123 (:func:`ortop.measure.stats.ms_text`)."""
-    return ms_text(x)
-
-
-def fmt_pct(x: float | None, width: int = 0) -> str:
-    """A percentage without decimals (``45%``), right-aligned to ``width``."""
-    s = DASH if not finite(x) else f"{x:.0f}%"
-    return s.rjust(width)
-
-
-def fmt_rate(x: float | None) -> str:
-    """Runs per second: 812/s, 12.3k/s."""
-    if not finite(x):
-        return DASH
-    assert x is not None
-    if x >= 10_000:
-        return f"{x / 1000:.0f}k/s"
-    if x >= 1000:
-        return f"{x / 1000:.1f}k/s"
-    if x >= 10:
-        return f"{x:.0f}/s"
-    return f"{x:.1f}/s"
-
-
-def fmt_cores(pct: float | None, unit: bool = True) -> str:
-    """A process's CPU (in % of one core, as the collectors give it) as cores: ``1.10 cores``, ``0.05 cores``."""
-    if not finite(pct):
-        return f"{DASH} cores" if unit else DASH
-    assert pct is not None
-    n = pct / 100.0
-    s = f"{n:.1f}" if n >= 9.95 else (f"{n:.2f}" if n >= 0.00995 else f"{n:.3f}")
-    return f"{s} cores" if unit else s
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Bytes as GiB above 1 GiB, else MiB."""
-    if not finite(n):
-        return DASH
-    assert n is not None
-    if n >= 2 ** 30:
-        return f"{n / 2 ** 30:.1f} GiB"
-    return f"{n / 2 ** 20:.0f} MiB"
-
-
-def fmt_secs(x: float | None) -> str:
-    """Elapsed seconds: 0.4 s, 12.3 s, 3m05s."""
-    if not finite(x):
-        return DASH
-    assert x is not None
-    if x < 60:
-        return f"{x:.1f} s"
-    m, s = divmod(int(x), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
 
 
 def load_style(pct: float) -> str:
@@ -393,7 +329,7 @@ def pace_shortfall(profile: Any, throughput: float | None, runs: int, traffic: A
         if not settled(arrived, window) or pace.kept():
             return None
         shed = f", {traffic.dropped} shed" if traffic.dropped else ""
-        return f"offered {fmt_rate(traffic.offered_per_s)}, served {fmt_rate(traffic.served_per_s)}{shed}: queueing"
+        return f"offered {rate_text(traffic.offered_per_s)}, served {rate_text(traffic.served_per_s)}{shed}: queueing"
     # no traffic figures: what a paced loop asked for over the time its runs took, against those runs
     rate = float(profile.workload.rate_hz or 0) * max(1, int(profile.workload.replicas or 1))
     if not rate > 0 or runs < MIN_ARRIVALS or throughput is None or not throughput > 0:
@@ -401,7 +337,7 @@ def pace_shortfall(profile: Any, throughput: float | None, runs: int, traffic: A
     wall = runs / throughput
     if Pace(rate * wall, runs, 0, wall, asked_per_s=rate, counted=False).kept():
         return None
-    return f"saturated: {fmt_rate(throughput)} of {profile.workload.rate_hz:g} Hz"
+    return f"saturated: {rate_text(throughput)} of {profile.workload.rate_hz:g} Hz"
 
 
 def state_text(state: str, elapsed: float) -> Text:
@@ -409,6 +345,6 @@ def state_text(state: str, elapsed: float) -> Text:
     and the wait is the point; a steady state counts whole seconds (the line then changes once a second)."""
     t = Text(no_wrap=True, end="")
     busy = state in BUSY_STATES
-    when = fmt_secs(elapsed) if busy or not finite(elapsed) or elapsed >= 60 else f"{int(elapsed)} s"
+    when = secs_text(elapsed) if busy or not finite(elapsed) or elapsed >= 60 else f"{int(elapsed)} s"
     t.append(f" {STATE_ICON.get(state, '?')} {state} {when} ", style=STATE_STYLE.get(state, "bold"))
     return t

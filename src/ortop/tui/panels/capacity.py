@@ -31,8 +31,9 @@ from ortop.measure.bracket import NOT_APART
 from ortop.measure.noise import STALLS_MOVE
 from ortop.measure.ratio import ratio_text
 from ortop.measure.rerun import CONFIDENCE
+from ortop.present import DASH, ms_text, rate_text
 from ortop.report.curve import FAMILIES, MARKS, legend_forms, text_curve
-from ortop.tui.panels._format import DASH, compact_changes, compact_text, fit, fmt_ms, fmt_rate
+from ortop.tui.panels._format import compact_changes, compact_text, fit
 
 STYLES = ("cyan", "magenta", "yellow", "green")     # one per profile, in the order of the search
 PREFIX = 9                                          # text_curve's y labels before the plot ("   12.1 ┤")
@@ -201,7 +202,7 @@ def _knee_line(result: CapacityResult, knees: dict[int, int]) -> Text:
     t = Text(f"{'knee':>7}  ", style="dim")
     at = 0
     for i, col in sorted(knees.items(), key=lambda kv: kv[1]):
-        label = f"↑{fmt_rate(result.searches[i].capacity(result.slo))} "
+        label = f"↑{rate_text(result.searches[i].capacity(result.slo))} "
         if col > at:
             t.append(" " * (col - at))
             at = col
@@ -247,7 +248,7 @@ def _resolution(s: Any) -> str:
     never written as the capacity's interval is)."""
     if not math.isfinite(s.hi):
         return DASH
-    return f"{fmt_rate(s.lo).removesuffix('/s') if s.lo > 0 else '0'}…{fmt_rate(s.hi).removesuffix('/s')}"
+    return f"{rate_text(s.lo).removesuffix('/s') if s.lo > 0 else '0'}…{rate_text(s.hi).removesuffix('/s')}"
 
 
 def interval_text(s: Any, slo: Any) -> str:
@@ -255,7 +256,7 @@ def interval_text(s: Any, slo: Any) -> str:
     iv = s.interval(slo) if decided(s) else None
     if iv is None or not math.isfinite(iv.lo):
         return ""
-    return f"{fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi).removesuffix('/s')}"
+    return f"{rate_text(iv.lo).removesuffix('/s')}–{rate_text(iv.hi).removesuffix('/s')}"
 
 
 def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResult | None,
@@ -285,10 +286,10 @@ def rows(names: Sequence[str], profiles: Sequence[Profile], result: CapacityResu
         else:
             state, style = "searching", ""
         # no rate decided to meet it: unknown
-        cap = fmt_rate(s.capacity(result.slo)) if decided(s) else ("0" if s.note else DASH)
+        cap = rate_text(s.capacity(result.slo)) if decided(s) else ("0" if s.note else DASH)
         if done and (iv := interval_text(s, result.slo)):
             cap += f" ({iv})"
-        out.append(Row(i, name, (label, cap, _resolution(s), fmt_rate(s.ceiling_per_s), str(len(measured(s))),
+        out.append(Row(i, name, (label, cap, _resolution(s), rate_text(s.ceiling_per_s), str(len(measured(s))),
                                  state), style, profile))
     return tuple(out)
 
@@ -321,10 +322,10 @@ def verdict(result: CapacityResult | None, done: bool) -> Text:
         t.append("serves more  " if len(result.searches) > 1 else "capacity  ", style="bold")
     else:
         t.append("ahead  ", style="bold yellow")
-    t.append(f"{b.name}: {fmt_rate(b.capacity(result.slo))} within {slo}", style="bold green" if done and sure else "")
+    t.append(f"{b.name}: {rate_text(b.capacity(result.slo))} within {slo}", style="bold green" if done and sure else "")
     iv = b.interval(result.slo) if done else None
     if iv is not None and math.isfinite(iv.lo):
-        t.append(f" ({iv.confidence * 100:g} % interval {fmt_rate(iv.lo).removesuffix('/s')}–{fmt_rate(iv.hi)}: "
+        t.append(f" ({iv.confidence * 100:g} % interval {rate_text(iv.lo).removesuffix('/s')}–{rate_text(iv.hi)}: "
                  "where a rerun is expected to land)", style="dim")
         if iv.flat:  # the tail's level, not the queue, decides here: a rerun can land outside (measure.rerun)
             t.append(f" · flat: {result.slo.metric} barely climbs with the rate here, a rerun can land outside it",
@@ -358,8 +359,8 @@ def detail(row: Row | None, result: CapacityResult | None, running: Profile) -> 
         return t
     s = result.searches[row.index]
     if math.isfinite(s.ceiling_per_s):
-        t.append(f"\nceiling {fmt_rate(s.ceiling_per_s)} back to back · {result.slo.metric} "
-                 f"{fmt_ms(s.floor_ms)} ms at no load", style="dim")
+        t.append(f"\nceiling {rate_text(s.ceiling_per_s)} back to back · {result.slo.metric} "
+                 f"{ms_text(s.floor_ms)} ms at no load", style="dim")
     if s.failed or s.note:
         t.append(f"\n{s.failed or s.note}", style="red" if s.failed else "yellow")
     for n in s.notes:
@@ -371,11 +372,12 @@ def detail(row: Row | None, result: CapacityResult | None, running: Profile) -> 
         t.append(f"\n{STALLS_MOVE}", style="yellow")
     for rate, p in measured(s):
         shed = f"  ({p.dropped} shed)" if p.dropped else ""
-        t.append(f"\n  {fmt_rate(rate):>8} → {fmt_rate(p.served_per_s()):>8} ({fmt_rate(p.goodput_per_s())} within)  "
+        t.append(f"\n  {rate_text(rate):>8} → {rate_text(p.served_per_s()):>8} "
+                 f"({rate_text(p.goodput_per_s())} within)  "
                  f"{result.slo.metric} "
-                 f"{fmt_ms(p.value(result.slo)):>6} ms  ")
+                 f"{ms_text(p.value(result.slo)):>6} ms  ")
         if math.isfinite(p.model[0]):  # what the point's busy times give in the long run (the judged figure)
-            t.append(f"long run {fmt_ms(p.model[0])}  ", style="dim")
+            t.append(f"long run {ms_text(p.model[0])}  ", style="dim")
         t.append(p.decision + shed, style={"met": "green", "not met": "red"}.get(p.decision, "yellow"))
         if p.decided_by:
             t.append(f" by {p.decided_by}", style="dim")

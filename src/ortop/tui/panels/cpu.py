@@ -16,18 +16,8 @@ from typing import Any
 from rich.text import Text
 
 from ortop.config.replicas import describe_share
-from ortop.tui.panels._format import (
-    IDLE,
-    LEVELS,
-    WORKER_STYLE,
-    bar,
-    finite,
-    fit,
-    fmt_cores,
-    fmt_pct,
-    join_lines,
-    load_style,
-)
+from ortop.present import cores_text, finite, pct_text
+from ortop.tui.panels._format import IDLE, LEVELS, WORKER_STYLE, bar, fit, join_lines, load_style
 from ortop.tui.panels.replicas import owners_label, replica_style
 
 MIN_BAR = 4
@@ -233,9 +223,9 @@ def cpu_panel(sample: Any, width: int, height: int, owners: Mapping[int, Sequenc
         legend.append(" = the worker's cores", style="dim")
         below.append(legend)
     body = core_meters(sample.per_core, sample.worker_cores, width, max(1, cores_h - len(below)), share, owners)
-    host = (fmt_pct(sample.system_percent), load_style(sample.system_percent))
-    worker = (fmt_cores(sample.process_percent, unit=False), WORKER_STYLE)
-    ui = (fmt_cores(sample.self_percent, unit=False), "")
+    host = (pct_text(sample.system_percent), load_style(sample.system_percent))
+    worker = (cores_text(sample.process_percent, unit=False), WORKER_STYLE)
+    ui = (cores_text(sample.self_percent, unit=False), "")
     dim = "dim"
     # the UI's own cost whole, with its unit, or not at all (a figure cut short, or without its unit, misleads)
     summary = fit([

@@ -9,7 +9,8 @@ from typing import Any
 from rich.text import Text
 
 from ortop.measure.stats import spark
-from ortop.tui.panels._format import WORKER_STYLE, clip, finite, fmt_bytes, fmt_pct, join_lines, load_style
+from ortop.present import finite, pct_text, size_text
+from ortop.tui.panels._format import WORKER_STYLE, clip, join_lines, load_style
 
 
 def gpu_panel(sample: Any, history: Mapping[int, tuple[Sequence[float], Sequence[float]]], width: int,
@@ -34,12 +35,12 @@ def gpu_panel(sample: Any, history: Mapping[int, tuple[Sequence[float], Sequence
         mem_style = load_style(frac * 100) if finite(frac) else ""
         util = Text(no_wrap=True, end="")
         util.append(" util ", style="dim")
-        util.append(fmt_pct(d.util_percent, 4) if d.util_percent is not None else " n/a")
+        util.append(pct_text(d.util_percent, 4) if d.util_percent is not None else " n/a")
         mem = Text(no_wrap=True, end="")
-        mem.append(f"{fmt_bytes(d.mem_used)}/{fmt_bytes(d.mem_total)}", style=mem_style)
+        mem.append(f"{size_text(d.mem_used)}/{size_text(d.mem_total)}", style=mem_style)
         if d.process_mem is not None:
             mem.append(" worker ", style="dim")
-            mem.append(fmt_bytes(d.process_mem), style=WORKER_STYLE)
+            mem.append(size_text(d.process_mem), style=WORKER_STYLE)
         if per_dev == 2:
             head = Text(no_wrap=True, end="")
             head.append(f"#{d.index} ", style="bold")

@@ -14,15 +14,8 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.tui.panels._format import (
-    DASH,
-    clip_words,
-    compact_changes,
-    compact_text,
-    fmt_ms,
-    fmt_rate,
-    short_label,
-)
+from ortop.present import DASH, ms_text, rate_text
+from ortop.tui.panels._format import clip_words, compact_changes, compact_text, short_label
 
 HISTORY_COLUMNS = ("", "#", "change from the row before", "runs", "p50 ms", "p99 ms", "thr", "CPU/run", "verdict")
 CHANGE = 2       # the change column: it takes the room the others leave, at least MIN_CHANGE cells
@@ -140,10 +133,10 @@ def history_rows(history: Sequence[Any], label_width: int = 48,
             Text(str(h.config_id), style="dim"),
             Text(clip_words(row_change(history, i), label_width)),
             Text(f"{h.latency.runs:,}", justify="right"),
-            Text(fmt_ms(h.latency.p50), justify="right", style="bold" if h.best else ""),
-            Text(fmt_ms(h.latency.p99), justify="right"),
-            Text(fmt_rate(h.throughput_per_s), justify="right"),
-            Text(fmt_ms(h.cpu.cpu_ms_per_run), justify="right"),
+            Text(ms_text(h.latency.p50), justify="right", style="bold" if h.best else ""),
+            Text(ms_text(h.latency.p99), justify="right"),
+            Text(rate_text(h.throughput_per_s), justify="right"),
+            Text(ms_text(h.cpu.cpu_ms_per_run), justify="right"),
             verdict_cell(h.verdict),
         ))
     return rows
@@ -162,6 +155,6 @@ def history_detail(rec: Any, before: Any = None) -> Text:
     detail.append(f"\nverdict: {verdict_text(rec.verdict)} · providers {', '.join(rec.providers_active) or '—'}",
                   style="dim")
     lat = rec.latency
-    detail.append(f"\n{lat.runs:,} runs · p50 {fmt_ms(lat.p50)} · p99 {fmt_ms(lat.p99)} ms · "
-                  f"{fmt_rate(rec.throughput_per_s)} · CPU/run {fmt_ms(rec.cpu.cpu_ms_per_run)} ms", style="dim")
+    detail.append(f"\n{lat.runs:,} runs · p50 {ms_text(lat.p50)} · p99 {ms_text(lat.p99)} ms · "
+                  f"{rate_text(rec.throughput_per_s)} · CPU/run {ms_text(rec.cpu.cpu_ms_per_run)} ms", style="dim")
     return detail

@@ -8,8 +8,9 @@ from typing import Any
 
 from rich.text import Text
 
-from ortop.measure.stats import Bucket, LatencyStats, resolved, spark
-from ortop.tui.panels._format import finite, fit, fmt_ms, fmt_rate, join_lines
+from ortop.measure.stats import WINDOW_MIN_RUNS, Bucket, LatencyStats, resolved, spark
+from ortop.present import finite, ms_text, rate_text
+from ortop.tui.panels._format import fit, join_lines
 
 
 def series_columns(series: Sequence[Bucket], width: int, bucket_s: float) -> list[Bucket | None]:
@@ -27,7 +28,6 @@ def series_columns(series: Sequence[Bucket], width: int, bucket_s: float) -> lis
     return slots
 
 
-WINDOW_MIN_RUNS = 20  # a headline resting on fewer runs says how many (the readout widens its window to get them)
 
 
 def span_text(span_s: float) -> str:
@@ -40,8 +40,8 @@ def split_line(traffic: Any, width: int = 200) -> Text | None:
     all runs of the configuration, in the longest wording that fits ``width``."""
     if traffic is None or not getattr(traffic, "open", False):
         return None
-    q = f"{fmt_ms(traffic.queue.p50)}/{fmt_ms(traffic.queue.p99)}"
-    sv = f"{fmt_ms(traffic.service.p50)}/{fmt_ms(traffic.service.p99)}"
+    q = f"{ms_text(traffic.queue.p50)}/{ms_text(traffic.queue.p99)}"
+    sv = f"{ms_text(traffic.service.p50)}/{ms_text(traffic.service.p99)}"
     shed = f" {traffic.dropped} shed" if traffic.dropped else ""
 
     def form(head: str, queue: str, service: str, unit: str) -> Text:
@@ -78,68 +78,11 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     Throughput scales from 0: on its own range 94 against 100 runs/s would look like a crash. With open arrivals
     the sparklines are response time (from each request's arrival), and a line splits it into queue and service.
     """
-    label_w, value_w = 4, 12
-    sw = max(1, width - label_w - value_w)
-    cols = series_columns(series, sw, bucket_s)
-    pad = sw - len(cols)
-    p50 = [b.p50 if b else math.nan for b in cols]
-    p99 = [b.p99 if b else math.nan for b in cols]
-    thr = [b.runs / bucket_s if b else math.nan for b in cols]
     span = span_text(window_s)
-    n = window.runs
-
-    lines: list[Text] = []
-    marker = Text(" " * label_w + " " * pad, no_wrap=True, end="")
-    marker.append("".join("▼" if b is not None and b.marker else " " for b in cols), style="bold yellow")
-    head = f"last {span}" if n >= WINDOW_MIN_RUNS else f"{span}·{n} runs"
-    marker.append(head.rjust(value_w), style="dim")
-    rate = "paused" if paused else fmt_rate(window_rate)
-    rows: list[tuple[str, list[float], str, str, float | None]] = [
-        ("p50", p50, "green", f"{fmt_ms(window.p50)} ms", None),
-        ("p99", p99, "yellow", f"{fmt_ms(window.p99)} ms", None),
-        ("thr", thr, "cyan", rate, 0.0),
-    ]
-    spark_rows = []
-    for name, vals, style, value, lo in rows:
-        line = Text(no_wrap=True, end="")
-        line.append(name.ljust(label_w), style="dim")
-        line.append(" " * pad + spark(vals, len(vals), lo) if vals else " " * sw, style=style)
-        line.append(value.rjust(value_w), style="bold")
-        spark_rows.append(line)
-
-    def now_form(lead: str, sep: str) -> Text:
-        t = Text(no_wrap=True, end="")
-        t.append(f"{lead}{n:,} runs", style="dim")
-        for k in ("p90", "max"):
-            t.append(f"{sep}{k} ", style="dim")
-            t.append(fmt_ms(getattr(window, k)))
-        t.append(" ms", style="dim")
-        return t
-
-    now = fit((now_form(*words) for words in ((f"last {span}: ", " · "), (f"{span}: ", " "))), width)
-
-    def total_form(keys: tuple[str, ...], sep: str, lead: str, rate: bool) -> Text:
-        t = Text(no_wrap=True, end="")
-        t.append(lead, style="bold")
-        for i, k in enumerate(keys):
-            t.append(("" if i == 0 else sep) + ("p99.9" if k == "p999" else k) + " ", style="dim")
-            t.append(fmt_ms(getattr(latency, k)))
-        if keys:
-            t.append(" ms", style="dim")
-        if rate:
-            t.append(" · ", style="dim")
-            t.append(fmt_rate(throughput), style="bold")
-        return t
-
-    # a percentile fewer than one run lies beyond is left out: it would be the slowest run under another name
-    full = tuple(k for k in ("p50", "p99", "p999") if resolved(k, runs))
-    short = tuple(k for k in ("p50", "p99") if resolved(k, runs))
-    lead = f"all {runs:,} runs" + (": " if full else "")
-    total = fit((total_form(*words) for words in ((full, " · ", lead, True), (full, " ", lead, True),
-                                                   (short, " ", lead, True),
-                                                   (short, " ", f"all {runs:,}" + (": " if short else ""), False))),
-                width)  # each wording built only if the longer ones did not fit
-
+    marker, spark_rows = _sparklines(series, window, bucket_s, width, span,
+                                     "paused" if paused else rate_text(window_rate))
+    now = _window_line(window, span, width)
+    total = _total_line(latency, runs, throughput, width)
     split = split_line(traffic, width)
     if split is not None and height >= 5:  # the split is worth more than the totals
         lines = [marker, *spark_rows, split]
@@ -158,3 +101,71 @@ def latency_panel(series: Sequence[Bucket], window: LatencyStats, latency: Laten
     if height > len(lines):
         lines.append(fit(["▼ rebuild  p50, p99: own scale · thr: from 0", "▼ rebuild · thr from 0"], width))
     return join_lines(lines, height)
+
+
+LABEL_W, VALUE_W = 4, 12  # the sparklines' label column and figure column
+
+
+def _sparklines(series: Sequence[Bucket], window: LatencyStats, bucket_s: float, width: int, span: str,
+                rate: str) -> tuple[Text, list[Text]]:
+    """The marker line (``▼`` over each rebuild, the window's header) and the p50, p99 and throughput lines."""
+    sw = max(1, width - LABEL_W - VALUE_W)
+    cols = series_columns(series, sw, bucket_s)
+    pad = sw - len(cols)
+    n = window.runs
+    marker = Text(" " * LABEL_W + " " * pad, no_wrap=True, end="")
+    marker.append("".join("▼" if b is not None and b.marker else " " for b in cols), style="bold yellow")
+    head = f"last {span}" if n >= WINDOW_MIN_RUNS else f"{span}·{n} runs"
+    marker.append(head.rjust(VALUE_W), style="dim")
+    rows: list[tuple[str, list[float], str, str, float | None]] = [
+        ("p50", [b.p50 if b else math.nan for b in cols], "green", f"{ms_text(window.p50)} ms", None),
+        ("p99", [b.p99 if b else math.nan for b in cols], "yellow", f"{ms_text(window.p99)} ms", None),
+        ("thr", [b.runs / bucket_s if b else math.nan for b in cols], "cyan", rate, 0.0),
+    ]
+    spark_rows = []
+    for name, vals, style, value, lo in rows:
+        line = Text(no_wrap=True, end="")
+        line.append(name.ljust(LABEL_W), style="dim")
+        line.append(" " * pad + spark(vals, len(vals), lo) if vals else " " * sw, style=style)
+        line.append(value.rjust(VALUE_W), style="bold")
+        spark_rows.append(line)
+    return marker, spark_rows
+
+
+def _window_line(window: LatencyStats, span: str, width: int) -> Text:
+    """The recent window's run count, p90 and max, in the longest wording that fits."""
+    def form(lead: str, sep: str) -> Text:
+        t = Text(no_wrap=True, end="")
+        t.append(f"{lead}{window.runs:,} runs", style="dim")
+        for k in ("p90", "max"):
+            t.append(f"{sep}{k} ", style="dim")
+            t.append(ms_text(getattr(window, k)))
+        t.append(" ms", style="dim")
+        return t
+
+    return fit((form(*words) for words in ((f"last {span}: ", " · "), (f"{span}: ", " "))), width)
+
+
+def _total_line(latency: LatencyStats, runs: int, throughput: float, width: int) -> Text:
+    """Every run of the configuration: its percentiles (those at least one run lies beyond) and its rate."""
+    def form(keys: tuple[str, ...], sep: str, lead: str, rate: bool) -> Text:
+        t = Text(no_wrap=True, end="")
+        t.append(lead, style="bold")
+        for i, k in enumerate(keys):
+            t.append(("" if i == 0 else sep) + ("p99.9" if k == "p999" else k) + " ", style="dim")
+            t.append(ms_text(getattr(latency, k)))
+        if keys:
+            t.append(" ms", style="dim")
+        if rate:
+            t.append(" · ", style="dim")
+            t.append(rate_text(throughput), style="bold")
+        return t
+
+    # a percentile fewer than one run lies beyond is left out: it would be the slowest run under another name
+    full = tuple(k for k in ("p50", "p99", "p999") if resolved(k, runs))
+    short = tuple(k for k in ("p50", "p99") if resolved(k, runs))
+    lead = f"all {runs:,} runs" + (": " if full else "")
+    return fit((form(*words) for words in ((full, " · ", lead, True), (full, " ", lead, True),
+                                           (short, " ", lead, True),
+                                           (short, " ", f"all {runs:,}" + (": " if short else ""), False))),
+               width)  # each wording built only if the longer ones did not fit

@@ -10,24 +10,14 @@ from typing import Any
 from rich.text import Text
 
 from ortop.measure.stats import spark
-from ortop.tui.panels._format import DASH, WORKER_STYLE, clip, clip_words, fmt_bytes, join_lines
+from ortop.present import DASH, MIB, mb_text, signed_mb, size_text
+from ortop.tui.panels._format import WORKER_STYLE, clip, clip_words, join_lines
 from ortop.tui.panels.history import row_change
 
 TITLE = "Memory · worker RSS"
-MB = 2 ** 20
 GROWTH_MB = 64          # growth since the worker's start shown in yellow beyond this much and GROWTH_FRACTION of it
 GROWTH_FRACTION = 0.25
-
-
-def _mb(n: float | None) -> str:
-    return DASH if n is None or n < 0 else f"{n / MB:.0f} MB"
-
-
-def _signed_mb(n: float) -> str:
-    mbs = n / MB
-    if abs(mbs) < 0.5:
-        return "±0 MB"
-    return f"{mbs:+.0f} MB".replace("-", "\u2212")
+LOW_AVAILABLE = 0.10     # the host's available memory is red below this share of its total
 
 
 def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, height: int) -> Text:
@@ -36,23 +26,23 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
     lines: list[Text] = []
     head = Text(no_wrap=True, end="")
     head.append("RSS ", style="dim")
-    head.append(_mb(mem.rss), style=WORKER_STYLE)
+    head.append(mb_text(mem.rss), style=WORKER_STYLE)
     head.append("  peak ", style="dim")
-    head.append(_mb(mem.rss_peak).removesuffix(" MB") if mem.rss is not None else _mb(mem.rss_peak))
+    head.append(mb_text(mem.rss_peak).removesuffix(" MB") if mem.rss is not None else mb_text(mem.rss_peak))
     # The change since the worker's start (its first build) first: a change against the current build alone hides
     # what earlier builds kept. Then the low point and the change since this build, where the width allows.
     since = mem.since_start
     growth = mem.growth
     if since is not None:  # MB, like the figures before it
         head.append("  ")
-        grown = since > GROWTH_MB * MB and since > GROWTH_FRACTION * (mem.rss_start or 0)
-        head.append(_signed_mb(since).removesuffix(" MB"), style="yellow" if grown else "")
+        grown = since > GROWTH_MB * MIB and since > GROWTH_FRACTION * (mem.rss_start or 0)
+        head.append(signed_mb(since).removesuffix(" MB"), style="yellow" if grown else "")
         head.append(" since start", style="dim")
         extra = []
         if mem.rss_low is not None:
-            extra.append(("low ", _mb(mem.rss_low).removesuffix(" MB")))
+            extra.append(("low ", mb_text(mem.rss_low).removesuffix(" MB")))
         if growth is not None:
-            extra.append((_signed_mb(growth).removesuffix(" MB"), " since build"))
+            extra.append((signed_mb(growth).removesuffix(" MB"), " since build"))
         for a, b in extra:
             if len(head.plain) + 3 + len(a) + len(b) > width:
                 break
@@ -61,7 +51,7 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
             head.append(b, style="" if a == "low " else "dim")
     elif growth is not None:
         head.append("  ")
-        head.append(_signed_mb(growth).removesuffix(" MB"), style="yellow" if growth > GROWTH_MB * MB else "")
+        head.append(signed_mb(growth).removesuffix(" MB"), style="yellow" if growth > GROWTH_MB * MIB else "")
         head.append(" since build", style="dim")
     lines.append(head)
 
@@ -70,14 +60,14 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
     if mem.host_total is None:
         host.append(DASH)
     else:
-        host.append(f"{fmt_bytes(mem.host_used)} used")
+        host.append(f"{size_text(mem.host_used)} used")
         host.append(" · ", style="dim")
         avail = mem.host_available or 0
-        host.append(f"{fmt_bytes(avail)} available", style="red" if avail < 0.1 * mem.host_total else "")
+        host.append(f"{size_text(avail)} available", style="red" if avail < LOW_AVAILABLE * mem.host_total else "")
     worker_gpu = _gpu_worker(gpu_sample)
-    if worker_gpu is not None and len(host.plain) + 6 + len(fmt_bytes(worker_gpu)) <= width:
+    if worker_gpu is not None and len(host.plain) + 6 + len(size_text(worker_gpu)) <= width:
         host.append("  GPU ", style="dim")
-        host.append(fmt_bytes(worker_gpu), style=WORKER_STYLE)
+        host.append(size_text(worker_gpu), style=WORKER_STYLE)
     lines.append(host)
 
     if mem.rebuild is not None:
@@ -97,10 +87,10 @@ def memory_panel(mem: Any, history: Sequence[Any], gpu_sample: Any, width: int, 
         for h in rows[-room:]:
             line = Text(no_wrap=True, end="")
             line.append(f"#{h.config_id} ", style="bold")
-            line.append(f"peak {_mb(h.rss_peak):>7}")
+            line.append(f"peak {mb_text(h.rss_peak):>7}")
             if h.rss_delta is not None:
                 d = h.rss_delta
-                line.append(f" {_signed_mb(d):>8}", style="green" if d < -MB else ("yellow" if d > MB else "dim"))
+                line.append(f" {signed_mb(d):>8}", style="green" if d < -MIB else ("yellow" if d > MIB else "dim"))
             else:
                 line.append(" " * 9)
             # what this row changed from the one before it, as its delta is against that row

@@ -10,17 +10,16 @@ from rich.text import Text
 
 from ortop.config.diff import glance_terms
 from ortop.model.feeds import note_level
+from ortop.present import DASH, ms_text
 from ortop.tui.keymap import MAIN_KEYS, key_display
 from ortop.tui.panels._format import (
     BUSY_STATES,
-    DASH,
     STATE_ICON,
     STATE_STYLE,
     clip_words,
     compact_changes,
     compact_text,
     fit,
-    fmt_ms,
     join_lines,
     lead_forms,
     pace_shortfall,
@@ -64,7 +63,7 @@ def mixed_feeds(feeds: Sequence[str], shapes: Sequence[Any]) -> list[str]:
 def shape_line(row: Any, width: int) -> Text:
     """One shape of a mix: its runs, service p50/p99 and response p99 (what a request of that size waits in all),
     in the longest wording that fits; the response is the last figure to go."""
-    sv, resp = f"{fmt_ms(row.service.p50)}/{fmt_ms(row.service.p99)}", fmt_ms(row.response.p99)
+    sv, resp = f"{ms_text(row.service.p50)}/{ms_text(row.service.p99)}", ms_text(row.response.p99)
 
     def form(*parts: tuple[str, str]) -> Text:
         t = Text(no_wrap=True, end="")
@@ -74,8 +73,8 @@ def shape_line(row: Any, width: int) -> Text:
 
     label = (f"{row.label} ", "bold")
     wordings = (
-        (("shape ", "dim"), label, (f"{row.runs} runs · service p50 {fmt_ms(row.service.p50)} p99 "
-                                    f"{fmt_ms(row.service.p99)} ms · response p99 {resp} ms", "")),
+        (("shape ", "dim"), label, (f"{row.runs} runs · service p50 {ms_text(row.service.p50)} p99 "
+                                    f"{ms_text(row.service.p99)} ms · response p99 {resp} ms", "")),
         (("shape ", "dim"), label, (f"{row.runs} runs · service p50/p99 {sv} · response p99 {resp} ms", "")),
         (label, (f"{row.runs} runs · service {sv} · response p99 {resp} ms", "")),
         (label, (f"service {sv} · response p99 {resp} ms", "")),
@@ -95,7 +94,7 @@ def shapes_summary(rows: Sequence[Any], width: int, more: bool) -> Text:
     counted at the end, never dropped silently."""
     parts = [r.label.split("=", 1) for r in rows]
     one_dim = all(len(p) == 2 for p in parts) and len({p[0] for p in parts}) == 1
-    items = [f"{p[1] if one_dim else r.label} {fmt_ms(r.response.p99)}" for p, r in zip(parts, rows)]
+    items = [f"{p[1] if one_dim else r.label} {ms_text(r.response.p99)}" for p, r in zip(parts, rows)]
     by = f" by {parts[0][0]}" if one_dim else ""
     lead = f"+{len(rows)} more ({SHAPES_KEY}), " if more else ""
     forms = []
@@ -118,10 +117,22 @@ def head_key(snap: Any, width: int, fatal: str | None = None) -> tuple:
 
 def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
     """The panel's lines that change only with a rebuild: state, model, inputs, providers, session and settings."""
-    lines: list[Text] = []
+    lines = [_state_line(snap, width)]
+    if fatal:
+        lines.extend(Text(part, style="bold red", end="") for part in wrap_words(fatal, width, 2))
+    lines += [_model_line(snap, width), _inputs_line(snap, width), _providers_line(snap, width),
+              _session_line(snap, width)]
+    line = Text(no_wrap=True, end="")
+    line.append("settings ", style="dim")
+    line.append(settings_line(snap.profile), style="bold")
+    lines.append(fit([line], width))
+    return lines
+
+
+def _state_line(snap: Any, width: int) -> Text:
+    """The state (with its elapsed time while a rebuild runs), then what is being built or the configuration's id."""
     st = Text(no_wrap=True, end="")
-    busy = snap.state in BUSY_STATES
-    if busy:  # elapsed time matters while a rebuild runs; otherwise the status line has it
+    if snap.state in BUSY_STATES:  # elapsed time matters while a rebuild runs; otherwise the status line has it
         st.append_text(state_text(snap.state, snap.state_elapsed))
     else:
         st.append(f" {STATE_ICON.get(snap.state, '?')} {snap.state} ", style=STATE_STYLE.get(snap.state, "bold"))
@@ -130,10 +141,11 @@ def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
         st.append(" → " + clip_words(changes, max(0, width - len(st.plain) - 3)), style="yellow")
     elif snap.config_id >= 0:
         st.append(f" config #{snap.config_id}", style="dim")
-    lines.append(st)
-    if fatal:
-        lines.extend(Text(part, style="bold red", end="") for part in wrap_words(fatal, width, 2))
+    return st
 
+
+def _model_line(snap: Any, width: int) -> Text:
+    """The model's name, IR version, node count and as many of its commonest ops as fit whole."""
     info = snap.model
     name = os.path.basename(snap.model_path)
     forms = []
@@ -151,8 +163,12 @@ def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
     if info is not None:
         forms.append(Text.assemble(("model ", "dim"), (name, "bold"), (f" {info.num_nodes} nodes", "dim"),
                                    no_wrap=True, end=""))
-    lines.append(fit(forms, width))
+    return fit(forms, width)
 
+
+def _inputs_line(snap: Any, width: int) -> Text:
+    """The fed inputs, a shape mix's dims said as a mix."""
+    info = snap.model
     feeds = snap.feeds or tuple(f"{t.name} {t.dtype}[{','.join(str(d) for d in (t.shape or ()))}]"
                                 for t in (info.inputs if info is not None else ()))
     traffic = getattr(snap, "traffic", None)
@@ -164,8 +180,11 @@ def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
     if any(f.endswith(" mix") for f in feeds):  # narrow: "mix" leads, so it is not the word cut off
         forms.append(Text.assemble(("mix ", "dim"), "; ".join(f.removesuffix(" mix") for f in feeds),
                                    no_wrap=True, end=""))
-    lines.append(fit(forms, width))
+    return fit(forms, width)
 
+
+def _providers_line(snap: Any, width: int) -> Text:
+    """The providers active (red, with those missing, on a silent fallback), or those requested before a build."""
     forms = []
     for full in (True, False):
         line = Text(no_wrap=True, end="")
@@ -180,13 +199,16 @@ def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
         else:
             line.append(", ".join(_provider_short(p) for p in snap.providers_requested) + " (requested)", style="dim")
         forms.append(line)
-    lines.append(fit(forms, width))
+    return fit(forms, width)
 
+
+def _session_line(snap: Any, width: int) -> Text:
+    """The session's build and first-run times, its restarts and the worker's pid where they fit."""
     forms = []
-    for create, pid in ((f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms", True),
-                        (f"create {fmt_ms(snap.create_ms)} ms · first run {fmt_ms(snap.first_run_ms)} ms", False),
-                        (f"create {fmt_ms(snap.create_ms)} · first run {fmt_ms(snap.first_run_ms)} ms", False),
-                        (f"{fmt_ms(snap.create_ms)} ms · 1st run {fmt_ms(snap.first_run_ms)} ms", False)):
+    for create, pid in ((f"create {ms_text(snap.create_ms)} ms · first run {ms_text(snap.first_run_ms)} ms", True),
+                        (f"create {ms_text(snap.create_ms)} ms · first run {ms_text(snap.first_run_ms)} ms", False),
+                        (f"create {ms_text(snap.create_ms)} · first run {ms_text(snap.first_run_ms)} ms", False),
+                        (f"{ms_text(snap.create_ms)} ms · 1st run {ms_text(snap.first_run_ms)} ms", False)):
         line = Text(no_wrap=True, end="")
         line.append("session ", style="dim")
         line.append(create)
@@ -195,13 +217,7 @@ def model_head(snap: Any, width: int, fatal: str | None = None) -> list[Text]:
         if pid and snap.worker_pid:
             line.append(f" · pid {snap.worker_pid}", style="dim")
         forms.append(line)
-    lines.append(fit(forms, width))
-
-    line = Text(no_wrap=True, end="")
-    line.append("settings ", style="dim")
-    line.append(settings_line(snap.profile), style="bold")
-    lines.append(fit([line], width))
-    return lines
+    return fit(forms, width)
 
 
 def model_panel(snap: Any, width: int, height: int, fatal: str | None = None,

@@ -23,12 +23,13 @@ from typing import Any
 from rich.text import Text
 
 from ortop.config.replicas import describe_share
-from ortop.tui.panels._format import DASH, WORKER_STYLE, clip, fmt_ms, fmt_rate, join_lines
+from ortop.present import DASH, ms_text, rate_text
+from ortop.tui.panels._format import WORKER_STYLE, clip, join_lines
 
 TITLE = "Replicas · per session"
 REPLICA_STYLES = ("bold magenta", "bold blue")  # neighbours alternate, so adjacent shares read apart
-RATE_W = 7   # fmt_rate's widest, "10.0k/s"
-MS_W = 6     # fmt_ms is at most five cells below 100 s ("12345"); one more keeps the columns apart
+RATE_W = 7   # rate_text's widest, "10.0k/s"
+MS_W = 6     # ms_text is at most five cells below 100 s ("12345"); one more keeps the columns apart
 GAP = 2      # between two grid cells
 TABLE, GRID, SHORT = "table", "grid", "short"
 
@@ -100,18 +101,18 @@ def replicas_rows(replicas: Sequence[Any], width: int, height: int) -> int:
 
 def _figures(line: Text, r: Any, short: bool) -> None:
     """A replica's runs/s, then (unless ``short``) its p50 and p99, right-aligned in fixed widths."""
-    line.append(fmt_rate(r.throughput_per_s).rjust(RATE_W), style="bold")
+    line.append(rate_text(r.throughput_per_s).rjust(RATE_W), style="bold")
     if short:
         return
-    line.append(" " + fmt_ms(r.latency.p50).rjust(MS_W), style="green")
-    line.append(" " + fmt_ms(r.latency.p99).rjust(MS_W), style="yellow")
+    line.append(" " + ms_text(r.latency.p50).rjust(MS_W), style="green")
+    line.append(" " + ms_text(r.latency.p99).rjust(MS_W), style="yellow")
 
 
 def _total(throughput: float, rss: int | None, n: int, width: int) -> Text:
     """``total 1.6k/s · RSS 212 MB · 2 sessions, one worker``: the sum, and the process all replicas share; the
     words go before the figures when the width is short."""
     # MB as the memory panel writes the worker's RSS beside it (2**20 bytes)
-    rate, mem = fmt_rate(throughput), f"{rss / 2 ** 20:.0f} MB" if rss is not None and rss >= 0 else DASH
+    rate, mem = rate_text(throughput), f"{rss / 2 ** 20:.0f} MB" if rss is not None and rss >= 0 else DASH
     for head, sep, tail in (("total ", " · RSS ", f" · {n} sessions, one worker"), ("total ", " · RSS ", ""),
                             ("", " · RSS ", ""), ("", " ", "")):
         if len(head) + len(rate) + len(sep) + len(mem) + len(tail) <= width:

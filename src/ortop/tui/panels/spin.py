@@ -10,20 +10,8 @@ from typing import Any
 from rich.text import Text
 
 from ortop.measure.stats import spark
-from ortop.tui.panels._format import (
-    DASH,
-    WORKER_STYLE,
-    bar,
-    clip_words,
-    finite,
-    fit,
-    fmt_cores,
-    fmt_ms,
-    fmt_pct,
-    join_lines,
-    load_style,
-    wrap_terms,
-)
+from ortop.present import DASH, cores_text, finite, ms_text, pct_text
+from ortop.tui.panels._format import WORKER_STYLE, bar, clip_words, fit, join_lines, load_style, wrap_terms
 
 
 def average_threads(samples: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
@@ -62,7 +50,7 @@ def gaps_lines(gaps: Sequence[Any], width: int) -> list[Text]:
     wrapped over two lines rather than cut."""
     if not any(g.runs for g in gaps):
         return []
-    terms = [f"{g.label.replace(' ms', '')}: {fmt_ms(g.p99_ms) if g.runs else DASH}" for g in gaps]
+    terms = [f"{g.label.replace(' ms', '')}: {ms_text(g.p99_ms) if g.runs else DASH}" for g in gaps]
     for lead in ("p99 after an idle gap of (ms): ", "p99 after idle (ms): ", "p99 by idle ms: "):
         parts = wrap_terms(terms, width, lead, max_lines=2)
         if "… +" not in parts[-1]:
@@ -118,14 +106,14 @@ def _cost_lines(cost: Any, width: int) -> list[Text]:
     lines: list[Text] = []
     line = Text(no_wrap=True, end="")
     line.append("CPU/run ", style="dim")
-    line.append(f"{fmt_ms(cost.cpu_ms_per_run)} ms", style="bold")
+    line.append(f"{ms_text(cost.cpu_ms_per_run)} ms", style="bold")
     line.append(" · ", style="dim")
-    line.append(fmt_cores(cost.process_cpu_percent), style=WORKER_STYLE)
+    line.append(cores_text(cost.process_cpu_percent), style=WORKER_STYLE)
     line.append(" avg", style="dim")
     for label, tail in ((" · in Run() ", " of the time"), (" · in Run ", ""), (" · busy ", "")):
-        if len(line.plain) + len(label) + len(fmt_pct(cost.busy_percent)) + len(tail) <= width:
+        if len(line.plain) + len(label) + len(pct_text(cost.busy_percent)) + len(tail) <= width:
             line.append(label, style="dim")
-            line.append(fmt_pct(cost.busy_percent))
+            line.append(pct_text(cost.busy_percent))
             line.append(tail, style="dim")
             break
     lines.append(line)
@@ -174,7 +162,7 @@ def _history_and_threads(lines: list[Text], threads: Sequence[Any], width: int, 
         now = vals[-1]
         line = Text(no_wrap=True, end="")
         line.append("worker ", style="dim")
-        value = fmt_cores(now)
+        value = cores_text(now)
         sw = max(1, width - 7 - len(value) - 1)
         hi = max([100.0] + [v for v in vals[-sw:] if finite(v)])
         line.append(spark(vals, sw, 0.0, hi).rjust(sw), style=WORKER_STYLE)

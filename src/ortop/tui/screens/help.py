@@ -19,8 +19,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ortop.measure.compare import MARGIN_PCT
+from ortop.measure.stats import WINDOW_MAX_S, WINDOW_MIN_RUNS, runs_needed
 from ortop.tui.keymap import CAPACITY_KEYS, HISTORY_KEYS, MAIN_KEYS, SETTINGS_KEYS, TUNE_KEYS, key_display
-from ortop.tui.panels import cpu, memory, replicas
+from ortop.tui.panels import cpu, memory, replicas, spin
 from ortop.tui.screens._base import Responsive
 
 UNITS: tuple[tuple[str, str], ...] = (
@@ -50,8 +51,17 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
     period the CPU meters cover (they are read every frame); ``slow_s``: the period the per-thread and worker-CPU
     figures are averaged over.
     """
-    since = "this configuration since its build or the last reset (r)"
-    kept = f"its last {CONFIG_RING:,} runs at most"
+    return (*_meter_sections(meter_s, slow_s), *_figure_sections(bucket_s, window_s, meter_s),
+            *_list_sections())
+
+
+SINCE = "this configuration since its build or the last reset (r)"
+KEPT = f"its last {CONFIG_RING:,} runs at most"
+
+
+def _meter_sections(meter_s: float, slow_s: float) -> tuple[tuple[str, Rows], ...]:
+    """The status line, the CPU meters and the spin panel."""
+    since, kept = SINCE, KEPT
     return (
         ("Status line (top)", (
             ("● measuring 12 s", "the state and how long it has lasted: ⟳ building / warming (a rebuild under way), "
@@ -81,7 +91,8 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
              "near 100 % in a closed loop"),
             ("between runs N ms/s", f"CPU the worker burned while no Run() was in flight, per second of wall time "
              f"(idle pool threads spinning), over {kept}; = X% of its CPU: that share of all it burned; "
-             "n/a with concurrent callers, whose runs overlap; a new session shows it from its 20th run"),
+             "n/a with concurrent callers, whose runs overlap; a new session shows it from its "
+             f"{spin.SPIN_MIN_RUNS}th run"),
             ("in ███▒▒▒ between", "the same split as a bar: █ CPU inside Run(), ▒ CPU between runs"),
             ("p99 after idle (ms)", "open arrivals: service p99 (ms) by the idle gap before a run (< 1, 1–10, "
              "10–100, ≥ 100 ms); a slow long-gap bucket is a pool waking from sleep"),
@@ -96,10 +107,18 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             ("  pool", "ORT's intra-op thread pool (and any other thread a session starts): spinning shows here; a "
              "pins it, one thread a core"),
         )),
+    )
+
+
+def _figure_sections(bucket_s: float, window_s: float, meter_s: float) -> tuple[tuple[str, Rows], ...]:
+    """The latency, replicas, model, GPU and memory panels."""
+    since, kept = SINCE, KEPT
+    return (
         ("Latency", (
             ("p50 ▁▂█ 0.345 ms", f"one column per {_s(bucket_s)}, newest at the right, a gap where no run ended "
              f"(a pause, a rebuild); the figure at the right is the median over the span headed above it (last "
-             f"{_s(window_s)}, widened at low rates up to 30 s to hold 20 runs; \"12 s·7 runs\" when fewer)"),
+             f"{_s(window_s)}, widened at low rates up to {_s(WINDOW_MAX_S)} to hold {WINDOW_MIN_RUNS} runs; "
+             "\"12 s·7 runs\" when fewer)"),
             ("p99 ▇▇█ 7.71 ms", f"the same for the 99th percentile of each {_s(bucket_s)}; the figure over that span"),
             ("thr ▂▄▃ 1.1k/s", f"runs finished per second in each {_s(bucket_s)}; the figure: runs served per second "
              "over that span, \"paused\" while paused"),
@@ -109,7 +128,8 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
             (f"last {window_s:g} s: N runs", f"the runs that ended in the last {_s(window_s)} (the "
              "same span as the figures above): their count, p90 and max"),
             ("all 8,413 runs: p50…", f"{since}: its run count, p50, p99, p99.9 over {kept}, and "
-             "runs/s over its whole measured time; p99 shows from 100 runs and p99.9 from 1,000 (with fewer, "
+             f"runs/s over its whole measured time; p99 shows from {runs_needed('p99'):,} runs and p99.9 from "
+             f"{runs_needed('p999'):,} (with fewer, "
              "no run lies beyond them)"),
             ("queue a/b + service c/d", "open arrivals (poisson, fixed, trace): response = wait in the queue + service "
              "(inside Run()), p50/p99 ms over all runs (q, svc when narrow); the sparklines are then response "
@@ -139,13 +159,21 @@ def legend(bucket_s: float = 0.5, window_s: float = 5.0, meter_s: float = 0.5,
         )),
         (memory.TITLE, (
             ("RSS 97 MB peak 97", "the worker's resident memory now, and its peak in this configuration"),
-            ("±0 since build", "growth since the session was built (yellow above 64 MB)"),
-            ("host used · available", "the host's memory (available in red below 10 %); GPU: the worker's"),
+            ("±0 since build", f"growth since the session was built (yellow above {memory.GROWTH_MB} MB)"),
+            ("host used · available", f"the host's memory (available in red below {memory.LOW_AVAILABLE * 100:g} "
+             "%); GPU: the worker's"),
             ("RSS ▂▅███", "this configuration's RSS, one value a second (the highest), the last two minutes"),
             ("⚠ RSS rising steadily", "RSS kept growing over the last minutes: how much and how fast, a slow leak?"),
             ("#0 peak 97 MB +3 MB", "each configuration's peak RSS, its change from the row before, and what "
              "the configuration changed"),
         )),
+    )
+
+
+def _list_sections() -> tuple[tuple[str, Rows], ...]:
+    """The events panel, the history screen and tune's leaderboard."""
+    kept = KEPT
+    return (
         ("Events", (
             ("12.3 · text ×4", "seconds since ortop started; · info, ! warning, ✗ error; ×4: repeated four times "
              "(grouped); ORT's own log lines start with ORT:"),

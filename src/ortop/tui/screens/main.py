@@ -17,11 +17,12 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
+from ortop.present import finite
 from ortop.tui.keymap import MAIN_KEYS
 from ortop.tui.messages import CatchUp
 from ortop.tui.meters import Meters
 from ortop.tui.panels import cpu, events, gpu, latency, memory, model, replicas, spin, status
-from ortop.tui.panels._format import BUSY_STATES, finite, pace_shortfall
+from ortop.tui.panels._format import BUSY_STATES, pace_shortfall
 from ortop.tui.widgets import KeyBar, Panel
 
 

@@ -18,7 +18,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ortop.measure.stats import resolved, runs_needed
-from ortop.tui.panels._format import DASH, Cell, fmt_ms
+from ortop.present import DASH, ms_text
+from ortop.tui.panels._format import Cell
 from ortop.tui.screens._base import Responsive, fill_table, table_room
 from ortop.tui.widgets import FitFooter
 
@@ -47,7 +48,7 @@ def figure(x: float, key: str, runs: int) -> str:
     """A percentile in ms, "—" when ``runs`` are too few to read it; an exact 0 (no queue) as 0."""
     if not resolved(key, runs):
         return DASH
-    return "0" if x == 0 else fmt_ms(x)
+    return "0" if x == 0 else ms_text(x)
 
 
 def share_text(share: float) -> str:
