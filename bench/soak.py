@@ -15,10 +15,12 @@ configuration's ring fills at the served rate over most of an hour instead of in
 builds one that needs no file (a chain of 32 MatMul 256×256 over a free dim ``rows``: 384, 768 and 1536 rows cost
 about 12, 26 and 45 ms on one thread of a 2-core x86 host; pick a ``--rate`` above what the host serves). It prints
 the UI's and the worker's RSS at minutes 1 and 5 and then every 5, the UI's CPU share over minutes 5–15 and over
-the last ten minutes, and what the live view's summary says was offered, served and shed. Flat means: from minute 5
-on both RSS stay within 2 MB, and the UI's CPU over the last ten minutes is no more than over minutes 5–15 (5 % and
-0.05 points of slack for noise) and at most 2 % of a core. Run it on a quiet host: the UI's CPU is its own process
-time, but a loaded host slows the worker (fewer runs served) and makes every figure noisier.
+the last ten minutes, and what the live view's summary says was offered, served and shed; beside each figure, the
+host's steal and the CPU every other process took over the same minutes (a UI figure that moved with them is the
+host's, not the UI's). Flat means: from minute 5 on both RSS stay within 2 MB, and the UI's CPU over the last ten
+minutes is no more than over minutes 5–15 (5 % and 0.05 points of slack for noise) and at most 2 % of a core. Run
+it on a quiet host: the UI's CPU is its own process time, but a loaded host slows the worker (fewer runs served)
+and makes every figure noisier.
 """
 
 from __future__ import annotations
@@ -117,13 +119,30 @@ def _open_marks(minutes: float) -> list[float]:
     return marks
 
 
-def _cpu_share(samples: list[dict], a_min: float, b_min: float) -> float:
-    """The UI's CPU over [a, b] minutes, % of one core, from the cumulative CPU of the samples nearest to a and b."""
+def _cpu_share(samples: list[dict], a_min: float, b_min: float, key: str = "cpu_s") -> float:
+    """The UI's CPU over [a, b] minutes, % of one core, from the cumulative CPU of the samples nearest to a and b
+    (``key``: another cumulative CPU figure of the samples: the host's steal, the other processes' CPU)."""
     if b_min <= a_min or not samples:
         return math.nan
     a = min(samples, key=lambda s: abs(s["t_s"] - a_min * 60))
     b = min(samples, key=lambda s: abs(s["t_s"] - b_min * 60))
-    return 100 * (b["cpu_s"] - a["cpu_s"]) / (b["t_s"] - a["t_s"]) if b["t_s"] > a["t_s"] else math.nan
+    if key not in a or key not in b:
+        return math.nan
+    return 100 * (b[key] - a[key]) / (b["t_s"] - a["t_s"]) if b["t_s"] > a["t_s"] else math.nan
+
+
+def _host_cpu(tree: list[psutil.Process]) -> dict:
+    """The host's cumulative steal and the CPU of every process outside ``tree`` (the UI and its worker), seconds:
+    a window whose UI figure moved can then be read against what the host did beside it."""
+    t = psutil.cpu_times()
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0)
+    own = 0.0
+    for p in tree:
+        try:
+            own += sum(p.cpu_times()[:4])  # user, system and their children's
+        except psutil.Error:
+            pass
+    return {"steal_s": getattr(t, "steal", 0.0), "others_s": busy - own}
 
 
 def soak_open(model: str, minutes: float, rate: float, dim: str, threads: int, tmp: str) -> dict:
@@ -151,12 +170,15 @@ def soak_open(model: str, minutes: float, rate: float, dim: str, threads: int, t
             worker = _worker(proc)
             s = {"t_s": time.monotonic() - t0, "cpu_s": sum(proc.cpu_times()[:2]),
                  "ui_mb": proc.memory_info().rss / MB,
-                 "worker_mb": worker.memory_info().rss / MB if worker else math.nan}
+                 "worker_mb": worker.memory_info().rss / MB if worker else math.nan,
+                 **_host_cpu([proc, *([worker] if worker else [])])}
             samples.append(s)
             at = s["t_s"] / 60
             if any(abs(at - m) < 0.25 for m in marks):
                 cpu = _cpu_share(samples, max(0.0, at - 5), at) if at >= 5 - 0.25 else math.nan
-                said = f"  UI CPU {cpu:.2f} % over the last 5 min" if math.isfinite(cpu) else ""
+                host = (f" (host: steal {_cpu_share(samples, at - 5, at, 'steal_s'):.2f} %, other processes "
+                        f"{_cpu_share(samples, at - 5, at, 'others_s'):.1f} % of a core)")
+                said = f"  UI CPU {cpu:.2f} % over the last 5 min{host}" if math.isfinite(cpu) else ""
                 print(f"    open {at:5.1f} min  UI {s['ui_mb']:6.1f} MB  worker {s['worker_mb']:6.1f} MB{said}",
                       flush=True)
             if target >= seconds:
@@ -203,6 +225,10 @@ def report_open(result: dict) -> bool:
           f"worker {min(wk):.1f}–{max(wk):.1f} MB (span {wk_span:.1f})")
     print(f"    open: UI CPU {first:.2f} % of a core over minutes {SETTLE_MIN:g}–{min(15.0, minutes):g}, "
           f"{last:.2f} % over minutes {last_from:g}–{minutes:g}")
+    for name, (a, b) in (("first", (SETTLE_MIN, min(15.0, minutes))), ("last", (last_from, minutes))):
+        print(f"    open: beside the {name} stretch the host's steal was "
+              f"{_cpu_share(samples, a, b, 'steal_s'):.2f} % and other processes took "
+              f"{_cpu_share(samples, a, b, 'others_s'):.1f} % of a core")
     checks = {f"RSS within {FLAT_MB:g} MB from minute {SETTLE_MIN:g}": ui_span <= FLAT_MB and wk_span <= FLAT_MB,
               "UI CPU over the last ten minutes no more than over minutes 5–15": last <= max(first, 0) * 1.05 + 0.05,
               f"UI CPU ≤ {CPU_CEILING:g} % of a core": last <= CPU_CEILING}
@@ -222,8 +248,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=60.0, help="open: Poisson arrivals per second (default 60: more "
                     "than the built-in model serves on one thread)")
     ap.add_argument("--dim", default=None, help=f"open: the shape mix (default {MIX_DIM}, the built-in model's)")
-    ap.add_argument("--json", metavar="FILE", help="open: write every sample (t_s, cpu_s, ui_mb, worker_mb) and the "
-                    "live view's summary to FILE")
+    ap.add_argument("--json", metavar="FILE", help="open: write every sample (t_s, cpu_s, ui_mb, worker_mb, "
+                    "steal_s, others_s) and the live view's summary to FILE")
     args = ap.parse_args()
     modes = {m.strip() for m in args.modes.split(",") if m.strip()}
     if not modes or modes - {"headless", "tui", "open"}:
