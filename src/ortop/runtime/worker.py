@@ -300,7 +300,10 @@ class Worker:
     def _flush_live(self, force: bool = False) -> None:
         loop = self.loop
         now = time.perf_counter_ns()
-        if loop is None or (not force and now - self.last_flush < FLUSH_NS):
+        # a replayed schedule's end is said at once (its last runs with it), not at the next batch: a headless
+        # replay stops on it, and its offered rate counts the time until then
+        ended = loop is not None and loop.ended.is_set() and not self.trace_said
+        if loop is None or (not force and not ended and now - self.last_flush < FLUSH_NS):
             return
         rows = loop.take()
         cpu_now = time.process_time_ns()
