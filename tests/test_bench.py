@@ -57,9 +57,9 @@ def test_compare_at_twice_what_the_model_serves_says_the_rate_was_not_kept(batch
     assert "← rate not kept" in text.stdout and "[not a paced answer" in text.stdout, text.stdout
 
 
-def test_tune_at_twice_what_the_model_serves_marks_every_raced_candidate(batch_model, env):  # noqa: F811
+def test_tune_at_three_times_what_the_model_serves_marks_every_raced_candidate(batch_model, env):  # noqa: F811
     ceiling = closed_loop_per_s(batch_model)
-    rate = 2 * ceiling
+    rate = 3 * ceiling  # a ceiling read in a stall is low: at twice it, a faster candidate once kept the rate
     r = ortop("tune", batch_model, "--dim", "batch=64", "--rate", f"{rate:.0f}", "--arrival",
               "poisson", "--budget", 12, "--json", env=env, timeout=120)
     assert r.returncode == 0, r.stderr
