@@ -1,6 +1,6 @@
 """What every panel shares: bars, clipping and wrapping, line stacking, the compact form of a configuration, the
-paced-rate check and the state badge. Numbers are written by :mod:`ortop.present.units` (imported here for the
-panels).
+paced-rate check and the state badge. Numbers are written by :mod:`ortop.present.units`, which the panels import
+directly.
 
 One convention for CPU: a process's CPU time is counted in cores (``1.10 cores``: htop's 110 %), a share of
 something (a core, the host, the wall time) in per cent.
