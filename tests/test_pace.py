@@ -122,6 +122,48 @@ def test_a_blocks_drain_is_not_a_backlog():
     assert pace.block_span(4.6, 10, math.nan, 4.0) == 4.6
 
 
+def drained_blocks(rate: float, window_s: float, blocks: int, service_ms: float, seed: int) -> pace.Pace:
+    """Blocks as tune and compare record them: Poisson arrivals at ``rate`` over each block's window, every one
+    served to its response (one server, each run ``service_ms`` ± 10 %) before the next block starts."""
+    rng = np.random.default_rng(seed)
+    arrived, wall, responses = 0, 0.0, []
+    for _ in range(blocks):
+        n = int(rng.poisson(rate * window_s))
+        arrive = np.sort(rng.uniform(0.0, window_s, n))
+        free = 0.0
+        for t in arrive:
+            start = max(t, free)
+            free = start + service_ms / 1e3 * rng.uniform(0.9, 1.1)
+            responses.append(free - t)
+        arrived += n
+        wall += max(window_s, free)
+    r = np.array(responses) * 1e3
+    return pace.of_blocks(arrived, window_s * blocks, arrived, arrived / wall, blocks, float(np.median(r)), 0, rate,
+                          float(r.min()), 1)
+
+
+def test_blocks_that_drain_every_backlog_are_judged_on_the_fastest_response():
+    """Blocks of 0.16 s at 60/s offered to a model of 40 ms a run: each drains its backlog before the next starts, so
+    what arrived and what was served balance, yet no server of 40 ms a run keeps 60/s. The fastest response bounds
+    the service from below, and at that floor the arrivals fill the server more than once over: not kept. At 15/s
+    (60 % of the server) the same blocks are kept."""
+    over = [drained_blocks(60.0, 0.16, 15, 40.0, seed) for seed in range(200)]
+    assert not any(p.kept() for p in over)
+    assert all("served 2" in p.text() for p in over), over[0].text()  # ~24/s: its runs over the time they took
+    fine = [drained_blocks(15.0, 0.16, 15, 40.0, seed) for seed in range(200)]
+    assert sum(p.kept() for p in fine) >= 0.95 * len(fine)
+
+
+def test_the_fastest_response_decides_only_when_it_fills_the_servers():
+    # 140 arrived over 2.4 s (58/s), all served: at a 40 ms floor one server is 2.3 times full, four are not
+    assert not pace.kept(140, 140, 0, 2.4, servers=1, service_floor_ms=40.0)
+    assert pace.kept(140, 140, 0, 2.4, servers=4, service_floor_ms=40.0)
+    assert pace.kept(140, 140, 0, 2.4, servers=1, service_floor_ms=10.0)
+    assert pace.kept(140, 140, 0, 2.4, servers=0, service_floor_ms=40.0)  # servers unknown: the counts decide
+    # a known mean service still decides alone
+    assert pace.kept(140, 140, 0, 2.4, service_ms=10.0, servers=1, service_floor_ms=40.0)
+
+
 # ---- the callers: compare's and tune's figures --------------------------------------------------------------------
 def config_figures(offered: float, served: float, runs: int, blocks: int, p50_ms: float, dropped: int = 0):
     from ortop.engine.ab import ConfigFigures

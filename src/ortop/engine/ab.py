@@ -54,7 +54,7 @@ from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
 from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, usable_pairs
 from ortop.measure.gate import Gate
-from ortop.measure.pace import Pace, of_blocks, words
+from ortop.measure.pace import Pace, of_blocks, servers_of, words
 from ortop.measure.stats import json_num as _num
 from ortop.measure.stats import latency_stats
 from ortop.model.feeds import note_level
@@ -130,6 +130,7 @@ class ConfigFigures:
     agreement_note: str = ""         # why the outputs were not compared, when they were not
     rss_growth_mib: float = math.nan # the worker's resident memory at its last measured block less at its first
     queued_blocks: int = 0           # open arrivals: blocks whose window ended with requests still waiting
+    fastest_ms: float = math.nan     # its fastest response: a lower bound of its service (measure.pace.kept)
     shapes: tuple[ShapeFigures, ...] = ()  # per input shape of a mix or trace (() with one shape)
 
     def pace(self) -> Pace:
@@ -140,7 +141,7 @@ class ConfigFigures:
         arrived = self.runs + self.dropped
         window = arrived / self.offered_per_s if self.offered_per_s > 0 else math.nan
         return of_blocks(arrived, window, self.runs, self.throughput_per_s, self.blocks, self.p50_ms, self.dropped,
-                         offered_rate(self.profile))
+                         offered_rate(self.profile), self.fastest_ms, servers_of(self.profile.workload))
 
     def kept(self) -> bool:
         """The requests that arrived were served at their pace (:func:`ortop.measure.pace.kept`): its figures
@@ -584,7 +585,7 @@ class Interleaving:
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
                                 arrived / offered_s if arrived and offered_s > 0 else math.nan, dropped,
                                 *_gap_figures(self._long_gap[i]), **self._model_figures(i, info),
-                                queued_blocks=self._queued[i],
+                                queued_blocks=self._queued[i], fastest_ms=st.min,
                                 shapes=shape_figures(lat, shape_of, info.get("shape_labels") or ()))
             figures.append(fig)
             if not fig.kept():

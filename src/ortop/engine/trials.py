@@ -87,6 +87,7 @@ class Figures:
     arrived: int = -1             # open arrivals counted over its blocks' windows (-1: not counted)
     shed: int = 0
     window_s: float = math.nan    # those windows together
+    fastest_ms: float = math.nan  # its fastest response: a lower bound of its service (:func:`ortop.measure.pace.kept`)
 
     def value(self, metric: str) -> float:
         return {"p50": self.p50_ms, "p99": self.p99_ms, "throughput": self.throughput_per_s,
@@ -113,7 +114,7 @@ def figures(blocks: Sequence[Block]) -> Figures:
     counted = all(b.arrived >= 0 for b in blocks)
     return Figures(p50, p99, runs / wall if wall > 0 else math.nan, cpu_per_run, len(blocks), runs,
                    sum(b.arrived for b in blocks) if counted else -1, sum(b.shed for b in blocks),
-                   sum(b.window_s for b in blocks) if counted else math.nan)
+                   sum(b.window_s for b in blocks) if counted else math.nan, st.min)
 
 
 def p99_interval(blocks: Sequence[Block]) -> tuple[float, float, float]:
@@ -152,18 +153,21 @@ def pace_of(f: Figures, profile: Profile) -> str:
     blocks' arrivals were served in (:func:`ortop.measure.pace.block_span`), allowing for that count's own Poisson
     spread (:func:`ortop.measure.pace.kept`). A closed loop has nothing to keep."""
     from ortop.engine.traffic import offered_rate
-    from ortop.measure.pace import Pace, block_span, of_blocks, words
+    from ortop.measure.pace import Pace, block_span, of_blocks, servers_of, words
 
     asked = offered_rate(profile)
     if not f.blocks or not asked > 0 or not f.throughput_per_s > 0:
         return ""
+    servers = servers_of(profile.workload)
     if f.arrived > 0 and f.window_s > 0:
-        pace = of_blocks(f.arrived, f.window_s, f.runs, f.throughput_per_s, f.blocks, f.p50_ms, f.shed, asked)
+        pace = of_blocks(f.arrived, f.window_s, f.runs, f.throughput_per_s, f.blocks, f.p50_ms, f.shed, asked,
+                         f.fastest_ms, servers)
         return "" if pace.kept() else f"rate not kept: {pace.text()}"
     wall = f.runs / f.throughput_per_s
     # never below half the wall time: a block's drain past its window as long as the window is a backlog's
     span = block_span(wall, f.blocks, f.p50_ms, wall / 2)
-    if Pace(asked * span, f.runs, 0, span, asked_per_s=asked, counted=False).kept():
+    if Pace(asked * span, f.runs, 0, span, servers=servers, asked_per_s=asked, counted=False,
+            service_floor_ms=f.fastest_ms).kept():
         return ""
     return f"rate not kept: {words(math.nan, f.throughput_per_s, 0, asked)}"
 

@@ -23,6 +23,12 @@ The rule (:func:`kept`), in order:
    kept rather than guess. ``arrived`` may be an expected count (the asked rate × the time) where what arrived was
    not counted; the allowance is then the asked rate's own Poisson spread.
 
+Where the mean service is not known, the fastest response seen (``service_floor_ms``) still bounds it from below: no
+request is served faster than the fastest one was answered. When even that floor fills the servers (arrivals per
+second × floor / servers reaches 1/KEEP_RATIO), the rate was not kept, whatever the counts say. Short blocks need
+this: a block that records its window's arrivals each to its response drains its whole backlog before the next one
+starts, so its counts always balance, though at 60/s offered to a model of 40 ms a run the server could never keep up.
+
 Counts over a few requests prove nothing either way: callers that show a verdict as it forms (the live view's
 status line) wait for MIN_ARRIVALS and SETTLE_S first (:func:`settled`).
 """
@@ -57,10 +63,11 @@ def backlog_allowed(arrived: float) -> float:
 
 
 def kept(arrived: float, served: float, shed: int, window_s: float, service_ms: float = math.nan,
-         servers: int = 0) -> bool:
+         servers: int = 0, service_floor_ms: float = math.nan) -> bool:
     """Whether the requests that arrived over ``window_s`` were served at their pace (the module docstring says
     the rule and why). ``service_ms``: the mean time a request keeps its server busy, with ``servers`` the callers
-    serving the arrivals (0: unknown); without them the counts decide."""
+    serving the arrivals (0: unknown); without them the counts decide, unless ``service_floor_ms`` (the fastest
+    response, a lower bound of the service) already fills the servers."""
     if shed > 0:
         return False
     if not arrived > 0:
@@ -68,6 +75,8 @@ def kept(arrived: float, served: float, shed: int, window_s: float, service_ms: 
     u = utilisation(arrived, window_s, service_ms, servers)
     if math.isfinite(u):
         return KEEP_RATIO * u < 1.0
+    if KEEP_RATIO * utilisation(arrived, window_s, service_floor_ms, servers) >= 1.0:
+        return False
     return arrived - served <= backlog_allowed(arrived)
 
 
@@ -97,15 +106,17 @@ def block_span(wall_s: float, blocks: int, response_p50_ms: float, floor_s: floa
 
 
 def of_blocks(arrived: int, window_s: float, runs: int, served_per_s: float, blocks: int, response_p50_ms: float,
-              shed: int = 0, asked_per_s: float = math.nan) -> Pace:
+              shed: int = 0, asked_per_s: float = math.nan, fastest_ms: float = math.nan, servers: int = 0) -> Pace:
     """What blocks of open arrivals say of the pace: ``arrived`` requests over their windows (``window_s`` in all),
     ``runs`` served at ``served_per_s`` over their wall time. Each block records the requests that arrived in its
     window, each to its response, so its runs end up to a response time after the window: the arrivals are judged
-    at their rate over the time the runs took, less a median response per block (:func:`block_span`)."""
+    at their rate over the time the runs took, less a median response per block (:func:`block_span`). The fastest
+    response (``fastest_ms``, with the ``servers`` that served them) bounds the service from below (:func:`kept`)."""
     offered = arrived / window_s if window_s > 0 else math.nan
     wall = runs / served_per_s if served_per_s > 0 else window_s
     span = block_span(wall, blocks, response_p50_ms, window_s)
-    return Pace(offered * span, runs, shed, span, asked_per_s=asked_per_s)
+    return Pace(offered * span, runs, shed, span, servers=servers, asked_per_s=asked_per_s,
+                service_floor_ms=fastest_ms, busy_s=wall)
 
 
 
@@ -135,6 +146,8 @@ class Pace:
     servers: int = 0
     asked_per_s: float = math.nan
     counted: bool = True
+    service_floor_ms: float = math.nan  # the fastest response: a lower bound of the service (nan: unknown)
+    busy_s: float = math.nan            # blocks: the whole time their runs took (``window_s`` is less the drains)
 
     @classmethod
     def of_rates(cls, offered_per_s: float, served_per_s: float, shed: int, window_s: float,
@@ -155,8 +168,13 @@ class Pace:
         return utilisation(self.arrived, self.window_s, self.service_ms, self.servers)
 
     def kept(self) -> bool:
-        return kept(self.arrived, self.served, self.shed, self.window_s, self.service_ms, self.servers)
+        return kept(self.arrived, self.served, self.shed, self.window_s, self.service_ms, self.servers,
+                    self.service_floor_ms)
 
     def text(self) -> str:
-        """:func:`words` of its rates."""
-        return words(self.offered_per_s, self.served_per_s, self.shed, self.asked_per_s)
+        """:func:`words` of its rates. A rate not kept reads its runs over the whole time they took (``busy_s``,
+        where given): a backlogged server was busy throughout, and that is the rate it delivered."""
+        served = self.served_per_s
+        if self.busy_s > 0 and not self.kept():
+            served = self.served / self.busy_s
+        return words(self.offered_per_s, served, self.shed, self.asked_per_s)
