@@ -131,6 +131,25 @@ def _cpu_share(samples: list[dict], a_min: float, b_min: float, key: str = "cpu_
     return 100 * (b[key] - a[key]) / (b["t_s"] - a["t_s"]) if b["t_s"] > a["t_s"] else math.nan
 
 
+def _rise(samples: list[dict], first: tuple[float, float], last: tuple[float, float]) -> tuple[float, float, float]:
+    """The UI's CPU (% of a core) over ``last`` less over ``first`` (minutes), from the per-sample shares inside
+    each, with a 90 % interval (Welch's normal approximation): a mean over twenty 30-s samples moves by its own
+    spread, and a rise within it is not one."""
+    import numpy as np
+
+    def shares(a: float, b: float) -> np.ndarray:
+        out = [100 * (s1["cpu_s"] - s0["cpu_s"]) / (s1["t_s"] - s0["t_s"]) for s0, s1 in zip(samples, samples[1:])
+               if a * 60 - 1 <= s0["t_s"] and s1["t_s"] <= b * 60 + 1 and s1["t_s"] > s0["t_s"]]
+        return np.array(out, dtype=float)
+
+    e, late = shares(*first), shares(*last)
+    if e.size < 2 or late.size < 2:
+        return math.nan, math.nan, math.nan
+    d = float(late.mean() - e.mean())
+    se = math.sqrt(e.var(ddof=1) / e.size + late.var(ddof=1) / late.size)
+    return d, d - 1.645 * se, d + 1.645 * se
+
+
 def _host_cpu(tree: list[psutil.Process]) -> dict:
     """The host's cumulative steal and the CPU of every process outside ``tree`` (the UI and its worker), seconds:
     a window whose UI figure moved can then be read against what the host did beside it."""
@@ -229,6 +248,10 @@ def report_open(result: dict) -> bool:
         print(f"    open: beside the {name} stretch the host's steal was "
               f"{_cpu_share(samples, a, b, 'steal_s'):.2f} % and other processes took "
               f"{_cpu_share(samples, a, b, 'others_s'):.1f} % of a core")
+    rise, lo, hi = _rise(samples, (SETTLE_MIN, min(15.0, minutes)), (last_from, minutes))
+    print(f"    open: the rise from one stretch to the other, over its {30:g}-s samples: {rise:+.2f} points "
+          f"(90 % interval {lo:+.2f}…{hi:+.2f}); an interval that holds 0 is a rise these samples cannot tell "
+          f"from their own spread")
     checks = {f"RSS within {FLAT_MB:g} MB from minute {SETTLE_MIN:g}": ui_span <= FLAT_MB and wk_span <= FLAT_MB,
               "UI CPU over the last ten minutes no more than over minutes 5–15": last <= max(first, 0) * 1.05 + 0.05,
               f"UI CPU ≤ {CPU_CEILING:g} % of a core": last <= CPU_CEILING}
