@@ -120,7 +120,7 @@ def test_a_refresh_reads_no_more_runs_as_the_ring_fills(mix_model, monkeypatch) 
     s.run(60)                       # minute 2: 6 000–12 000 runs kept
     early = dict(counts)
     s.run(7 * 60)                   # the ring fills and turns over
-    c = s.mon._current
+    c = s.mon.st.current
     assert c.runs > CONFIG_RING and len(c.ring) == CONFIG_RING
     counts.update(stats=0, copied=0)
     s.run(60)                       # minute 10: 50 000 runs kept
@@ -139,7 +139,7 @@ def test_figures_kept_between_recomputations_are_the_ones_over_every_kept_run(mi
     s = Session(mix_model, rate=20.0)
     s.build()
     s.run(300)
-    c = s.mon._current
+    c = s.mon.st.current
     snap = s.mon.snapshot()
     fresh = stats.latency_stats(c.latency_ms())
     assert abs(snap.latency.runs - fresh.runs) < readout_mod.STALE_SHARE * len(c.ring) + 1
@@ -157,7 +157,7 @@ def test_the_counters_are_current_at_every_refresh_whatever_the_figures_age(mix_
     seen = []
 
     def current(snap: Snapshot) -> None:
-        c = s.mon._current
+        c = s.mon.st.current
         t = snap.traffic
         assert t is not None and (t.dropped, t.queue_len) == (c.counters.dropped, c.counters.queue_len)
         assert (t.served_per_s, snap.throughput_per_s) == (c.throughput(), c.throughput())
@@ -180,7 +180,7 @@ def test_rebuilds_do_not_each_keep_a_full_ring(mix_model) -> None:
         s.run(10)
         s.build(**{"session.allow_spinning": i % 2 == 0})
     s.run(10)
-    stores = list(s.mon._stores.values())
+    stores = list(s.mon.st.stores.values())
     assert len(stores) == 19
     finished, live = stores[:-1], stores[-1]
     assert all(c.ring.capacity <= c.runs + SETTLE_SPARE for c in finished)

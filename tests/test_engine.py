@@ -97,8 +97,8 @@ def test_measures_a_small_model(monitors, matmul_model):
     assert s.cpu.cpu_ms_per_run > 0 and math.isfinite(s.cpu.cpu_ms_per_run)
     # CPU between runs is measured per run, except in a closed loop of runs under FAST_RUN_MS (the per-run clock
     # would cost a visible share of them; there is no gap between runs there anyway): then it is not measured.
-    with mon._lock:
-        tracked = bool((mon._stores[s.config_id].ring.view()[:, 2] >= 0).all())
+    with mon.st.lock:
+        tracked = bool((mon.st.stores[s.config_id].ring.view()[:, 2] >= 0).all())
     assert math.isfinite(s.cpu.cpu_ms_between_runs_per_s) == tracked
     if lat.mean >= 2 * FAST_RUN_MS:
         assert tracked

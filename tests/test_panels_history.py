@@ -114,8 +114,10 @@ def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
     """A row left at "measuring…" forever: once another configuration replaced it, it gets no more runs."""
     import numpy as np
 
+    from ortop.engine.monitor_state import MonitorState
     from ortop.engine.readout import Readout
     from ortop.engine.store import ConfigStore
+    from ortop.measure.series import Series
 
     def store(cid: int, runs: int) -> ConfigStore:
         c = ConfigStore(cid, Profile())
@@ -125,11 +127,11 @@ def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
         return c
 
     r = Readout.__new__(Readout)
-    r._verify = None
+    r.st = MonitorState(Series(0.5, 10))
     first, short, last = store(0, 200), store(1, 5), store(2, 200)
-    r._current = short
+    r.st.current = short
     assert r._row_verdict(short, first, short.ring.view()).kind == "measuring"  # still running: it may get more
-    r._current = last
+    r.st.current = last
     settled = r._row_verdict(short, first, short.ring.view())
     assert settled.kind != "measuring" and settled.short == "too few runs"
     assert "5 runs" in settled.text and "20" in settled.text

@@ -28,8 +28,8 @@ def test_snapshots_do_not_recompute_figures_over_every_kept_run(matmul_model, mo
     mon = Monitor(matmul_model, prof, clock=lambda: clock[0])  # not started: its stores are filled here
     c = ConfigStore(0, mon.start_profile)
     c.info = {"create_ms": 1.0, "first_run_ms": 1.0}
-    mon._stores[0] = c
-    mon._current = c
+    mon.st.stores[0] = c
+    mon.st.current = c
     computed: list[int] = []
     figures = store_mod.T.figures
 

@@ -9,9 +9,10 @@ tell drift from effect: such a history row is "unverified". :meth:`Monitor.verif
 configurations as sessions in the running worker and interleaving them for a few seconds (see
 :mod:`ortop.engine.verify`, a part of this class kept in its own module, and ``engine.ab``).
 
-Over ~480 lines: the worker's lifecycle and its messages share one lock and one state machine
-(:class:`State`), and are kept together. The parts that only read that state (readout) or borrow the worker
-(verify) are mixins in modules of their own, each declaring what it uses; the pieces with no share in it live
+Over ~450 lines: the worker's lifecycle and its messages share one lock and one state machine
+(:class:`State`), and are kept together. Everything the monitor holds is one declared object,
+:class:`~ortop.engine.monitor_state.MonitorState` (``self.st``); the parts that only read it (readout) or borrow the
+worker (verify) are mixins in modules of their own that reach the same object; the pieces with no share in it live
 beside it (store, snapshot, schedule, verdicts, events, ab).
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -28,8 +28,9 @@ import numpy as np
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
-from ortop.engine.events import EventLog, built_text, worker_line
+from ortop.engine.events import built_text, worker_line
 from ortop.engine.memory import WorkerMemory, leak_check
+from ortop.engine.monitor_state import MonitorState
 from ortop.engine.placement import build_message
 from ortop.engine.readout import Readout
 from ortop.engine.snapshot import (
@@ -81,41 +82,8 @@ class Monitor(Verification, Readout):
         self.bucket_s = bucket_s
         self.window_s = window_s
         self._t0 = clock()
-        self._lock = threading.RLock()
-        self._worker: Any = None                  # engine.workerproc.WorkerProc
-        self._worker_offset: float | None = None  # monitor clock − worker perf clock (s), set by the first samples
-        self._worker_key: tuple | None = None     # the restart key the worker was started with
-        self._in_worker: set[int] = set()         # config ids with a session built in the worker
-        self._stores: OrderedDict[int, ConfigStore] = OrderedDict()
-        self._next_id = 0                         # history rows: 0, 1, 2… (see _new_id)
-        self._next_temp_id = 0
-        self._current: ConfigStore | None = None
-        self._pending: ConfigStore | None = None
-        # The row id of the live build the worker is working on (sent, not answered yet). While one is in flight a
-        # newer apply only replaces ``_pending``: the worker builds the latest settings next, not every one asked
-        # for on the way (ten quick presses build two sessions, not ten), and a superseded build's session is
-        # dropped as soon as it is answered (kept, each held the model's weights and arena for good).
-        self._in_flight: int | None = None
-        self._worker_mem = WorkerMemory()
-        self._good: Profile | None = None
-        self._state: State = State.STARTING
-        self._state_since = 0.0
-        self._events = EventLog()
-        self._noted: set[str] = set()             # feed notes already logged (each once per session, not per build)
-        self._series = Series(bucket_s, SERIES_LEN)
-        self._record_cache: dict[int, tuple[tuple, float, ConfigRecord]] = {}  # config id -> (key, when, record)
-        self._live_cache: dict[tuple[str, int], tuple[int, float, Any]] = {}  # the running one's traffic, replicas
-        self._deaths: list[float] = []
-        self._restarts = 0
-        self._stopping = False
-        self._fatal: str | None = None
-        self._worker_has_session = False
-        self._verify = None  # a verification under way (engine.verify)
-        self._verify_pool = OrderedDict()  # what earlier verifications of a pair of rows measured (engine.verify)
-        self._ready = threading.Event()
+        self.st = MonitorState(Series(bucket_s, SERIES_LEN))  # everything below reads and writes it
         self.schedule_ended = threading.Event()  # the live configuration's finite schedule (a trace) was served
-        self._changed = threading.Condition(self._lock)
-        self._generation = 0
 
     @property
     def generation(self) -> int:
@@ -123,7 +91,7 @@ class Monitor(Verification, Readout):
 
         A view polls it to skip a snapshot when nothing but the figures could have changed.
         """
-        return self._generation
+        return self.st.generation
 
     # ---- public API ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -132,12 +100,12 @@ class Monitor(Verification, Readout):
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until the first session is measuring, or has failed (then :attr:`fatal` says why)."""
-        return self._ready.wait(timeout)
+        return self.st.ready.wait(timeout)
 
     @property
     def fatal(self) -> str | None:
         """Why the monitor cannot measure at all (first build failed, or a run error), or None."""
-        return self._fatal
+        return self.st.fatal
 
     def now(self) -> float:
         return self.clock() - self._t0
@@ -152,9 +120,9 @@ class Monitor(Verification, Readout):
         profile = replace(profile, model=self.model_path)
         self._check(profile)
         self._cancel_verify("a new profile was applied")
-        with self._lock:
-            self._generation += 1
-            current = self._good or self.start_profile
+        with self.st.lock:
+            self.st.generation += 1
+            current = self.st.good or self.start_profile
             if profile.restart_key() != current.restart_key():
                 self._event("info", "environment or global thread pool changed: restarting the worker")
                 self._kill_worker()
@@ -170,42 +138,42 @@ class Monitor(Verification, Readout):
 
     def reset_stats(self) -> None:
         """Forget the running configuration's runs and the live series (history rows are kept)."""
-        with self._lock:
-            if self._current is not None:
-                self._current.clear()
-                self._record_cache.pop(self._current.config_id, None)
-            self._series.clear()
-            self._state_since = self.now()  # "measuring N s" counts from the reset, like the runs
+        with self.st.lock:
+            if self.st.current is not None:
+                self.st.current.clear()
+                self.st.record_cache.pop(self.st.current.config_id, None)
+            self.st.series.clear()
+            self.st.state_since = self.now()  # "measuring N s" counts from the reset, like the runs
             self._event("info", "statistics reset")
 
     def stop(self) -> None:
         """Stop the worker and wait for it (idempotent)."""
         self._cancel_verify("stopped", wait=False)
-        with self._lock:
-            self._stopping = True
+        with self.st.lock:
+            self.st.stopping = True
             self._set_state(State.STOPPED)
         self._kill_worker(graceful=True)
 
     def add_event(self, level: str, text: str) -> None:
         """Views log their own actions (saves, exports) in the same event list."""
-        with self._lock:
+        with self.st.lock:
             self._event(level, text)
 
     def worker_pid(self) -> int | None:
-        w = self._worker
+        w = self.st.worker
         return w.pid if w is not None else None
 
     def config_runs(self, config_id: int) -> np.ndarray:
         """Latencies (ms) of one configuration's kept runs."""
-        with self._lock:
-            c = self._stores.get(config_id)
+        with self.st.lock:
+            c = self.st.stores.get(config_id)
             return c.latency_ms() if c is not None else np.zeros(0)
 
     def config_tally(self, config_id: int) -> tuple[np.ndarray, int]:
         """One configuration's kept latencies (ms) and how many runs it has recorded since its last reset, read
         together: a reader that polls the ring learns how many went by unseen."""
-        with self._lock:
-            c = self._stores.get(config_id)
+        with self.st.lock:
+            c = self.st.stores.get(config_id)
             return (c.latency_ms(), c.runs) if c is not None else (np.zeros(0), 0)
 
     # ---- internals: worker lifecycle -----------------------------------------------------------------------
@@ -216,64 +184,64 @@ class Monitor(Verification, Readout):
 
     def _new_id(self) -> int:
         """An id for a session that is no history row (a verification's): numbered apart, so rows stay dense."""
-        self._next_temp_id += 1
-        return TEMP_ID_BASE + self._next_temp_id
+        self.st.next_temp_id += 1
+        return TEMP_ID_BASE + self.st.next_temp_id
 
     def _new_row_id(self) -> int:
-        cid = self._next_id
-        self._next_id += 1
+        cid = self.st.next_id
+        self.st.next_id += 1
         return cid
 
     def _spawn(self, profile: Profile) -> int:
         from ortop.engine.workerproc import launch
 
-        with self._lock:
+        with self.st.lock:
             w = launch(self.model_path, profile.env, self._on_message, self._on_exit,
                        warn=lambda text: self._event("warning", text))
-            self._worker = w
-            self._worker_key = profile.restart_key()
-            self._worker_offset = None
-            self._in_worker = set()
-            self._in_flight = None
-            self._worker_mem = WorkerMemory()
-            self._worker_has_session = False
+            self.st.worker = w
+            self.st.worker_key = profile.restart_key()
+            self.st.worker_offset = None
+            self.st.in_worker = set()
+            self.st.in_flight = None
+            self.st.worker_mem = WorkerMemory()
+            self.st.worker_has_session = False
             self._set_state(State.BUILDING)
             return self._send_build(profile)
 
     def _send_build(self, profile: Profile) -> int:
-        with self._lock:
+        with self.st.lock:
             cid = self._new_row_id()
             changes = changes_between(self.start_profile, profile)
-            self._pending = ConfigStore(cid, profile, label=label_of(changes), changes=changes, started=self.now())
-            if self._in_flight is not None:
+            self.st.pending = ConfigStore(cid, profile, label=label_of(changes), changes=changes, started=self.now())
+            if self.st.in_flight is not None:
                 return cid  # sent when the build under way is answered (_answered)
-            self._in_flight = cid
+            self.st.in_flight = cid
         self._send(build_message(cid, profile))
         return cid
 
     def _answered(self, cid: int, built: bool) -> None:
         """The worker answered the build of row ``cid``: a superseded one's session is dropped, and the latest
         settings asked for meanwhile are built next."""
-        if cid != self._in_flight:
+        if cid != self.st.in_flight:
             return
-        self._in_flight = None
-        superseded = cid not in self._stores and (self._pending is None or self._pending.config_id != cid)
+        self.st.in_flight = None
+        superseded = cid not in self.st.stores and (self.st.pending is None or self.st.pending.config_id != cid)
         if built and superseded:
             self._send(proto.Drop(cid))
-            self._in_worker.discard(cid)
-        pending = self._pending
+            self.st.in_worker.discard(cid)
+        pending = self.st.pending
         if pending is not None and pending.config_id != cid:
-            self._in_flight = pending.config_id
+            self.st.in_flight = pending.config_id
             self._send(build_message(pending.config_id, pending.profile))
 
     def _send(self, msg: Any) -> None:
-        w = self._worker
+        w = self.st.worker
         if w is not None:
             w.send(msg)
 
     def _kill_worker(self, graceful: bool = False) -> None:
-        w = self._worker
-        self._worker = None
+        w = self.st.worker
+        self.st.worker = None
         if w is not None:
             w.stop(graceful=graceful)
 
@@ -281,71 +249,71 @@ class Monitor(Verification, Readout):
         try:
             self._handle(msg)
         except Exception as exc:  # a bad message must not kill the receiver silently
-            with self._lock:
+            with self.st.lock:
                 self._event("error", f"internal: cannot handle worker message {type(msg).__name__}: {exc}")
 
     def _on_exit(self, w) -> None:
-        with self._lock:
-            v = self._verify
+        with self.st.lock:
+            v = self.st.verify
             if v is not None and v.interleaving is not None and v.temp_ids:
                 v.interleaving.abort("the worker process died")
-            if self._stopping or w is not self._worker and self._worker is not None:
+            if self.st.stopping or w is not self.st.worker and self.st.worker is not None:
                 return  # stopped on purpose, or replaced by a restart
-            if w is not self._worker:
+            if w is not self.st.worker:
                 return
             code = w.exitcode
             why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             self._event("error", f"worker process died ({why})")
-            self._worker = None
+            self.st.worker = None
             now = self.now()
-            self._deaths = [d for d in self._deaths if now - d < RESTART_WINDOW_S] + [now]
-            good = self._good
-            if good is None or len(self._deaths) > RESTART_LIMIT:
+            self.st.deaths = [d for d in self.st.deaths if now - d < RESTART_WINDOW_S] + [now]
+            good = self.st.good
+            if good is None or len(self.st.deaths) > RESTART_LIMIT:
                 self._fail(f"the worker died ({why}) and was not restarted")
                 return
-            self._restarts += 1
+            self.st.restarts += 1
             self._event("info", "restarting the worker with the last good profile")
             self._spawn(good)
 
     def _handle(self, msg: Any) -> None:
-        v = self._verify
+        v = self.st.verify
         if v is not None and v.interleaving is not None and v.temp_ids:
             if getattr(msg, "config_id", None) in v.temp_ids or isinstance(msg, proto.AlternationDone):
                 v.interleaving.deliver(msg, 0)
-        with self._lock:
+        with self.st.lock:
             if isinstance(msg, proto.Samples):
                 self._add_samples(msg)
                 return
-            self._generation += 1
+            self.st.generation += 1
             if isinstance(msg, proto.State):
                 self._worker_state(msg)
             elif isinstance(msg, proto.Built):
-                if self._pending is not None and self._pending.config_id == msg.config_id:
+                if self.st.pending is not None and self.st.pending.config_id == msg.config_id:
                     self._built(msg.config_id, msg.info)
-                elif msg.config_id in self._stores:
-                    self._stores[msg.config_id].info = msg.info
-                    self._in_worker.add(msg.config_id)
+                elif msg.config_id in self.st.stores:
+                    self.st.stores[msg.config_id].info = msg.info
+                    self.st.in_worker.add(msg.config_id)
                 self._answered(msg.config_id, built=True)
             elif isinstance(msg, proto.BuildFailed):
-                superseded = msg.config_id == self._in_flight and self._pending is not None \
-                    and self._pending.config_id != msg.config_id
-                if self._pending is not None and self._pending.config_id == msg.config_id:
+                superseded = msg.config_id == self.st.in_flight and self.st.pending is not None \
+                    and self.st.pending.config_id != msg.config_id
+                if self.st.pending is not None and self.st.pending.config_id == msg.config_id:
                     self._build_failed(msg.message)
-                elif msg.config_id in self._stores:
+                elif msg.config_id in self.st.stores:
                     self._event("error", f"session #{msg.config_id} failed to build: {msg.message}")
                 elif superseded:
                     self._event("warning", f"superseded settings #{msg.config_id} failed to build: {msg.message}")
                 self._answered(msg.config_id, built=False)
             elif isinstance(msg, proto.BlockDone):
-                c = self._stores.get(msg.config_id)
+                c = self.st.stores.get(msg.config_id)
                 if c is not None:
                     c.block_done(msg.seq, msg.t_start_ns, msg.t_end_ns, msg.cpu_ns, msg.cpu_between_ns)
             elif isinstance(msg, proto.ScheduleEnded):
-                if self._current is not None and msg.config_id == self._current.config_id:
+                if self.st.current is not None and msg.config_id == self.st.current.config_id:
                     self.schedule_ended.set()
                     self._event("info", "the trace was replayed whole")
             elif isinstance(msg, proto.RunError):
-                if self._current is not None and msg.config_id == self._current.config_id:
+                if self.st.current is not None and msg.config_id == self.st.current.config_id:
                     self._event("error", f"Run() failed: {msg.message}")
                     self._fail(f"the model failed at run time: {msg.message}")
                 else:
@@ -356,17 +324,17 @@ class Monitor(Verification, Readout):
                     self._event(level, msg.line)
                 else:
                     self._event(*worker_line(msg.line))
-            self._changed.notify_all()
+            self.st.changed.notify_all()
 
     def _worker_state(self, msg: proto.State) -> None:
         name = msg.name
         # Failed stays failed until a build succeeds: the worker's "measuring" right after "built" (before a
         # --strict-providers pause reaches it) and its "paused" must not hide the failure.
-        if self._fatal is not None and name in ("measuring", "paused", "idle", "alternating"):
+        if self.st.fatal is not None and name in ("measuring", "paused", "idle", "alternating"):
             return
-        if name == "idle" and (self._current is not None or self._pending is not None):
+        if name == "idle" and (self.st.current is not None or self.st.pending is not None):
             return  # between a build and the RunLive that follows it
-        if self._verify is not None and not self._verify.paused:
+        if self.st.verify is not None and not self.st.verify.paused:
             self._set_state(State.VERIFYING)
             return
         mapping = {"building": State.BUILDING, "warming": State.WARMING, "measuring": State.MEASURING,
@@ -375,48 +343,48 @@ class Monitor(Verification, Readout):
             self._set_state(mapping[name])
 
     def _build_failed(self, message: str) -> None:
-        if self._pending is not None and self._pending.config_id == self._next_id - 1:
-            self._next_id -= 1  # no row was made: the next one takes its number
-        self._pending = None
-        if self._current is None:
+        if self.st.pending is not None and self.st.pending.config_id == self.st.next_id - 1:
+            self.st.next_id -= 1  # no row was made: the next one takes its number
+        self.st.pending = None
+        if self.st.current is None:
             if message.startswith("the first run failed"):
                 self._event("error", message)
                 self._fail(message)
             else:
                 self._event("error", f"session failed to build: {message}")
                 self._fail(f"cannot build a session: {message}")
-        elif not self._worker_has_session and self._good is not None:
+        elif not self.st.worker_has_session and self.st.good is not None:
             # A fresh worker (environment change) has nothing to fall back on: bring back the last good.
             self._event("error", f"rebuild failed: {message}; restarting with the previous settings")
             self._kill_worker()
-            self._spawn(self._good)
+            self._spawn(self.st.good)
         else:
             self._event("error", f"rebuild failed, previous session kept: {message}")
             self._set_state(State.MEASURING)
 
     def _fail(self, message: str) -> None:
-        self._fatal = message
+        self.st.fatal = message
         self._set_state(State.FAILED)
-        self._ready.set()
+        self.st.ready.set()
 
     def _built(self, cid: int, info: dict) -> None:
-        pending = self._pending
+        pending = self.st.pending
         assert pending is not None
-        self._pending = None
-        fresh_worker = not self._worker_has_session
-        self._worker_has_session = True
-        self._in_worker.add(cid)
+        self.st.pending = None
+        fresh_worker = not self.st.worker_has_session
+        self.st.worker_has_session = True
+        self.st.in_worker.add(cid)
         pending.info = info
         pending.started = self.now()
-        prev = self._current
-        self._current = pending
-        self._stores[cid] = pending
-        self._good = pending.profile
-        growth = self._worker_mem.built(repr(pending.profile.to_dict(full=True)), info.get("rss_after", -1))
+        prev = self.st.current
+        self.st.current = pending
+        self.st.stores[cid] = pending
+        self.st.good = pending.profile
+        growth = self.st.worker_mem.built(repr(pending.profile.to_dict(full=True)), info.get("rss_after", -1))
         if growth is not None:
             self._event("warning", f"memory: {growth.text()}")
-        self._fatal = None
-        self._series.mark(self.now())
+        self.st.fatal = None
+        self.st.series.mark(self.now())
         requested = [p for p in info["providers_requested"] if p != "CPUExecutionProvider"]
         missing = [p for p in requested if p not in info["providers_active"]]
         strict_fail = False
@@ -431,34 +399,34 @@ class Monitor(Verification, Readout):
             else:
                 self._event("warning", text)
         self._send(proto.RunLive(cid))
-        if prev is not None and prev.config_id in self._in_worker and prev.config_id != cid:
+        if prev is not None and prev.config_id in self.st.in_worker and prev.config_id != cid:
             self._send(proto.Drop(prev.config_id))
-            self._in_worker.discard(prev.config_id)
+            self.st.in_worker.discard(prev.config_id)
         if strict_fail:
             return
         self._event("info", built_text(info, prev.profile if prev is not None else None, pending.profile,
                                        "the worker was restarted" if fresh_worker else ""))
         for note in info.get("notes", []):
-            if note not in self._noted:  # the same feeds on every rebuild: said once, not ×12
-                self._noted.add(note)
+            if note not in self.st.noted:  # the same feeds on every rebuild: said once, not ×12
+                self.st.noted.add(note)
                 self._event(note_level(note), note)
-        self._ready.set()
+        self.st.ready.set()
 
     def _add_samples(self, msg: proto.Samples) -> None:
-        c = self._stores.get(msg.config_id)
+        c = self.st.stores.get(msg.config_id)
         rows = msg.rows
-        if self._worker_offset is None and len(rows):
+        if self.st.worker_offset is None and len(rows):
             # Map the worker's perf_counter to the monitor clock once per worker.
-            self._worker_offset = self.now() - msg.wall_ns / 1e9 - rows[0, R.Col.START] / 1e9
-        t = rows[:, R.Col.START] / 1e9 + (self._worker_offset or 0.0)
+            self.st.worker_offset = self.now() - msg.wall_ns / 1e9 - rows[0, R.Col.START] / 1e9
+        t = rows[:, R.Col.START] / 1e9 + (self.st.worker_offset or 0.0)
         if c is not None:
             c.add(rows, msg.wall_ns, msg.cpu_ns, t, msg.block, getattr(msg, "traffic", None))
             rss = getattr(msg, "rss", -1)
             if rss >= 0:
                 self._rss_sample(c, rss)
-                self._worker_mem.sample(rss)
+                self.st.worker_mem.sample(rss)
         if len(rows):  # response time: service plus the time the request waited (open arrivals)
-            self._series.add(t, R.response_ms(rows))
+            self.st.series.add(t, R.response_ms(rows))
 
     def _rss_sample(self, c: ConfigStore, rss: int) -> None:
         """The worker's RSS at a flush: the configuration's peak and series; a steady rise logged once as a leak."""
@@ -473,11 +441,11 @@ class Monitor(Verification, Readout):
             self._event("warning", f"memory: {leak.text()} (configuration #{c.config_id})")
 
     def _set_state(self, state: State) -> None:
-        if state != self._state:
-            self._state = state
-            self._state_since = self.now()
-            self._generation += 1
+        if state != self.st.state:
+            self.st.state = state
+            self.st.state_since = self.now()
+            self.st.generation += 1
 
     def _event(self, level: str, text: str) -> None:
-        self._generation += 1
-        self._events.add(self.now(), level, text)
+        self.st.generation += 1
+        self.st.events.add(self.now(), level, text)

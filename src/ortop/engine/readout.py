@@ -10,8 +10,6 @@ a replaced configuration's ring give back the room it no longer needs (:meth:`Co
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -20,13 +18,13 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
-from ortop.engine.events import EventLog, seconds_text
-from ortop.engine.memory import MemoryInfo, WorkerMemory, host_memory
+from ortop.engine.events import seconds_text
+from ortop.engine.memory import MemoryInfo, host_memory
+from ortop.engine.monitor_state import MonitorState
 from ortop.engine.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import MIN_VERDICT_RUNS, sequential_verdict
 from ortop.measure import stats
-from ortop.measure.series import Series
 from ortop.measure.stats import WINDOW_MAX_S, WINDOW_MIN_RUNS
 from ortop.model.inspect import ModelInfo
 
@@ -46,26 +44,13 @@ STALE_MAX_S = 30.0           # figures are this old): their cost per second then
 class Readout:
     """The monitor's figures (see the module docstring)."""
 
-    # The monitor's state this part reads (set in Monitor.__init__); it writes only the record cache (and settles
-    # replaced configurations' rings).
+    # What of the monitor this part reads (``st``, made in Monitor.__init__); it writes only the record cache (and
+    # settles replaced configurations' rings).
     model_path: str
     info: ModelInfo
     start_profile: Profile
     window_s: float
-    _lock: threading.RLock
-    _stores: OrderedDict[int, ConfigStore]
-    _current: ConfigStore | None
-    _pending: ConfigStore | None
-    _good: Profile | None
-    _state: State
-    _state_since: float
-    _events: EventLog
-    _series: Series
-    _restarts: int
-    _verify: Any
-    _record_cache: dict[int, tuple[tuple, float, ConfigRecord]]   # config id -> (key, when, record)
-    _worker_mem: WorkerMemory
-    _live_cache: dict[tuple[str, int], tuple[int, float, Any]]  # (what, config id) -> (runs, when, figures)
+    st: MonitorState
 
     # The monitor's methods this part calls.
     now: Callable[[], float]
@@ -73,11 +58,11 @@ class Readout:
     _progress: Callable[[], VerifyProgress | None]
 
     def _row_verdict(self, c: ConfigStore, prev: ConfigStore | None, rows: np.ndarray) -> RowVerdict | str:
-        v = self._verify
+        v = self.st.verify
         if v is not None and v.config_id == c.config_id:
             il = v.interleaving
             measuring = il is not None and il.phase == "measuring"
-            done = f" {il.elapsed():.0f}/{seconds_text(v.seconds)}" if measuring else ""
+            done = f" {il.elapsed():.0f}/{seconds_text(v.seconds)}" if il is not None and measuring else ""
             return RowVerdict("verifying", f"verifying…{done}",
                               f"interleaving #{c.config_id} with #{v.against_id}{done}", (), "", v.against_id)
         if c.verdict is not None:
@@ -86,7 +71,7 @@ class Readout:
             return ""
         verdict = sequential_verdict(prev.config_id, prev.profile, prev.ring.kept()[:, T.RESPONSE], c.profile,
                                      rows[:, T.RESPONSE])
-        if verdict.kind == "measuring" and c is not self._current:
+        if verdict.kind == "measuring" and c is not self.st.current:
             # it will get no more runs: the row settles, saying why there is no verdict
             few = c if len(rows) < MIN_VERDICT_RUNS else prev
             whose = "this configuration" if few is c else f"#{prev.config_id}"
@@ -116,41 +101,41 @@ class Readout:
         many only when a share of them is new (see STALE_SHARE): percentiles and the verdict over CONFIG_RING runs
         cost milliseconds each, and the UI asks for a snapshot several times a second. In between, the counters
         (throughput, CPU per run) are read again into the record kept."""
-        v = self._verify
+        v = self.st.verify
         il = v.interleaving if v is not None and v.config_id == c.config_id else None
         key = (c.runs, c.wall_ns, prev.config_id if prev else None, prev.runs if prev else None, c.verdict_gen,
-               int(il.elapsed()) if il is not None else None, c is self._current)
-        hit = self._record_cache.get(c.config_id)
+               int(il.elapsed()) if il is not None else None, c is self.st.current)
+        hit = self.st.record_cache.get(c.config_id)
         if hit is not None and hit[0] == key:
             return hit[2]
-        if hit is not None and c is self._current and hit[0][4:] == key[4:] and (
+        if hit is not None and c is self.st.current and hit[0][4:] == key[4:] and (
                 (now - hit[1] < RECORD_REFRESH_S and hit[2].latency.runs >= 0.9 * len(c.ring))  # < 1 s, < 10 %
                 or (hit[0][2:4] == key[2:4] and fresh_enough(c.runs - hit[0][0], len(c.ring), now - hit[1]))):
             rec = self._record(c, prev, earlier=hit[2])  # the counters read again, the figures over the runs kept
-            self._record_cache[c.config_id] = (hit[0], hit[1], rec)
+            self.st.record_cache[c.config_id] = (hit[0], hit[1], rec)
             return rec
-        if c.row and self._current is not None and c is not self._current:
+        if c.row and self.st.current is not None and c is not self.st.current:
             c.settle()  # replaced: it gets no more runs
         rec = self._record(c, prev)
-        self._record_cache[c.config_id] = (key, now, rec)
+        self.st.record_cache[c.config_id] = (key, now, rec)
         return rec
 
     def _memory(self, cur: ConfigStore | None, host: tuple[int | None, int | None]) -> MemoryInfo:
         if cur is None:
             return MemoryInfo(host_total=host[0], host_available=host[1])
         built = cur.info.get("rss_after", -1)
-        wm = self._worker_mem
+        wm = self.st.worker_mem
         return MemoryInfo(rss=cur.rss_last, rss_peak=cur.rss_peak, rss_built=built if built >= 0 else None,
                           host_total=host[0], host_available=host[1], series=tuple(cur.rss[-120:]), leak=cur.leak,
                           rss_start=wm.start, rss_low=wm.low, rebuild=wm.growth)
 
     def snapshot(self) -> Snapshot:
         host = host_memory()  # /proc/meminfo: read outside the lock
-        with self._lock:
+        with self.st.lock:
             now = self.now()
             history = []
             prev = None
-            for c in self._stores.values():
+            for c in self.st.stores.values():
                 if not c.row:
                     continue
                 history.append(self._record_cached(c, prev, now))
@@ -161,28 +146,28 @@ class Readout:
             if measured:
                 best = min(measured, key=lambda h: h.latency.p50)
                 history = [replace(h, best=h is best) for h in history]
-            cur = self._current
+            cur = self.st.current
             rec = next((h for h in history if cur is not None and h.config_id == cur.config_id), None)
             window, span, rate = stats.LatencyStats(), float(self.window_s), math.nan
             if cur is not None:
                 # the rate is over the time the loop has run since it last started (a build, a pause, a verification)
-                since = max(cur.started, self._state_since if self._state == State.MEASURING else cur.started)
+                since = max(cur.started, self.st.state_since if self.st.state == State.MEASURING else cur.started)
                 window, span, rate = recent_window(recent_rows(cur.ring, now), now, self.window_s, now - since)
             info = cur.info if cur is not None else {}
-            requested = tuple(info.get("providers_requested", (self._good or self.start_profile).providers()))
+            requested = tuple(info.get("providers_requested", (self.st.good or self.start_profile).providers()))
             active = tuple(info.get("providers_active", ()))
             return Snapshot(
-                t=now, state=self._state, state_elapsed=now - self._state_since, model_path=self.model_path,
-                model=self.info, profile=self._good or self.start_profile,
-                pending=self._pending.profile if self._pending else None,
+                t=now, state=self.st.state, state_elapsed=now - self.st.state_since, model_path=self.model_path,
+                model=self.info, profile=self.st.good or self.start_profile,
+                pending=self.st.pending.profile if self.st.pending else None,
                 config_id=cur.config_id if cur else -1, runs=cur.runs if cur else 0, feeds=tuple(info.get("feeds", ())),
                 notes=tuple(info.get("notes", ())), providers_requested=requested, providers_active=active,
                 fallback=bool(active) and any(p not in active for p in requested),
                 create_ms=info.get("create_ms", math.nan), first_run_ms=info.get("first_run_ms", math.nan),
                 latency=rec.latency if rec else stats.LatencyStats(), window=window,
                 throughput_per_s=rec.throughput_per_s if rec else math.nan, cpu=rec.cpu if rec else CpuCost(),
-                series=self._series.buckets(now), events=self._events.items(), history=tuple(history),
-                worker_pid=self.worker_pid(), restarts=self._restarts, verifying=self._progress(),
+                series=self.st.series.buckets(now), events=self.st.events.items(), history=tuple(history),
+                worker_pid=self.worker_pid(), restarts=self.st.restarts, verifying=self._progress(),
                 memory=self._memory(cur, host),
                 replicas=(self._live_cached("replicas", cur, now, cur.replicas, cur.replicas_now)
                           if cur is not None else ()),
@@ -198,7 +183,7 @@ class Readout:
         runs only when a share of them is new (see STALE_SHARE): in between, ``refresh`` reads the counters into
         the figures kept. Computed on every snapshot, their cost grew with the ring (7 ms a snapshot at 50 000 runs
         with open arrivals, several a second): the UI's CPU rose from 3.8 % to 7 % of a core as the ring filled."""
-        cache = self._live_cache
+        cache = self.st.live_cache
         hit = cache.get((what, c.config_id))
         if hit is not None and (hit[0] == c.runs or now - hit[1] < RECORD_REFRESH_S
                                 or fresh_enough(c.runs - hit[0], len(c.ring), now - hit[1])):

@@ -3,17 +3,17 @@ row's change measured again by interleaving both configurations for a few second
 fresh workers when they cannot share one process), and the row's verdict set from that comparison.
 
 :class:`Verification` is a mixin: it runs under the monitor's lock and uses its stores, its worker and its events,
-which are declared here for the type checker and set by the monitor.
+all in the one :class:`~ortop.engine.monitor_state.MonitorState` the monitor makes (a verification under way is its
+:class:`~ortop.engine.monitor_state.Verifying`; what earlier ones measured, its :class:`Pooled` per pair of rows).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from ortop.engine import ab
 from ortop.engine import traffic as T
 from ortop.engine.bench.plan import period_ms, verify_seconds
 from ortop.engine.events import seconds_text
+from ortop.engine.monitor_state import MonitorState, Pooled, Verifying
 from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
 from ortop.engine.store import ConfigStore
 from ortop.engine.verdicts import not_comparable, objective_metric, verdict_from
@@ -35,20 +36,6 @@ PRESS_MAX_S = SECONDS_MORE_CAP  # a press measures at most this long: beyond it 
 MORE_MARGIN = 3.0      # "about N s more" is this many times the plain estimate (see _keep_for_next)
 
 
-@dataclass
-class Pooled:
-    """What earlier verifications of one pair of rows measured, for the next press to add to: their blocks as
-    whole pairs (seq 0 … P−1), their measuring time, and how many runs there were (each spends its own share of α:
-    :func:`ortop.measure.sequential.resumed`); ``more_s``: what the last one said more would decide."""
-
-    blocks: tuple[Block, ...] = ()
-    elapsed_s: float = 0.0
-    times: int = 0
-    more_s: float | None = None
-    block_s: float | None = None   # the first run's blocks: every later one keeps them, so its pairs are alike
-    settle_s: float | None = None  # (a longer press would plan longer blocks, and fewer pairs than "N s" counted)
-
-
 def whole_pairs(blocks: Sequence[Block]) -> tuple[Block, ...]:
     """Blocks of two configurations kept as the neighbour pairs they form, in order, numbered 0 … 2k−1 (an
     unpaired block at the end is dropped: the next run's first block must not pair with it across the gap)."""
@@ -56,44 +43,12 @@ def whole_pairs(blocks: Sequence[Block]) -> tuple[Block, ...]:
     return tuple(replace(b, seq=k) for k, b in enumerate(kept))
 
 
-class _Verify:
-    """A verification under way: its ids, its interleaving (once started), a cancel flag and the caller's future."""
-
-    def __init__(self, config_id: int, against_id: int, seconds: float, future: Future, metric: str = "p50",
-                 pooled: Pooled | None = None):
-        self.config_id = config_id
-        self.against_id = against_id
-        self.seconds = seconds
-        self.metric = metric
-        self.pooled = pooled or Pooled()
-        self.future = future
-        self.cancel = threading.Event()
-        self.interleaving: ab.Interleaving | None = None
-        self.temp_ids: tuple[int, ...] = ()
-        self.thread: threading.Thread | None = None
-        self.why = ""
-        self.paused = False          # cancelled by a pause: the worker stays paused afterwards
-
-
 class Verification:
     """The monitor's verification (see the module docstring)."""
 
-    # The monitor's state this part reads and writes (set in Monitor.__init__).
+    # What of the monitor this part reads and writes (``st``, made in Monitor.__init__).
     model_path: str
-    _lock: threading.RLock
-    _changed: threading.Condition
-    _stores: OrderedDict[int, ConfigStore]
-    _current: ConfigStore | None
-    _fatal: str | None
-    _worker: Any
-    _worker_key: tuple | None
-    _in_worker: set[int]
-    _record_cache: dict[int, Any]
-    _state: State
-    _stopping: bool
-    _generation: int
-    _verify: _Verify | None
-    _verify_pool: OrderedDict[tuple[int, int], Pooled]
+    st: MonitorState
 
     # The monitor's methods this part calls.
     now: Callable[[], float]
@@ -122,9 +77,9 @@ class Verification:
         Returns a Future of the RowVerdict (None when cancelled by an apply, a pause or stop). Raises ValueError
         for an unknown row, a first row with nothing before it, or while another verification runs.
         """
-        with self._lock:
-            rows = [c for c in self._stores.values() if c.row]
-            row = self._stores.get(config_id)
+        with self.st.lock:
+            rows = [c for c in self.st.stores.values() if c.row]
+            row = self.st.stores.get(config_id)
             if row is None or not row.row:
                 raise ValueError(f"no configuration #{config_id} in the history")
             if against_id is None:
@@ -133,38 +88,38 @@ class Verification:
                 if k == 0:
                     raise ValueError(f"configuration #{config_id} is the first: nothing to verify it against")
                 against_id = ids[k - 1]
-            base = self._stores.get(against_id)
+            base = self.st.stores.get(against_id)
             if base is None or not base.row:
                 raise ValueError(f"no configuration #{against_id} in the history")
             if against_id == config_id:
                 raise ValueError("a configuration cannot be verified against itself")
-            if self._verify is not None:
+            if self.st.verify is not None:
                 raise ValueError("a verification is already running")
-            if self._current is None or self._fatal is not None or self._worker is None:
+            if self.st.current is None or self.st.fatal is not None or self.st.worker is None:
                 raise ValueError("nothing is running to verify with")
-            if self._state == State.PAUSED:
+            if self.st.state == State.PAUSED:
                 raise ValueError("paused: resume before verifying")
             fut: Future = Future()
             rv = not_comparable(base.profile, row.profile, against_id)
             if rv is not None:
                 row.verdict = rv
                 row.verdict_gen += 1
-                self._generation += 1
+                self.st.generation += 1
                 fut.set_result(rv)
                 return fut
             if metric is not None and metric not in METRICS:
                 raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
-            pooled = self._verify_pool.get((against_id, config_id)) or Pooled()
+            pooled = self.st.verify_pool.get((against_id, config_id)) or Pooled()
             if seconds is None:  # 6 s, or longer where blocks are long (a paced or slow model): ~8 pairs
                 lat = [float(np.median(c.ring.view()[:, T.RESPONSE])) for c in (base, row) if len(c.ring)]
                 seconds = verify_seconds(max(lat) if lat else math.nan, period_ms([base.profile, row.profile]))
                 if pooled.more_s is not None:  # what the last press said would decide it
                     seconds = max(seconds, min(PRESS_MAX_S, pooled.more_s))
-            v = _Verify(config_id, against_id, seconds, fut, metric or objective_metric(base.profile, row.profile),
+            v = Verifying(config_id, against_id, seconds, fut, metric or objective_metric(base.profile, row.profile),
                         pooled)
-            self._verify = v
+            self.st.verify = v
             row.verdict_gen += 1
-            self._generation += 1
+            self.st.generation += 1
             self._set_state(State.VERIFYING)
             more = (f", adding to the {len(pooled.blocks) // 2} pairs measured before" if pooled.blocks else "")
             self._event("info", f"verifying #{config_id} against #{against_id}: interleaving them for "
@@ -174,11 +129,11 @@ class Verification:
             v.thread.start()
             return fut
 
-    def _verify_run(self, v: _Verify, before: Profile, after: Profile) -> None:
+    def _verify_run(self, v: Verifying, before: Profile, after: Profile) -> None:
         result: RowVerdict | None = None
         error: str | None = None
         try:
-            same_worker = (before.restart_key() == after.restart_key() == self._worker_key)
+            same_worker = (before.restart_key() == after.restart_key() == self.st.worker_key)
             names = [f"#{v.against_id}", f"#{v.config_id}"]
             metric = v.metric  # the one whose settled verdict ends the interleaving
             if same_worker:
@@ -192,8 +147,8 @@ class Verification:
             error = f"verification refused: {exc}"
         except Exception as exc:  # a build or run failure of a temporary session: the live one is untouched
             error = f"verification failed: {exc}"
-        with self._lock:
-            row = self._stores.get(v.config_id)
+        with self.st.lock:
+            row = self.st.stores.get(v.config_id)
             if result is not None and row is not None:
                 row.verdict = result
                 self._event("info", f"verified #{v.config_id} against #{v.against_id}: {result.text}")
@@ -203,67 +158,67 @@ class Verification:
                 self._event("info", f"verification of #{v.config_id} cancelled ({v.why})")
             if row is not None:
                 row.verdict_gen += 1
-            self._verify = None
-            self._generation += 1
-            if self._state == State.VERIFYING:
+            self.st.verify = None
+            self.st.generation += 1
+            if self.st.state == State.VERIFYING:
                 self._set_state(State.PAUSED if v.paused else State.MEASURING)
-            self._changed.notify_all()
+            self.st.changed.notify_all()
         v.future.set_result(result)
 
-    def _verify_in_worker(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
-        with self._lock:
+    def _verify_in_worker(self, v: Verifying, before: Profile, after: Profile, names: list[str], metric: str):
+        with self.st.lock:
             ids = (self._new_id(), self._new_id())
             v.temp_ids = ids
             for cid, prof, name in zip(ids, (before, after), names):
-                self._stores[cid] = ConfigStore(cid, prof, label=f"verifying {name}", row=False, started=self.now())
-            hint = max((c.session_bytes() or 0 for c in self._stores.values() if c.info), default=0) or None
+                self.st.stores[cid] = ConfigStore(cid, prof, label=f"verifying {name}", row=False, started=self.now())
+            hint = max((c.session_bytes() or 0 for c in self.st.stores.values() if c.info), default=0) or None
 
         def finish(ch: int) -> None:
-            with self._lock:
-                live = self._current.config_id if self._current is not None else None
+            with self.st.lock:
+                live = self.st.current.config_id if self.st.current is not None else None
                 if live is not None:
                     self._send(proto.RunLive(live))
                 for cid in ids:
                     self._send(proto.Drop(cid))
-                    self._in_worker.discard(cid)
+                    self.st.in_worker.discard(cid)
 
         il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
                              stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric,
                              **self._resume_args(v))
-        with self._lock:
+        with self.st.lock:
             v.interleaving = il
-            self._in_worker.update(ids)
+            self.st.in_worker.update(ids)
         try:
             return il.run()
         finally:
-            with self._lock:
+            with self.st.lock:
                 for cid in ids:
-                    self._stores.pop(cid, None)
-                    self._record_cache.pop(cid, None)
+                    self.st.stores.pop(cid, None)
+                    self.st.record_cache.pop(cid, None)
 
-    def _verify_in_fresh_workers(self, v: _Verify, before: Profile, after: Profile, names: list[str], metric: str):
+    def _verify_in_fresh_workers(self, v: Verifying, before: Profile, after: Profile, names: list[str], metric: str):
         self._send(proto.Pause())  # the live worker waits, blocked; the comparison runs in workers of its own
 
         def on_start(il: ab.Interleaving) -> None:
-            with self._lock:
+            with self.st.lock:
                 v.interleaving = il
 
         try:
             return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
                                        stop=v.cancel, on_start=on_start, decide_on=metric, **self._resume_args(v))
         finally:
-            if not v.paused and not self._stopping:
+            if not v.paused and not self.st.stopping:
                 self._send(proto.Resume())
 
     @staticmethod
-    def _resume_args(v: _Verify) -> dict[str, Any]:
+    def _resume_args(v: Verifying) -> dict[str, Any]:
         """What an interleaving adds to: the earlier runs' whole pairs, their time, and this run's looks."""
         p = v.pooled
         same = {"block_s": p.block_s, "settle_s": p.settle_s} if p.block_s is not None else {}
         return {"prior": p.blocks, "prior_elapsed_s": p.elapsed_s,
                 "looks": sequential.resumed(len(p.blocks) // 2, p.times), **same}
 
-    def _keep_for_next(self, v: _Verify, res: Any, metric: str) -> tuple[tuple, float | None]:
+    def _keep_for_next(self, v: Verifying, res: Any, metric: str) -> tuple[tuple, float | None]:
         """Keep this run's pairs for the next press on the same rows, and say what more would decide: an undecided
         verdict's "about N s more" is estimated at the level the next press will judge at (stricter: it spends
         a smaller share of α), which is what it has to come true at, and tripled: the plain estimate assumes the
@@ -289,20 +244,20 @@ class Verification:
             comps = tuple(replace(c, seconds_more=more_s) if c is main else c for c in comps)
         elif main is not None and main.verdict == "undecided":
             comps = tuple(replace(c, seconds_more=None) if c is main else c for c in comps)
-        with self._lock:
+        with self.st.lock:
             key = (v.against_id, v.config_id)
             block_s = v.pooled.block_s if v.pooled.block_s is not None else res.block_s
             settle_s = v.pooled.settle_s if v.pooled.settle_s is not None else res.settle_s
-            self._verify_pool[key] = Pooled(blocks, float(res.elapsed_s), v.pooled.times + 1, more_s,
+            self.st.verify_pool[key] = Pooled(blocks, float(res.elapsed_s), v.pooled.times + 1, more_s,
                                             block_s if math.isfinite(block_s) else None,
                                             settle_s if math.isfinite(settle_s) else None)
-            self._verify_pool.move_to_end(key)
-            while len(self._verify_pool) > POOLS_KEPT:
-                self._verify_pool.popitem(last=False)
+            self.st.verify_pool.move_to_end(key)
+            while len(self.st.verify_pool) > POOLS_KEPT:
+                self.st.verify_pool.popitem(last=False)
         return comps, more_s
 
     def _cancel_verify(self, why: str, wait: bool = True) -> None:
-        v = self._verify
+        v = self.st.verify
         if v is None:
             return
         v.why = why
@@ -313,7 +268,7 @@ class Verification:
             v.thread.join(10)
 
     def _progress(self) -> VerifyProgress | None:
-        v = self._verify
+        v = self.st.verify
         if v is None:
             return None
         il = v.interleaving
