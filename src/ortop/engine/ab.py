@@ -293,7 +293,8 @@ class Interleaving:
     ``gates`` (:class:`ortop.measure.gate.Gate`, instead of ``decide_on``; two profiles) end it the same way once a
     look decides them (:class:`TailGateLooks`: ``compare --fail-if``); the result keeps the looks taken
     (``AbResult.gate_looks``). A gate on a percentile also lengthens the blocks so that each holds its runs where
-    the budget allows (:func:`gate_block_s`).
+    the budget allows (:func:`gate_block_s`). ``built`` names sessions that already exist in their workers (config
+    id -> their Built info, as tune's racer keeps them): they are not built again.
     """
 
     def __init__(self, profiles: Sequence[Profile], config_ids: Sequence[int], channels: Sequence[Callable[[Any], Any]],
@@ -303,7 +304,7 @@ class Interleaving:
                  metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
                  tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None,
                  gates: Sequence[Gate] = (), prior: Sequence[Block] = (), prior_elapsed_s: float = 0.0,
-                 looks: sequential.Looks | None = None):
+                 looks: sequential.Looks | None = None, built: Mapping[int, dict] | None = None):
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -332,6 +333,9 @@ class Interleaving:
         self._index = {cid: i for i, cid in enumerate(self.ids)}
         self._cv = threading.Condition()
         self._built: dict[int, dict] = {}
+        # ``built``: sessions that already exist in their workers (config id -> what their Built said): not built
+        # again, and without memory figures (the sessions exist, so whether they would fit does not apply)
+        self._prebuilt = {cid: {**info, "rss_before": -1, "rss_after": -1} for cid, info in (built or {}).items()}
         self._failed: dict[int, str] = {}
         # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids,
         # (arrived, shed) of open arrivals or (-1, 0))
@@ -507,10 +511,11 @@ class Interleaving:
                         f"the {n - i} session{'s' if n - i > 1 else ''} still to build need about {need / MIB:.0f} "
                         f"MiB ({per / MIB:.0f} MiB each, as a build measured it) but only "
                         f"{available / MIB:.0f} MiB of memory is available: compare fewer profiles at once")
-            msg = build_message(cid, prof)
-            if self.feed_model or self.tolerance is not None:
-                msg = replace(msg, feed_model=self.feed_model, outputs=self.tolerance is not None)
-            self.channels[self.channel_of[i]](msg)
+            if cid in self._prebuilt:
+                with self._cv:
+                    self._built[cid] = self._prebuilt[cid]
+            else:
+                self._send_build(i, prof, cid)
             ok = self._wait(partial(self._answered, cid), BUILD_TIMEOUT_S)
             if not ok:
                 if self.stop.is_set():
@@ -532,6 +537,12 @@ class Interleaving:
                     self.warnings.append(str(note))
         rss_all = sum(last_rss.values()) if last_rss else None
         return MemoryCost(rss_one, rss_all, per, available, len(self.channels))
+
+    def _send_build(self, i: int, prof: Profile, cid: int) -> None:
+        msg = build_message(cid, prof)
+        if self.feed_model or self.tolerance is not None:
+            msg = replace(msg, feed_model=self.feed_model, outputs=self.tolerance is not None)
+        self.channels[self.channel_of[i]](msg)
 
     def _answered(self, cid: int) -> bool:
         return cid in self._built or cid in self._failed

@@ -345,7 +345,6 @@ class WorkerRacer:
 
     def _interleave(self, profiles: list[Profile], seconds: float) -> list[Block]:
         from ortop.engine import ab
-        from ortop.runtime import protocol as proto
 
         entries = [self._cache[profile_key(p)] for p in profiles]
         groups: list[Worker] = []
@@ -354,22 +353,7 @@ class WorkerRacer:
                 groups.append(g)
         channel_of = [groups.index(g) for g, _, _ in entries]
         ids = [cid for _, cid, _ in entries]
-        infos = {cid: info for _, cid, info in entries}
-        holder: dict[str, Any] = {}
-
-        def channel(ch: int) -> Callable[[Any], Any]:
-            g = groups[ch]
-
-            def send(msg: Any) -> None:
-                if isinstance(msg, proto.Build) and msg.config_id in infos:
-                    # Built already: answer from the cache, without the memory figures (the sessions exist, so the
-                    # interleaving's check of whether they would fit does not apply).
-                    info = {**infos[msg.config_id], "rss_before": -1, "rss_after": -1}
-                    holder["il"].deliver(proto.Built(msg.config_id, info), ch)
-                else:
-                    g.send(msg)
-            return send
-
+        infos = {cid: info for _, cid, info in entries}  # every session is built already: none is built again
         def finish(ch: int) -> None:
             # End the alternation and idle, then wait for the worker to say so: nothing of this race may reach the
             # next one's interleaving.
@@ -377,9 +361,8 @@ class WorkerRacer:
 
         block, settle = self._plan(profiles)
         names = [describe(p, profiles[0]) if i else "incumbent" for i, p in enumerate(profiles)]
-        il = ab.Interleaving(profiles, ids, [channel(k) for k in range(len(groups))], channel_of, budget_s=seconds,
-                             names=names, finish=finish, block_s=block, settle_s=settle, stop=self.stop)
-        holder["il"] = il
+        il = ab.Interleaving(profiles, ids, [g.send for g in groups], channel_of, budget_s=seconds,
+                             names=names, finish=finish, block_s=block, settle_s=settle, stop=self.stop, built=infos)
         for k, g in enumerate(groups):
             with g.cv:
                 g.run_errors.clear()
