@@ -2,6 +2,7 @@
 1 000, 100 and 10 times a second, each with the same budget.
 
     python bench/slow.py [--budget 60] [--paces 1000,100,10] [--out DIR] [--model MODEL --dim SYM=N ...]
+    python bench/slow.py --paces 10 --commands capacity --repeats 6
 
 Without ``--model`` the models are MatMuls of x [B, 2048] @ W [2048, 2048] on one thread, B picked per pace (2,
 110 and 1280 on a quiet host here); the pace each one really ran at is measured and printed. For each: a 20 s
@@ -10,7 +11,8 @@ capacity``, ``ortop capacity --certify`` at half the capacity found, and an A/A 
 defaults against themselves), each with ``--budget``. Per pace it prints the requests behind each figure, the
 budget used, the verdicts and exit codes, and whether any figure rests on fewer requests than its statistic
 needs. Each command's JSON is kept in ``--out``. Nothing here is a timing ratio: the figures are counts and
-verdicts, read from one run of each.
+verdicts, read from one run of each. ``--commands`` picks some of them (tune, capacity, certify, gate) and
+``--repeats N`` runs each N times against the one SLO, to count how often an answer comes out the same.
 """
 
 from __future__ import annotations
@@ -90,6 +92,37 @@ def gate_row(d: dict) -> dict:
             "false_claims": claims, "elapsed_s": d.get("elapsed_s")}
 
 
+def run_commands(commands: set[str], tag: str, model: str, dims: list[str], slo: float, rate: float,
+                 one_thread: Path, budget: float, out: Path) -> None:
+    """The chosen commands on one model at one SLO, each command's JSON kept in ``out`` under ``tag``."""
+    wait = budget * 3 + 120
+    rate_c = max(0.2, rate / 4)  # certified at half the capacity found, else at a quarter of the closed loop
+    if "tune" in commands:
+        code, d, took = ortop("tune", model, *dims, "--profile", one_thread, "--objective", "capacity", "--slo",
+                              f"p99={slo}ms", "--budget", budget, "--json", timeout=wait)
+        (out / f"{tag}-tune.json").write_text(json.dumps(d, indent=1))
+        print(f"tune      exit {code}  {took:5.1f} s  {tune_row(d)}", flush=True)
+    if "capacity" in commands:
+        code, d, took = ortop("capacity", model, "--threads", 1, *dims, "--slo", f"p99={slo}ms", "--budget", budget,
+                              "--json", timeout=wait)
+        (out / f"{tag}-capacity.json").write_text(json.dumps(d, indent=1))
+        cap = capacity_row(d)
+        print(f"capacity  exit {code}  {took:5.1f} s  {cap}", flush=True)
+        rate_c = (cap["capacity"] or 0) / 2 or rate_c
+    if "certify" in commands:
+        code, d, took = ortop("capacity", model, "--threads", 1, *dims, "--slo", f"p99={slo}ms", "--certify",
+                              f"{rate_c:.3g}", "--min-duration", round(budget * 2 / 3), "--budget", budget, "--json",
+                              timeout=wait)
+        (out / f"{tag}-certify.json").write_text(json.dumps(d, indent=1))
+        print(f"certify   exit {code}  {took:5.1f} s  at {rate_c:.3g}/s {certify_row(d)}", flush=True)
+    if "gate" in commands:
+        code, d, took = ortop("compare", model, *dims, "--profile", "defaults", "--profile", "defaults", "--threads",
+                              1, "--fail-if", "p99:+5%", "--fail-if", "p50:+5%", "--budget", budget, "--json",
+                              timeout=wait)
+        (out / f"{tag}-gate.json").write_text(json.dumps(d, indent=1))
+        print(f"A/A gate  exit {code}  {took:5.1f} s  {gate_row(d)}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budget", type=float, default=60.0)
@@ -97,7 +130,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="folder for each command's JSON")
     ap.add_argument("--model", help="one model instead of the built-in ones (its --dim settings after it)")
     ap.add_argument("--dim", action="append", default=[], help="SYMBOL=N for --model")
+    ap.add_argument("--commands", default="tune,capacity,certify,gate", help="which of tune, capacity, certify, gate")
+    ap.add_argument("--repeats", type=int, default=1, help="run each command this many times (default 1)")
     args = ap.parse_args()
+    commands = {c.strip() for c in args.commands.split(",") if c.strip()}
+    if not commands or commands - {"tune", "capacity", "certify", "gate"} or args.repeats < 1:
+        raise SystemExit("--commands takes tune, capacity, certify and gate, comma-separated; --repeats 1 or more")
     out = args.out or Path(tempfile.mkdtemp(prefix="slow-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -109,7 +147,6 @@ def main() -> int:
         runs = [(f"{p}/s", make_slow_model(out / f"pace{p}.onnx", batch=BATCH[p]), [])
                 for p in (int(x) for x in args.paces.split(","))]
     budget = args.budget
-    wait = budget * 3 + 120
     one_thread = out / "one-thread.toml"  # tune starts where the closed loop and the SLO were measured
     one_thread.write_text('description = "one intra-op thread"\n[session]\nintra_op_num_threads = 1\n')
     for name, model, dims in runs:
@@ -117,26 +154,9 @@ def main() -> int:
         slo = max(1, round(2 * p99, 1))
         print(f"\n== {name}: closed loop {rate:.1f} runs/s, p99 {p99:.3g} ms ({n} runs); SLO p99 ≤ {slo} ms",
               flush=True)
-        code, d, took = ortop("tune", model, *dims, "--profile", one_thread, "--objective", "capacity", "--slo",
-                              f"p99={slo}ms", "--budget", budget, "--json", timeout=wait)
-        (out / f"{name.replace('/', '')}-tune.json").write_text(json.dumps(d, indent=1))
-        print(f"tune      exit {code}  {took:5.1f} s  {tune_row(d)}", flush=True)
-        code, d, took = ortop("capacity", model, "--threads", 1, *dims, "--slo", f"p99={slo}ms", "--budget", budget,
-                              "--json", timeout=wait)
-        (out / f"{name.replace('/', '')}-capacity.json").write_text(json.dumps(d, indent=1))
-        cap = capacity_row(d)
-        print(f"capacity  exit {code}  {took:5.1f} s  {cap}", flush=True)
-        rate_c = (cap["capacity"] or 0) / 2 or max(0.2, rate / 4)
-        code, d, took = ortop("capacity", model, "--threads", 1, *dims, "--slo", f"p99={slo}ms", "--certify",
-                              f"{rate_c:.3g}", "--min-duration", round(budget * 2 / 3), "--budget", budget, "--json",
-                              timeout=wait)
-        (out / f"{name.replace('/', '')}-certify.json").write_text(json.dumps(d, indent=1))
-        print(f"certify   exit {code}  {took:5.1f} s  at {rate_c:.3g}/s {certify_row(d)}", flush=True)
-        code, d, took = ortop("compare", model, *dims, "--profile", "defaults", "--profile", "defaults", "--threads",
-                              1, "--fail-if", "p99:+5%", "--fail-if", "p50:+5%", "--budget", budget, "--json",
-                              timeout=wait)
-        (out / f"{name.replace('/', '')}-gate.json").write_text(json.dumps(d, indent=1))
-        print(f"A/A gate  exit {code}  {took:5.1f} s  {gate_row(d)}", flush=True)
+        for k in range(args.repeats):
+            tag = f"{name.replace('/', '')}{f'-{k}' if args.repeats > 1 else ''}"
+            run_commands(commands, tag, model, dims, slo, rate, one_thread, budget, out)
     print(f"\nJSON kept in {out}")
     return 0
 
