@@ -134,7 +134,7 @@ def test_the_spin_panel_gives_p99_by_idle_gap():
 def test_a_verified_spinning_change_reports_the_long_gap_p99_beside_cpu_per_run():
     from types import SimpleNamespace
 
-    from ortop.engine.ab import _gap_figures
+    from ortop.engine.bench.record import gap_figures as _gap_figures
     from ortop.engine.snapshot import RowVerdict
     from ortop.engine.verify import with_long_gaps
 

@@ -45,14 +45,14 @@ from ortop.engine.bench.deciders import Budget, GateLook, GateLooks, Looks
 from ortop.engine.bench.interleave import Faults, Interleaver, SendChannel, WorkerLost
 from ortop.engine.bench.plan import period_ms, plan_blocks
 from ortop.engine.bench.pool import Pool, restart_groups  # noqa: F401  (restart_groups: ab's callers use it)
+from ortop.engine.bench.record import BlockRecord, gap_figures
 from ortop.engine.placement import build_message
 from ortop.engine.traffic import offered_rate
 from ortop.errors import EXIT_USAGE, RuntimeFailure
 from ortop.measure import gate as G
-from ortop.measure import rows as R
 from ortop.measure import sequential
 from ortop.measure.agreement import Agreement, Tolerance, agreement
-from ortop.measure.compare import METRICS, Block, Comparison, block_from_runs, compare_all, pooled, usable_pairs
+from ortop.measure.compare import METRICS, Block, Comparison, compare_all, pooled, usable_pairs
 from ortop.measure.gate import Gate
 from ortop.measure.pace import Pace, of_blocks, servers_of, words
 from ortop.measure.stats import json_num as _num
@@ -337,25 +337,10 @@ class Interleaving:
         # again, and without memory figures (the sessions exist, so whether they would fit does not apply)
         self._prebuilt = {cid: {**info, "rss_before": -1, "rss_after": -1} for cid, info in (built or {}).items()}
         self._failed: dict[int, str] = {}
-        # per configuration, its last block's rows until its BlockDone: (block, response ms, last end ns, shape ids,
-        # (arrived, shed) of open arrivals or (-1, 0))
-        self._pending_rows: dict[int, tuple[int, np.ndarray, int, np.ndarray, tuple[int, int]]] = {}
-        # ``prior``: blocks of an earlier run of the same comparison (seq 0 … P−1, whole pairs) that this one adds to
-        # (the live view's ``v`` pressed again), measured over ``prior_elapsed_s``; their windows and shapes are not
-        # kept, so the offered rate and the shape figures are this run's own
-        if len(prior) % len(self.profiles) or sorted(b.seq for b in prior) != list(range(len(prior))):
-            raise ValueError("prior blocks must be whole rounds numbered 0 … P−1")
-        self._seq0 = len(prior)
+        # what the workers measured, block by block, after ``prior`` (an earlier run's blocks this one adds to,
+        # measured over ``prior_elapsed_s``)
+        self.record = BlockRecord(len(self.profiles), prior)
         self._prior_s = prior_elapsed_s
-        self._blocks: list[Block] = sorted(prior, key=lambda b: b.seq)
-        self._window: list[float] = [0.0] * len(prior)  # each block's window (s), beside _blocks: what its arrivals
-        #                                                  were offered
-        self._shape_ids: list[np.ndarray] = [np.full(b.runs, -1, np.int32) for b in self._blocks]  # each block's
-        #                                         input shape id of each of its runs, beside _blocks
-        self._offered: list[tuple[int, int]] = [(0, 0) for _ in self.profiles]  # open arrivals: (arrived, shed)
-        self._queued = [0] * len(self.profiles)       # ... and blocks that ended with requests still waiting
-        self._long_gap: list[list[np.ndarray]] = [[] for _ in self.profiles]   # service ms after a long idle gap
-        self._rss: list[tuple[int, int]] = [(-1, -1) for _ in self.profiles]   # worker RSS at first, last block
         # The schedule, the seq numbers and a dead worker's restart are the interleaver's. A worker that dies: with
         # ``restart`` (start it again with its sessions; True once built) the alternation goes on; without, the
         # comparison fails (AbError). ``faults`` says what happened to the workers.
@@ -378,7 +363,7 @@ class Interleaving:
         return self._budget.elapsed()
 
     def blocks_so_far(self) -> int:
-        return len(self._blocks) - self._seq0
+        return self.record.new_blocks()
 
     # ---- messages ------------------------------------------------------------------------------------------------
     def deliver(self, msg: Any, channel: int = 0) -> None:
@@ -391,41 +376,10 @@ class Interleaving:
             elif isinstance(msg, proto.BuildFailed) and msg.config_id in self._index:
                 self._failed[msg.config_id] = msg.message
             elif isinstance(msg, proto.Samples) and msg.config_id in self._index and msg.block >= 0:
-                # response time: service plus the wait in the queue (open arrivals; 0 in a closed loop)
-                rows = msg.rows
-                last_end = int(R.end_ns(rows).max()) if len(rows) else -1
-                shapes = rows[:, R.Col.SHAPE].astype(np.int32) if rows.shape[1] > R.Col.SHAPE else \
-                    np.zeros(len(rows), dtype=np.int32)
-                traffic = getattr(msg, "traffic", None)
-                self._pending_rows[msg.config_id] = (msg.block, R.response_ms(rows), last_end, shapes,
-                                                     (int(traffic[0]), int(traffic[1])) if traffic is not None
-                                                     else (-1, 0))
-                if rows.shape[1] > R.Col.IDLE:  # service times of runs after a long idle gap: a pool's wake-up
-                    self._long_gap[self._index[msg.config_id]].append(
-                        R.service_ms(rows[rows[:, R.Col.IDLE] >= LONG_GAP_NS]))
-                if getattr(msg, "rss", -1) >= 0:  # a leak shows as growth over the configuration's blocks
-                    first, _ = self._rss[self._index[msg.config_id]]
-                    self._rss[self._index[msg.config_id]] = (msg.rss if first < 0 else first, msg.rss)
-                if traffic is not None:
-                    arrived, dropped = self._offered[self._index[msg.config_id]]
-                    self._offered[self._index[msg.config_id]] = (arrived + traffic[0], dropped + traffic[1])
-                    if traffic[2] > 0:  # requests still queued when the block's window closed
-                        self._queued[self._index[msg.config_id]] += 1
+                self.record.samples(self._index[msg.config_id], msg)
             elif isinstance(msg, proto.BlockDone) and msg.config_id in self._index:
-                i = self._index[msg.config_id]
-                seq, lat, last_end, shapes, (arrived_n, shed_n) = self._pending_rows.pop(
-                    msg.config_id, (msg.seq, np.zeros(0), -1, np.zeros(0, dtype=np.int32), (-1, 0)))
-                gseq = self._il.block_done(channel, msg.seq) + self._seq0
-                between = msg.cpu_between_ns / 1e6 if msg.cpu_between_ns >= 0 else math.nan
-                # Served is served: the block's wall time runs to its last completion, past the window's end when a
-                # queue drained after it (the window's nominal length would report the offered rate as served).
-                t_end = max(msg.t_end_ns, last_end)
-                self._blocks.append(block_from_runs(i, gseq, lat, t_start=msg.t_start_ns / 1e9,
-                                                    t_end=t_end / 1e9, cpu_ms=msg.cpu_ns / 1e6,
-                                                    cpu_between_ms=between, arrived=arrived_n, shed=shed_n,
-                                                    window_s=(msg.t_end_ns - msg.t_start_ns) / 1e9))
-                self._window.append((msg.t_end_ns - msg.t_start_ns) / 1e9)
-                self._shape_ids.append(shapes)
+                gseq = self._il.block_done(channel, msg.seq) + self.record.seq0
+                self.record.block_done(self._index[msg.config_id], msg, gseq)
             elif isinstance(msg, proto.AlternationDone):
                 self._il.alternation_done(channel)
             elif isinstance(msg, proto.RunError) and msg.config_id in self._index:
@@ -567,15 +521,12 @@ class Interleaving:
         budget is spent, or the sequential rule's look, if one is due (with ``decide_on`` or gates), settled what
         it waits for."""
         return self._budget.spent(ahead_s) or (self._looks is not None and
-                                               self._looks.after(self._blocks, self.elapsed() + self._prior_s))
+                                               self._looks.after(self.record.blocks, self.elapsed() + self._prior_s))
 
     def _result(self, memory: MemoryCost, stopped: bool) -> AbResult:
         with self._cv:
             decision = self._looks.decision if self._looks is not None else None
-            keep = [k for k, b in enumerate(self._blocks) if decision is None or b.seq < decision.blocks]
-            blocks = [self._blocks[k] for k in keep]
-            windows = [self._window[k] for k in keep]
-            ids = [self._shape_ids[k] for k in keep]
+            blocks, windows, ids = self.record.upto(decision.blocks if decision is not None else None)
             elapsed = self.elapsed() + self._prior_s if decision is None else decision.elapsed_s
         figures = []
         for i, prof in enumerate(self.profiles):
@@ -590,13 +541,13 @@ class Interleaving:
             cpu = (sum(b.cpu_ms_per_run * b.runs for b in cpu_known) / sum(b.runs for b in cpu_known)
                    if cpu_known else math.nan)
             info = self._built.get(self.ids[i], {})
-            arrived, dropped = self._offered[i]
+            arrived, dropped = self.record.offered[i]
             fig = ConfigFigures(i, self.names[i], prof, st.runs, st.p50, st.p99,
                                 st.runs / wall if wall > 0 else math.nan, cpu, len(mine),
                                 float(info.get("create_ms", math.nan)), tuple(info.get("providers_active", ())),
                                 arrived / offered_s if arrived and offered_s > 0 else math.nan, dropped,
-                                *_gap_figures(self._long_gap[i]), **self._model_figures(i, info),
-                                queued_blocks=self._queued[i], fastest_ms=st.min,
+                                *gap_figures(self.record.long_gap[i]), **self._model_figures(i, info),
+                                queued_blocks=self.record.queued[i], fastest_ms=st.min,
                                 shapes=shape_figures(lat, shape_of, info.get("shape_labels") or ()))
             figures.append(fig)
             if not fig.kept():
@@ -632,7 +583,7 @@ class Interleaving:
             "rss_mib": after / MIB if after >= 0 else math.nan,
             "session_mib": max(0, after - before) / MIB if before >= 0 and after >= 0 else math.nan,
             "ort_version": info.get("ort_version"),
-            "rss_growth_mib": (self._rss[i][1] - self._rss[i][0]) / MIB if self._rss[i][0] >= 0 else math.nan,
+            "rss_growth_mib": (rss[1] - rss[0]) / MIB if (rss := self.record.rss[i])[0] >= 0 else math.nan,
         }
         if self.tolerance is None or i == 0:
             return out
@@ -648,14 +599,6 @@ class Interleaving:
         return out
 
 
-LONG_GAP_NS = 10_000_000  # an idle gap this long lets a spinning pool go to sleep (ORT spins for ~ms at most)
-GAP_MIN_RUNS = 20         # fewer runs after long gaps give no p99 worth showing
-
-
-def _gap_figures(parts: list[np.ndarray]) -> tuple[float, int]:
-    """Service p99 (ms) of the runs after long idle gaps, and their count (nan under GAP_MIN_RUNS runs)."""
-    a = np.concatenate(parts) if parts else np.zeros(0)
-    return (float(np.percentile(a, 99)) if a.size >= GAP_MIN_RUNS else math.nan), int(a.size)
 
 
 def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: float,

@@ -22,6 +22,7 @@ from ortop.config.profile import Profile
 from ortop.engine import ab
 from ortop.engine import traffic as T
 from ortop.engine.bench.plan import period_ms, verify_seconds
+from ortop.engine.bench.record import LONG_GAP_NS
 from ortop.engine.events import seconds_text
 from ortop.engine.monitor_state import MonitorState, Pooled, Verifying
 from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
@@ -286,6 +287,6 @@ def with_long_gaps(verdict: RowVerdict, res: Any, metric: str) -> RowVerdict:
     a, b = res.configs[0], res.configs[1]
     if not (math.isfinite(a.gap_p99_ms) and math.isfinite(b.gap_p99_ms)):
         return verdict
-    said = (f"; service p99 after ≥ {ab.LONG_GAP_NS // 1_000_000} ms idle {a.gap_p99_ms:.3g} → {b.gap_p99_ms:.3g} ms "
+    said = (f"; service p99 after ≥ {LONG_GAP_NS // 1_000_000} ms idle {a.gap_p99_ms:.3g} → {b.gap_p99_ms:.3g} ms "
             f"({a.gap_runs} and {b.gap_runs} runs)")
     return replace(verdict, text=verdict.text + said)
