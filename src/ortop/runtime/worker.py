@@ -14,7 +14,7 @@ settle period whose runs are not recorded, then the recorded block, sent as ``Sa
 The session and its timed loop are in :mod:`ortop.runtime.session`; the process's housekeeping (stderr capture,
 parent death, thread names, memory) in :mod:`ortop.runtime.child`.
 
-Over ~450 lines: one process's whole command loop (build, drop, live, alternate, pause, stop) reads best in
+Over ~500 lines: one process's whole command loop (build, drop, live, alternate, pause, stop) reads best in
 one place.
 """
 
