@@ -82,7 +82,7 @@ class Monitor(Verification, Readout):
         self.bucket_s = bucket_s
         self.window_s = window_s
         self._t0 = clock()
-        self.st = MonitorState(Series(bucket_s, SERIES_LEN))  # everything below reads and writes it
+        self.st = MonitorState(Series(bucket_s, SERIES_LEN))  # all it holds, under st.lock (engine.monitor_state)
         self.schedule_ended = threading.Event()  # the live configuration's finite schedule (a trace) was served
 
     @property
