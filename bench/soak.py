@@ -9,18 +9,20 @@ for the same time, a closed loop on one shape. Both sample every ``--interval`` 
 RSS (the ortop process), the worker's RSS (its child) and, in the live view, the UI process's CPU over the last
 interval. A leak shows as RSS climbing interval after interval; a UI that gets slower, as CPU rising.
 
-``open`` runs the live view with Poisson arrivals at ``--rate`` and a three-shape mix (``--dim``), offered more
-than the host serves, so the queue stays full and sheds: every kept run is then a slow one, and the running
-configuration's ring fills at the served rate over most of an hour instead of in seconds. Without a MODEL it
-builds one that needs no file (a chain of 32 MatMul 256×256 over a free dim ``rows``: 384, 768 and 1536 rows cost
-about 12, 26 and 45 ms on one thread of a 2-core x86 host; pick a ``--rate`` above what the host serves). It prints
-the UI's and the worker's RSS at minutes 1 and 5 and then every 5, the UI's CPU share over minutes 5–15 and over
-the last ten minutes, and what the live view's summary says was offered, served and shed; beside each figure, the
-host's steal and the CPU every other process took over the same minutes (a UI figure that moved with them is the
-host's, not the UI's). Flat means: from minute 5 on both RSS stay within 2 MB, and the UI's CPU over the last ten
-minutes is no more than over minutes 5–15 (5 % and 0.05 points of slack for noise) and at most 2 % of a core. Run
-it on a quiet host: the UI's CPU is its own process time, but a loaded host slows the worker (fewer runs served)
-and makes every figure noisier.
+``open`` runs the live view with Poisson arrivals at ``--rate`` and a three-shape mix (``--dim``), offered more than
+the host serves, so the queue stays full and sheds: every kept run is then a slow one, and the running
+configuration's ring fills at the served rate over most of an hour instead of in seconds. Without a MODEL it builds
+one that needs no file (a chain of 32 MatMul 256×256 over a free dim ``rows``: 384, 768 and 1536 rows cost about 12,
+26 and 45 ms on one thread of a 2-core x86 host; pick a ``--rate`` above what the host serves). It prints the UI's
+and the worker's RSS at minutes 1 and 5 and then every 5, the UI's CPU share over minutes 5–15 and over the last ten
+minutes, and what the live view's summary says was offered, served and shed; beside each figure, the host's steal
+and the CPU every other process took over the same minutes (a UI figure that moved with them is the host's, not the
+UI's). Beside the live view a canary does a fixed piece of work once a second (:data:`CANARY`); its CPU moves only
+with the host's speed, which steal does not show (a neighbour's load on the same memory and caches), so the UI's CPU
+over the canary's, compared between the two stretches, is the UI's own rise. Flat means: from minute 5 on both RSS
+stay within 2 MB, and the UI's CPU over the last ten minutes is no more than over minutes 5–15 (5 % and 0.05 points
+of slack for noise) and at most 2 % of a core. Run it on a quiet host: the UI's CPU is its own process time, but a
+loaded host slows the worker (fewer runs served) and makes every figure noisier.
 """
 
 from __future__ import annotations
@@ -131,23 +133,54 @@ def _cpu_share(samples: list[dict], a_min: float, b_min: float, key: str = "cpu_
     return 100 * (b[key] - a[key]) / (b["t_s"] - a["t_s"]) if b["t_s"] > a["t_s"] else math.nan
 
 
-def _rise(samples: list[dict], first: tuple[float, float], last: tuple[float, float]) -> tuple[float, float, float]:
+def _shares(samples: list[dict], a: float, b: float, key: str = "cpu_s") -> list[float]:
+    """Per sample inside [a, b] minutes: the share of a core (%) a cumulative CPU figure (``key``) grew by."""
+    return [100 * (s1[key] - s0[key]) / (s1["t_s"] - s0["t_s"]) for s0, s1 in zip(samples, samples[1:])
+            if a * 60 - 1 <= s0["t_s"] and s1["t_s"] <= b * 60 + 1 and s1["t_s"] > s0["t_s"]
+            and key in s0 and key in s1]
+
+
+def _rise(samples: list[dict], first: tuple[float, float], last: tuple[float, float],
+          per_canary: bool = False) -> tuple[float, float, float]:
     """The UI's CPU (% of a core) over ``last`` less over ``first`` (minutes), from the per-sample shares inside
     each, with a 90 % interval (Welch's normal approximation): a mean over twenty 30-s samples moves by its own
-    spread, and a rise within it is not one."""
+    spread, and a rise within it is not one. ``per_canary``: each sample's UI share over the canary's (see CANARY),
+    as a change in percent: what is left of the rise once the host's own speed is taken out."""
     import numpy as np
 
-    def shares(a: float, b: float) -> np.ndarray:
-        out = [100 * (s1["cpu_s"] - s0["cpu_s"]) / (s1["t_s"] - s0["t_s"]) for s0, s1 in zip(samples, samples[1:])
-               if a * 60 - 1 <= s0["t_s"] and s1["t_s"] <= b * 60 + 1 and s1["t_s"] > s0["t_s"]]
-        return np.array(out, dtype=float)
+    def series(a: float, b: float) -> np.ndarray:
+        ui = np.array(_shares(samples, a, b), dtype=float)
+        if not per_canary:
+            return ui
+        canary = np.array(_shares(samples, a, b, "canary_s"), dtype=float)
+        if canary.size != ui.size or not (canary > 0).all():
+            return np.zeros(0)
+        return ui / canary
 
-    e, late = shares(*first), shares(*last)
+    e, late = series(*first), series(*last)
     if e.size < 2 or late.size < 2:
         return math.nan, math.nan, math.nan
     d = float(late.mean() - e.mean())
     se = math.sqrt(e.var(ddof=1) / e.size + late.var(ddof=1) / late.size)
+    if per_canary:  # as a share of the first stretch's ratio
+        return 100 * d / e.mean(), 100 * (d - 1.645 * se) / e.mean(), 100 * (d + 1.645 * se) / e.mean()
     return d, d - 1.645 * se, d + 1.645 * se
+
+
+# A fixed piece of work done once a second (~15 ms of Python and numpy here, like a UI frame): its CPU per second
+# moves only with the host's speed, so the UI's CPU over the canary's cancels the host's drift over the hour.
+CANARY = """
+import time, numpy as np
+a = np.random.default_rng(0).standard_normal(20_000)
+t = time.monotonic()
+while True:
+    x = 0
+    for i in range(60_000):
+        x += i % 7
+    np.sort(a)
+    t += 1.0
+    time.sleep(max(0.0, t - time.monotonic()))
+"""
 
 
 def _host_cpu(tree: list[psutil.Process]) -> dict:
@@ -173,6 +206,8 @@ def soak_open(model: str, minutes: float, rate: float, dim: str, threads: int, t
            f"--dim {dim} --summary {summary} --profile-dir {tmp}")
     # stderr is not redirected: Textual draws on it
     _tmux(session, "new", "-d", "-s", session, "-x", "120", "-y", "40", cmd, check=True)
+    canary = subprocess.Popen([sys.executable, "-c", CANARY])
+    canary_proc = psutil.Process(canary.pid)
     samples: list[dict] = []
     try:
         t0 = time.monotonic()
@@ -188,9 +223,10 @@ def soak_open(model: str, minutes: float, rate: float, dim: str, threads: int, t
                 break
             worker = _worker(proc)
             s = {"t_s": time.monotonic() - t0, "cpu_s": sum(proc.cpu_times()[:2]),
+                 "canary_s": sum(canary_proc.cpu_times()[:2]),
                  "ui_mb": proc.memory_info().rss / MB,
                  "worker_mb": worker.memory_info().rss / MB if worker else math.nan,
-                 **_host_cpu([proc, *([worker] if worker else [])])}
+                 **_host_cpu([proc, canary_proc, *([worker] if worker else [])])}
             samples.append(s)
             at = s["t_s"] / 60
             if any(abs(at - m) < 0.25 for m in marks):
@@ -212,6 +248,8 @@ def soak_open(model: str, minutes: float, rate: float, dim: str, threads: int, t
         pass
     finally:
         _tmux(session, "kill-server", capture_output=True)
+        canary.kill()
+        canary.wait()
     data: dict = {}
     try:
         data = json.loads(Path(summary).read_text())
@@ -252,9 +290,20 @@ def report_open(result: dict) -> bool:
     print(f"    open: the rise from one stretch to the other, over its {30:g}-s samples: {rise:+.2f} points "
           f"(90 % interval {lo:+.2f}…{hi:+.2f}); an interval that holds 0 is a rise these samples cannot tell "
           f"from their own spread")
+    stretches = ((SETTLE_MIN, min(15.0, minutes)), (last_from, minutes))
+    canary = [_cpu_share(samples, a, b, "canary_s") for a, b in stretches]
+    if all(math.isfinite(c) and c > 0 for c in canary):
+        rel, rlo, rhi = _rise(samples, *stretches, per_canary=True)
+        drift = 100 * (canary[1] / canary[0] - 1)
+        print(f"    open: the canary (a fixed piece of work a second) took {canary[0]:.2f} % of a core over the "
+              f"first stretch and {canary[1]:.2f} % over the last: {drift:+.1f} %, the host's own drift")
+        print(f"    open: the UI's CPU over the canary's, last stretch against first: {rel:+.1f} % (90 % interval "
+              f"{rlo:+.1f}…{rhi:+.1f} %): the UI's own rise, with the host's drift taken out")
     checks = {f"RSS within {FLAT_MB:g} MB from minute {SETTLE_MIN:g}": ui_span <= FLAT_MB and wk_span <= FLAT_MB,
               "UI CPU over the last ten minutes no more than over minutes 5–15": last <= max(first, 0) * 1.05 + 0.05,
               f"UI CPU ≤ {CPU_CEILING:g} % of a core": last <= CPU_CEILING}
+    if all(math.isfinite(c) and c > 0 for c in canary):
+        checks["the UI's CPU over the canary's: no rise shown (its interval holds 0 or lies below)"] = rlo <= 0
     for what, ok in checks.items():
         print(f"    open: {'ok    ' if ok else 'NOT ok'} {what}")
     return all(checks.values())
