@@ -147,3 +147,21 @@ def test_a_verified_spinning_change_reports_the_long_gap_p99_beside_cpu_per_run(
     said = with_long_gaps(v, res, "cpu").text
     assert said == "CPU/run 10 → 2 ms, −80 %; service p99 after ≥ 10 ms idle 1.5 → 2.5 ms (40 and 42 runs)"
     assert with_long_gaps(v, res, "p50") is v  # only a change judged on CPU per run
+
+
+def test_the_headless_tables_queue_service_gap_and_shape_percentiles_say_dash_under_their_runs() -> None:
+    """99 runs of a slow model: no p99 of service, queue, an idle gap or a shape is printed, as on the latency line;
+    their p50s (and 120 runs' p99) are."""
+    from ortop.cli.run import _traffic_lines
+
+    ms = {"mean": 90.0, "p50": 85.0, "p99": 149.0, "max": 152.0}
+    d = {"runs": 99, "arrivals": {"mode": "poisson", "offered_per_s": 6.8, "served_per_s": 6.7, "dropped": 0,
+                                  "queue_max": 4},
+         "service_ms": ms, "queue_ms": ms,
+         "idle_gaps": [{"gap": "1–10 ms", "runs": 1, "service_p50_ms": 77.2, "service_p99_ms": 77.2},
+                       {"gap": "< 1 ms", "runs": 120, "service_p50_ms": 83.7, "service_p99_ms": 149.0}],
+         "shapes": [{"label": "640x640", "runs": 99, "service_ms": ms, "latency_ms": ms}]}
+    service, queue, gaps, shape = _traffic_lines(d)[1:]
+    assert "p99 —" in service and "p99 —" in queue and "p50 85.0" in service and "max 152" in service
+    assert "1–10 ms: 1 runs p50 — p99 —" in gaps and "< 1 ms: 120 runs p50 83.7 p99 149" in gaps
+    assert shape.count("p99 —") == 2 and "service p50 85.0" in shape

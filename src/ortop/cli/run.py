@@ -20,7 +20,7 @@ from typing import Any
 from ortop.cli.argtypes import label_value
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.errors import RuntimeFailure, UsageError
-from ortop.present import cell, ms_text, pct_text, size_text
+from ortop.present import DASH, cell, ms_text, pct_text, size_text
 
 NODE_TYPE_VAR = "ORTOP_NODE_TYPE"  # the node type when --node-type is absent (set once per host, by its image)
 
@@ -306,9 +306,19 @@ def _write_json(path: str, data: dict) -> None:
 
 
 
+def _figure(key: str, value: float, runs: int) -> str:
+    """A percentile of ``runs`` runs as the table writes it: "—" where they are too few for it (a p99 of 24 runs is
+    their slowest under another name; :func:`ortop.measure.stats.resolved`)."""
+    from ortop.measure.stats import resolved
+
+    return ms_text(value) if resolved(key, runs) else DASH
+
+
 def _traffic_lines(d: dict) -> list[str]:
-    """Open arrivals: what was offered and served, and response split into queue and service; shapes and gaps."""
+    """Open arrivals: what was offered and served, and response split into queue and service; shapes and gaps. A
+    percentile its runs cannot hold reads "—", as on the latency line."""
     arr = d.get("arrivals")
+    runs = int(d.get("runs") or 0)
     if not arr or arr["mode"] == "closed":
         lines = []
     else:
@@ -316,17 +326,18 @@ def _traffic_lines(d: dict) -> list[str]:
         lines = [
             f"arrivals    {arr['mode']}: offered {cell(arr['offered_per_s'], 1)}/s, served "
             f"{cell(arr['served_per_s'], 1)}/s, {arr['dropped']} shed, longest queue {arr['queue_max']}",
-            "  service   " + "  ".join(f"{k} {ms_text(d['service_ms'][k])}" for k in keys),
-            "  queue     " + "  ".join(f"{k} {ms_text(d['queue_ms'][k])}" for k in keys),
+            "  service   " + "  ".join(f"{k} {_figure(k, d['service_ms'][k], runs)}" for k in keys),
+            "  queue     " + "  ".join(f"{k} {_figure(k, d['queue_ms'][k], runs)}" for k in keys),
         ]
         if d.get("idle_gaps"):
             lines.append("idle gap    " + "  ".join(
-                f"{g['gap']}: {g['runs']} runs p50 {ms_text(g['service_p50_ms'])} p99 "
-                f"{ms_text(g['service_p99_ms'])}" for g in d["idle_gaps"] if g["runs"]))
+                f"{g['gap']}: {g['runs']} runs p50 {_figure('p50', g['service_p50_ms'], g['runs'])} p99 "
+                f"{_figure('p99', g['service_p99_ms'], g['runs'])}" for g in d["idle_gaps"] if g["runs"]))
     for row in d.get("shapes", []):
-        lines.append(f"shape       {row['label']:<24} {row['runs']:>6} runs  service p50 "
-                     f"{ms_text(row['service_ms']['p50'])} p99 {ms_text(row['service_ms']['p99'])}  response p99 "
-                     f"{ms_text(row['latency_ms']['p99'])}")
+        n = int(row["runs"])
+        lines.append(f"shape       {row['label']:<24} {n:>6} runs  service p50 "
+                     f"{_figure('p50', row['service_ms']['p50'], n)} p99 {_figure('p99', row['service_ms']['p99'], n)}"
+                     f"  response p99 {_figure('p99', row['latency_ms']['p99'], n)}")
     return lines
 
 
