@@ -356,7 +356,7 @@ def _latency_line(lat: dict, runs: int) -> str:
     from ortop.measure.stats import resolved, runs_needed
 
     keys = ("mean", "p50", "p90", "p99", "p999", "max")
-    cells = [f"{k} {ms_text(lat[k])}" if resolved(k, runs) else f"{k} —" for k in keys]
+    cells = [f"{k} {_figure(k, lat[k], runs)}" for k in keys]
     short = [k for k in keys if not resolved(k, runs)]
     note = f"  ({short[0]} needs {runs_needed(short[0]):,} runs)" if short else ""
     return "latency ms  " + "  ".join(cells) + note
