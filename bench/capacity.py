@@ -63,8 +63,8 @@ import sys
 import time
 
 # ``--pair-pool``: ortop with the search's 6 s rule off (POOL_MIN_S = 0: a point stops once it meets the SLO)
-RULE_OFF = ("import sys, ortop.engine.capacity_search as s; s.POOL_MIN_S = 0.0; from ortop.cli.main import main; "
-            "sys.exit(main(sys.argv[1:]))")
+RULE_OFF = ("import sys, ortop.engine.answers.capacity_search as s; s.POOL_MIN_S = 0.0; "
+            "from ortop.cli.main import main; sys.exit(main(sys.argv[1:]))")
 
 
 def ortop(*args: str, rule_off: bool = False) -> dict:

@@ -26,8 +26,8 @@ POINT = r"""
 import os, sys, tempfile
 sys.path.insert(0, {tests!r})
 from tests.models import make_matmul_model
-from ortop.engine.capacity import Slo
-from ortop.engine.capacity_search import CapacitySearch
+from ortop.engine.answers.capacity import Slo
+from ortop.engine.answers.capacity_search import CapacitySearch
 from ortop.config import profile as P
 from ortop.config.profile import Profile
 

@@ -92,7 +92,7 @@ def main() -> int:
         return 2
 
     from ortop.config import profile as P
-    from ortop.engine import headless
+    from ortop.engine.live import headless
     from ortop.metrics.prometheus import start_metrics_server
     from ortop.model.demo import ensure_demo
 

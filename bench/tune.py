@@ -55,7 +55,7 @@ def _pct(x: float | None) -> str:
 def grid_search(model: str, start, space, objective: str, seconds: float, grid_max: int | None,
                 block_s: float) -> tuple:
     """The exhaustive grid's best profile (see the module docstring), its label, and the grid's size."""
-    from ortop.engine.racer import WorkerRacer
+    from ortop.engine.answers.racer import WorkerRacer
     from ortop.measure.compare import compare
 
     grid = space.grid()
@@ -107,8 +107,8 @@ def one_model(model: str, args: argparse.Namespace) -> dict:
 
     from ortop.collectors.host import read_host
     from ortop.config import profile as profile_mod
-    from ortop.engine import ab
-    from ortop.engine.space import ModelFacts, Space, describe, profile_key
+    from ortop.engine.answers.space import ModelFacts, Space, describe, profile_key
+    from ortop.engine.bench import ab
     from ortop.model import load_model
 
     print(f"\n== {model}")
@@ -121,7 +121,7 @@ def one_model(model: str, args: argparse.Namespace) -> dict:
     space = Space(start, read_host(), ModelFacts.from_model(info, start), args.space.split(","))
     grid_s = args.grid_seconds if args.grid_seconds else args.grid_factor * args.budget
     t = time.monotonic()
-    from ortop.engine.racer import block_target_for
+    from ortop.engine.answers.racer import block_target_for
 
     grid_best, grid_label, full, used = grid_search(model, start, space, args.objective, grid_s, args.grid_max,
                                                     block_target_for(args.budget))

@@ -30,7 +30,7 @@ async def shoot(model: str, out: Path, size: tuple[int, int]) -> list[Path]:
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as profile_mod
     from ortop.config.profile import Profile
-    from ortop.engine.monitor import Monitor
+    from ortop.engine.live.monitor import Monitor
     from ortop.tui.app import make_app
 
     monitor = Monitor(model, profile_mod.merge(Profile(), **{"session.intra_op_num_threads": 1}))
@@ -80,7 +80,7 @@ async def shoot_replicas(model: str, out: Path, size: tuple[int, int]) -> Path:
     from ortop.collectors.gpu import make_gpu_collector
     from ortop.config import profile as profile_mod
     from ortop.config.profile import Profile
-    from ortop.engine.monitor import Monitor
+    from ortop.engine.live.monitor import Monitor
     from ortop.tui.app import make_app
 
     monitor = Monitor(model, profile_mod.merge(Profile(), **{"workload.replicas": 2, "workload.pin_replicas": True}))

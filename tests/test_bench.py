@@ -14,7 +14,7 @@ import numpy as np
 import psutil
 import pytest
 
-from ortop.engine import headless
+from ortop.engine.live import headless
 from tests.poll import wait_for
 from tests.test_cli import ortop
 from tests.test_compare import threads_profiles  # noqa: F401  (a fixture)
@@ -285,8 +285,8 @@ def test_compare_prints_everything_measured_when_its_worker_dies_again(batch_mod
 
 # ---- one definition of a configuration's percentiles ----------------------------------------------------------------
 def test_tune_and_compare_report_the_same_percentiles_for_the_same_blocks(batch_model):  # noqa: F811
-    from ortop.engine.ab import compare_profiles
-    from ortop.engine.trials import figures
+    from ortop.engine.answers.trials import figures
+    from ortop.engine.bench.ab import compare_profiles
 
     base = prof(batch_model, workload__dims={"batch": 16})
     result = compare_profiles(batch_model, [base, prof(batch_model, workload__dims={"batch": 64})], budget_s=2.0)
@@ -314,8 +314,8 @@ def test_a_capacity_point_at_twice_the_ceiling_reports_what_it_served(batch_mode
                                                                         monkeypatch):
     """A point offered twice the closed-loop ceiling: its queue drains past every block, so its served rate (over
     the time its requests took) is about the ceiling, and the search says the rate was not kept."""
-    from ortop.engine.capacity import Slo
-    from ortop.engine.capacity_search import CapacitySearch
+    from ortop.engine.answers.capacity import Slo
+    from ortop.engine.answers.capacity_search import CapacitySearch
 
     for xdg in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
         monkeypatch.setenv(xdg, str(tmp_path / xdg))

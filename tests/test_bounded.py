@@ -23,10 +23,10 @@ import pytest
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine import readout as readout_mod
-from ortop.engine.monitor import Monitor
-from ortop.engine.snapshot import Snapshot
-from ortop.engine.store import CONFIG_RING, SETTLE_SPARE
+from ortop.engine.live import readout as readout_mod
+from ortop.engine.live.monitor import Monitor
+from ortop.engine.live.snapshot import Snapshot
+from ortop.engine.live.store import CONFIG_RING, SETTLE_SPARE
 from ortop.measure import stats
 from ortop.measure.stats import Ring
 from ortop.runtime import protocol as proto

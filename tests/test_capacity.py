@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ortop.config.profile import Profile
-from ortop.engine.capacity import MET_MIN_S, POOL_MIN_S, CapacityResult, Point, Search
+from ortop.engine.answers.capacity import MET_MIN_S, POOL_MIN_S, CapacityResult, Point, Search
 from ortop.errors import UsageError
 from ortop.measure.bracket import grid
 from ortop.measure.queue import predict_knee, queue_model, server_times, simulate
@@ -114,7 +114,7 @@ def test_a_point_that_meets_the_slo_measures_on_until_its_search_has_seen_six_se
     the search reports it; an SLO loose enough for every rate under the ceiling keeps the first point met (at
     p99 ≤ 20 ms the first point, at 0.9 × the ceiling, read a long-run p99 up to 27 ms in 3 of 6 runs here)."""
     from ortop.config.profile import merge
-    from ortop.engine.capacity_search import CapacitySearch
+    from ortop.engine.answers.capacity_search import CapacitySearch
 
     for xdg in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
         monkeypatch.setenv(xdg, str(tmp_path / xdg))
@@ -151,7 +151,7 @@ def test_capacity_refuses_a_bad_slo_in_one_line(tmp_path, env):
 
 
 def test_a_run_judged_against_an_slo_counts_requests_over_it_and_shed_ones():
-    from ortop.engine.headless import slo_summary
+    from ortop.engine.live.headless import slo_summary
 
     lat = np.arange(1, 101, dtype=float)  # 1 … 100 ms
     d = slo_summary(parse_slo("p99=95ms"), lat)
@@ -658,7 +658,7 @@ def test_served_is_counted_over_the_same_requests_as_offered_and_is_never_above_
 
 def test_a_profile_of_ort_defaults_plus_flags_is_named_by_what_the_flags_set():
     from ortop.config.profile import merge
-    from ortop.engine.capacity import applied, label
+    from ortop.engine.answers.capacity import applied, label
 
     one = merge(Profile(), **{"session.intra_op_num_threads": 1})
     assert applied(one) == "threads 1" and applied(Profile()) == ""

@@ -11,8 +11,8 @@ import pytest
 
 from ortop.cli.capacity import format_result
 from ortop.config.profile import Profile, merge
-from ortop.engine.capacity import CapacityResult, Point, Search
-from ortop.engine.capacity_search import CapacitySearch, idle_miss, nearly_idle_miss, straddle_text
+from ortop.engine.answers.capacity import CapacityResult, Point, Search
+from ortop.engine.answers.capacity_search import CapacitySearch, idle_miss, nearly_idle_miss, straddle_text
 from ortop.measure.slo import Slo, metric_figure
 from tests.models import make_matmul_model
 
@@ -131,7 +131,7 @@ def test_a_budget_of_one_point_aims_it_low_enough_to_give_a_floor_and_still_fit(
     first goes at the prediction; with 45–55 s only one does, and it goes lower, at no less than ONE_SHOT of the
     prediction, where its requests still fit with the point's margin; with 20 s not even one fits at the
     prediction (it goes there, and is said thin)."""
-    from ortop.engine.capacity_search import ONE_SHOT, needed_s, one_shot_rate
+    from ortop.engine.answers.capacity_search import ONE_SHOT, needed_s, one_shot_rate
 
     assert one_shot_rate(4.2, 200.0, 1, 100) is None
     assert one_shot_rate(4.2, 20.0, 1, 100) is None

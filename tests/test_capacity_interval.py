@@ -15,7 +15,7 @@ import pytest
 from ortop.cli.capacity import format_result
 from ortop.cli.flags import add_workload_args, apply_flags
 from ortop.config.profile import Profile
-from ortop.engine.capacity_search import CapacitySearch
+from ortop.engine.answers.capacity_search import CapacitySearch
 from ortop.measure.queue import capacity_spread, queue_model
 from ortop.measure.rerun import (
     CONFIDENCE,

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from ortop.engine.certify import blocks_clump_factor
+from ortop.engine.answers.certify import blocks_clump_factor
 from ortop.measure.certify import clump_factor, early_stopping, min_queries
 from tests.models import make_matmul_model
 from tests.test_bench import killed, start_ortop
@@ -145,7 +145,7 @@ class FakeCertify:
         self.go = threading.Event()
 
     def __call__(self, model_path, profile, slo, rate_per_s, *, min_duration_s, budget_s, name, stop, on_block):
-        from ortop.engine.certify import CertifyResult
+        from ortop.engine.answers.certify import CertifyResult
         from ortop.measure.certify import Certification
 
         self.calls.append({"model_path": model_path, "profile": profile, "slo": slo, "rate": rate_per_s,
@@ -271,7 +271,7 @@ def test_ctrl_c_prints_the_certification_so_far_as_undecided(env, tmp_path):  # 
 
 
 def test_the_report_names_the_verdict_the_counts_the_rule_and_the_searched_capacity():
-    from ortop.engine.certify import CertifyResult
+    from ortop.engine.answers.certify import CertifyResult
     from ortop.measure.certify import Certification
     from ortop.measure.noise import HostNoise
     from ortop.measure.slo import Slo
@@ -297,7 +297,7 @@ def test_a_certification_of_ort_defaults_plus_flags_names_what_the_flags_set():
     """``--threads 1`` without a profile is certified as ``threads 1``, in the JSON and the text: "defaults" would
     not say what was certified."""
     from ortop.cli.capacity import format_certification
-    from ortop.engine.certify import CertifyResult
+    from ortop.engine.answers.certify import CertifyResult
     from ortop.measure.certify import Certification
     from ortop.measure.slo import Slo
 

@@ -101,7 +101,7 @@ def fake_tuner_builder(racer_class: Any, seen: dict[str, Any] | None = None) -> 
     """A ``build_tuner`` for ``ortop tune`` whose search runs on ``racer_class`` (a fake racer) and a fake clock;
     what it was asked for lands in ``seen``."""
     from ortop.engine import Tuner
-    from ortop.engine.space import Space
+    from ortop.engine.answers.space import Space
     from tests.test_tuner import CHAIN, StepClock, host, threads_effect
 
     def build_tuner(model_path, profile, *, objective, max_p99_ms, budget_s, stop, clock, **kw):

@@ -10,8 +10,8 @@ import pytest
 
 from ortop.config import profile as P
 from ortop.config.profile import Profile
-from ortop.engine.monitor import Monitor
-from ortop.engine.snapshot import RowVerdict
+from ortop.engine.live.monitor import Monitor
+from ortop.engine.live.snapshot import RowVerdict
 from ortop.measure.compare import METRICS
 from tests.poll import wait_for
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
@@ -310,7 +310,7 @@ def test_rows_with_different_workloads_are_not_comparable(monitor):
 
 
 def test_sessions_that_would_not_fit_in_memory_are_refused(matmul_model):
-    from ortop.engine import ab, headless
+    from ortop.engine.bench import ab, headless
 
     one = _one_thread()
     two = P.merge(one, **{"session.intra_op_num_threads": 2})

@@ -14,7 +14,7 @@ import pytest
 from onnx import numpy_helper
 
 from ortop.config import profile as P
-from ortop.engine import ab
+from ortop.engine.bench import ab
 from ortop.engine.models import InputsDiffer, check_inputs
 from ortop.measure.agreement import Agreement, Tolerance, figures
 from tests.models import make_matmul_model

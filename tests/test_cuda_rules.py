@@ -31,8 +31,8 @@ from ortop.config import profile as pm
 from ortop.config.profile import Profile, ProfileError
 from ortop.config.validate import CUDA_PROCESS_POINTERS, ORT_BOOLS, entry_error, option_int
 from ortop.doctor.static import Context, run_static
-from ortop.engine import headless
-from ortop.engine.space import ModelFacts, Space
+from ortop.engine.answers.space import ModelFacts, Space
+from ortop.engine.live import headless
 from ortop.model import load_model
 from tests.models import make_matmul_model
 

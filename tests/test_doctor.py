@@ -26,7 +26,7 @@ from ortop.doctor.graph import scan_graph
 from ortop.doctor.measured import Figures, Trial, judge_variance, run_measured, spread
 from ortop.doctor.report import format_report
 from ortop.doctor.static import STATIC_CHECKS, Context, run_static
-from ortop.engine.ab import ShapeFigures
+from ortop.engine.bench.ab import ShapeFigures
 from ortop.measure.compare import Block, compare
 from ortop.model import load_model
 from tests.models import (
@@ -736,7 +736,7 @@ def test_the_doctor_on_a_saturated_host_says_so(healthy: str) -> None:
 @pytest.mark.integration
 def test_spinning_verified_in_the_live_view_is_reported(tmp_path: Path) -> None:
     from ortop.doctor import context_from_snapshot
-    from ortop.engine.monitor import Monitor
+    from ortop.engine.live.monitor import Monitor
     from tests.poll import wait_for
 
     model = make_matmul_model(tmp_path / "mm.onnx", n=256, batch=256)  # ~0.4 ms a run: at 50 Hz mostly waiting

@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 
 from ortop.config import profile as P
 from ortop.config.profile import Profile, ProfileError
-from ortop.engine.monitor import Monitor
+from ortop.engine.live.monitor import Monitor
 from ortop.model import ModelError
 from ortop.runtime import protocol as PR
 from ortop.runtime.serve import FAST_RUN_MS
@@ -522,7 +522,7 @@ def test_failed_build_in_a_fresh_worker_brings_back_the_last_good(monitors, matm
 
 
 def test_a_worker_that_keeps_dying_is_given_up(monitors, matmul_model):
-    from ortop.engine.monitor import RESTART_LIMIT
+    from ortop.engine.live.monitor import RESTART_LIMIT
 
     mon = monitors(matmul_model)
     for _ in range(RESTART_LIMIT + 1):
@@ -774,7 +774,7 @@ def test_alternate_sends_blocks_in_schedule_order_without_the_settle_runs(worker
 
 def test_the_monitor_and_the_ui_fake_both_fit_the_view(matmul_model):
     """engine.view.MonitorView is what the TUI may use: the real Monitor and the fake the UI tests drive both fit."""
-    from ortop.engine.view import MonitorView
+    from ortop.engine.live.view import MonitorView
 
     mon = Monitor(matmul_model, prof())  # not started: only its surface is checked
     assert isinstance(mon, MonitorView)
@@ -811,7 +811,7 @@ def test_short_closed_loop_runs_skip_the_per_run_cpu_clock_and_paced_ones_keep_i
 
 
 def test_warnings_that_differ_in_one_name_are_one_line():
-    from ortop.engine.snapshot import group_warnings
+    from ortop.engine.live.snapshot import group_warnings
 
     ort = [f"ORT: Initializer w{i} appears in graph inputs and will not be treated as constant." for i in range(269)]
     out = group_warnings(["worker: first"] + ort + ["rebuild failed, previous session kept: bad core"])
@@ -838,7 +838,7 @@ def test_paced_blocks_span_enough_runs_and_verification_grows_to_fit_its_pairs()
 def test_a_window_shorter_than_the_sample_batches_still_counts_its_runs(matmul_model):
     """Runs reach the parent every ~100 ms; a 20 ms window mostly ends before its first batch lands. The headless
     measurement waits for that batch and counts the wait as measured."""
-    from ortop.engine import headless
+    from ortop.engine.live import headless
 
     for _ in range(3):
         res = headless.measure(matmul_model, prof(**{"session.intra_op_num_threads": 1}), duration_s=0.02)

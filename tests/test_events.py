@@ -6,7 +6,7 @@ import pytest
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.events import built_text, worker_line
+from ortop.engine.live.events import built_text, worker_line
 
 
 def test_ort_lines_keep_their_level_and_a_plain_line_is_info_unless_it_warns():
@@ -49,7 +49,7 @@ def test_a_rebuild_names_what_changed_from_the_configuration_it_replaced():
 
 def test_sessions_built_for_a_comparison_leave_the_row_numbers_dense(matmul_model):
     """Row numbers jumped 4 → 7 after a verification: its two sessions took ids from the same count."""
-    from ortop.engine.monitor import TEMP_ID_BASE, Monitor
+    from ortop.engine.live.monitor import TEMP_ID_BASE, Monitor
 
     mon = Monitor(matmul_model, Profile())  # not started: only its numbering is read
     rows = [mon._new_row_id()]
@@ -60,7 +60,7 @@ def test_sessions_built_for_a_comparison_leave_the_row_numbers_dense(matmul_mode
 
 def test_a_grouped_repeat_moves_to_its_latest_time_so_the_log_stays_in_time_order():
     """A repeat was counted where it first came with its newest time: the panel read 145.6 before 118.9."""
-    from ortop.engine.events import EventLog
+    from ortop.engine.live.events import EventLog
 
     log = EventLog()
     log.add(100.0, "warning", "ORT: slow node")
@@ -75,7 +75,7 @@ def test_a_grouped_repeat_moves_to_its_latest_time_so_the_log_stays_in_time_orde
 
 
 def test_the_events_panel_shows_events_in_time_order_whatever_order_they_come_in():
-    from ortop.engine.snapshot import Event
+    from ortop.engine.live.snapshot import Event
     from ortop.tui.panels.events import events_panel
 
     events = [Event(10.0, "info", "first"), Event(145.6, "warning", "grouped", 4), Event(118.9, "info", "between")]
@@ -91,6 +91,6 @@ def test_the_events_panel_shows_events_in_time_order_whatever_order_they_come_in
     (120.4, "120 s"),
 ])
 def test_a_duration_in_an_event_is_rounded_as_one_reads_it(seconds: float, said: str):
-    from ortop.engine.events import seconds_text
+    from ortop.engine.live.events import seconds_text
 
     assert seconds_text(seconds) == said

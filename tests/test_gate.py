@@ -308,7 +308,7 @@ def test_verdict_text_names_the_end_of_the_interval_that_decided() -> None:
     (100.0, 600.0, 2.0),           # ... and never beyond the cap
 ])
 def test_gate_blocks_grow_to_hold_a_tail_where_the_budget_allows(run_ms, budget, block) -> None:
-    from ortop.engine.ab import gate_block_s
+    from ortop.engine.bench.ab import gate_block_s
 
     assert gate_block_s(0.3, 0.3, run_ms, budget, 100) == pytest.approx(block)
     assert gate_block_s(0.3, 0.3, run_ms, budget, 1) == 0.3  # throughput and CPU need no more than a run

@@ -118,7 +118,7 @@ def test_the_interleavings_rule_judges_a_tail_only_on_blocks_that_hold_it() -> N
     blocks of 3 runs (a slow model) every look finds the p99 gate not judged, so a wide gate that the blocks' own
     "p99s" (their slowest runs) would pass never passes (nor does the plain rule: its comparison pools them too),
     and a failing p50 gate still ends the measuring."""
-    from ortop.engine.ab import TailGateLooks
+    from ortop.engine.bench.ab import TailGateLooks
 
     ratios = [1.2 + 0.01 * (k % 3) for k in range(40)]
     plain, tail = GateLooks([parse_gate("p99:+50%")]), TailGateLooks([parse_gate("p99:+50%")])

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine import ab
+from ortop.engine.bench import ab
 from ortop.engine.bench.interleave import Faults, Interleaver, WorkerLost
 from ortop.measure import rows as R
 from ortop.measure.compare import schedule

@@ -303,8 +303,8 @@ def test_fake_knob_has_a_flag() -> None:
 
 @pytest.mark.usefixtures("fake")
 def test_fake_knob_has_a_label_and_a_display_everywhere() -> None:
-    from ortop.engine.snapshot import changes_between, label_of
-    from ortop.engine.space import describe
+    from ortop.engine.answers.space import describe
+    from ortop.engine.live.snapshot import changes_between, label_of
     from ortop.tui.panels._format import compact_changes
     from ortop.tui.panels.model import settings_line
 
@@ -320,7 +320,7 @@ def test_fake_knob_has_a_label_and_a_display_everywhere() -> None:
 
 @pytest.mark.usefixtures("fake")
 def test_fake_knob_has_a_verdict_metric() -> None:
-    from ortop.engine.verdicts import primary_metric
+    from ortop.engine.live.verdicts import primary_metric
 
     paced = pm.merge(Profile(), **{"workload.rate_hz": 100.0})
     assert primary_metric(paced, pm.merge(paced, **{"session.fake_spin_pause": 3})) == "cpu"  # "spin" in its name
@@ -395,7 +395,7 @@ def test_inter_op_spin_knobs_on_a_real_session(model: str) -> None:
 
 def test_every_spin_knob_is_judged_on_cpu_per_run_at_a_paced_rate() -> None:
     """A change of the inter-op spin knobs at a paced rate used to be judged on p50: what spinning costs is CPU."""
-    from ortop.engine.verdicts import primary_metric
+    from ortop.engine.live.verdicts import primary_metric
 
     paced = pm.merge(Profile(), **{"workload.rate_hz": 100.0})
     for key, value in (("session.allow_spinning", False), ("session.inter_op_allow_spinning", False),

@@ -11,7 +11,7 @@ import pytest
 from ortop.cli.ops import ops_main
 from ortop.collectors.allocator import find_mimalloc
 from ortop.config import profile as P
-from ortop.engine import ab
+from ortop.engine.bench import ab
 from ortop.engine.workerproc import worker_env
 from tests.models import make_matmul_model
 

@@ -132,10 +132,11 @@ def test_the_cli_and_tui_use_the_engine_and_doctor_through_their_faces():
 def test_the_face_check_sees_deferred_relative_and_from_imports():
     """What the check above must catch: a deferred import, a module named in a from-import, a relative import."""
     src = ("from ortop.engine import Monitor\n"
-           "def f():\n    from ortop.engine import snapshot\n    import ortop.doctor.static\n"
-           "    from ..engine import space\n")
+           "def f():\n    from ortop.engine.live import snapshot\n    import ortop.doctor.static\n"
+           "    from ..engine.answers import space\n")
     hits = [h.split(": ")[1] for h in _private_imports(src, "ortop.tui")]
-    assert hits == ["ortop.engine.snapshot", "ortop.doctor.static", "ortop.engine.space"]
+    assert hits == ["ortop.engine.live", "ortop.engine.live.snapshot", "ortop.doctor.static", "ortop.engine.answers",
+                    "ortop.engine.answers.space"]
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -166,7 +167,7 @@ def test_each_face_gives_what_it_lists_and_types_it(face):
 def test_the_faces_and_the_tui_start_up_leave_the_heavy_modules_unloaded():
     """The faces load a name when it is first read: importing them, or starting the TUI, does not import the
     monitor, the A/B runner or the doctor's checks (the TUI needs those only when a screen runs them)."""
-    heavy = {"ortop.engine.monitor", "ortop.engine.ab", "ortop.engine.headless", "ortop.doctor.static",
+    heavy = {"ortop.engine.live.monitor", "ortop.engine.bench.ab", "ortop.engine.live.headless", "ortop.doctor.static",
              "ortop.doctor.measured", "ortop.doctor.diagnose"}
     faces = _imported_after(list(FACES))
     assert not {m for m in faces if m.startswith("ortop.engine.")}

@@ -11,9 +11,9 @@ import pytest
 from ortop.collectors.allocator import MIMALLOC_HINT, find_mimalloc, not_a_shared_library, resolve_allocator
 from ortop.config import profile as P
 from ortop.config.profile import Profile
-from ortop.engine import headless
-from ortop.engine.memory import Leak, MemoryInfo, leak_check
-from ortop.engine.snapshot import summary
+from ortop.engine.live import headless
+from ortop.engine.live.memory import Leak, MemoryInfo, leak_check
+from ortop.engine.live.snapshot import summary
 from ortop.present import MIB as MB
 from ortop.runtime.child import preload_missing
 from ortop.tui.panels import memory
@@ -201,7 +201,7 @@ def test_memory_pattern_off_lowers_the_peak(chained) -> None:
 
 @pytest.mark.integration
 def test_history_rows_carry_the_peak_and_its_change(chained) -> None:
-    from ortop.engine.monitor import Monitor
+    from ortop.engine.live.monitor import Monitor
 
     mon = Monitor(chained, prof(workload__rate_hz=4.0))
     mon.start()

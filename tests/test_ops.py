@@ -11,7 +11,7 @@ import pytest
 
 from ortop.cli.ops import ops_main
 from ortop.config.profile import Profile
-from ortop.engine import ops
+from ortop.engine.answers import ops
 from ortop.engine.workerproc import run_child
 from ortop.model.demo import build_demo
 from ortop.runtime.opprof import op_table, parse_trace

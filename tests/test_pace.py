@@ -166,7 +166,7 @@ def test_the_fastest_response_decides_only_when_it_fills_the_servers():
 
 # ---- the callers: compare's and tune's figures --------------------------------------------------------------------
 def config_figures(offered: float, served: float, runs: int, blocks: int, p50_ms: float, dropped: int = 0):
-    from ortop.engine.ab import ConfigFigures
+    from ortop.engine.bench.ab import ConfigFigures
 
     prof = P.from_dict({"workload": {"rate_hz": 12, "arrival": "poisson"}})
     return ConfigFigures(0, "a", prof, runs, p50_ms, p50_ms * 2, served, 1.0, blocks, offered_per_s=offered,
@@ -189,8 +189,8 @@ def test_compare_judges_its_blocks_against_what_arrived_not_their_drain():
 
 
 def test_tune_allows_for_the_asked_rates_poisson_spread():
-    from ortop.engine.space import Candidate
-    from ortop.engine.trials import Figures, Trial
+    from ortop.engine.answers.space import Candidate
+    from ortop.engine.answers.trials import Figures, Trial
 
     prof = P.from_dict({"workload": {"rate_hz": 12, "arrival": "poisson"}})
 
@@ -210,8 +210,8 @@ def test_tune_judges_the_arrivals_its_race_blocks_counted_where_it_has_them():
     """A race's blocks count what arrived in their windows: a candidate is judged on those (as compare is), so a
     server that kept up with a Poisson count that came in low is kept, and one that fell behind what arrived is not,
     whatever the asked rate says."""
-    from ortop.engine.space import Candidate
-    from ortop.engine.trials import Figures, Trial
+    from ortop.engine.answers.space import Candidate
+    from ortop.engine.answers.trials import Figures, Trial
 
     prof = P.from_dict({"workload": {"rate_hz": 12, "arrival": "poisson"}})
 

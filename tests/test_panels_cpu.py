@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ortop.collectors.cpu import CpuSample, ThreadSample
-from ortop.engine.monitor import CpuCost
+from ortop.engine.live.monitor import CpuCost
 from ortop.tui.panels import cpu, spin
 
 
@@ -181,7 +181,7 @@ def test_between_runs_leaves_out_the_gap_before_the_first_kept_run() -> None:
     import numpy as np
 
     from ortop.config.profile import Profile
-    from ortop.engine.store import ConfigStore
+    from ortop.engine.live.store import ConfigStore
 
     c = ConfigStore(1, Profile())
     # two runs 0.1 s apart; the first came after a 0.5 s gap (the build) spent spinning: 500 ms of CPU

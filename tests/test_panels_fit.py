@@ -17,7 +17,7 @@ import pytest
 from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.engine import traffic as T
-from ortop.engine.snapshot import Event
+from ortop.engine.live.snapshot import Event
 from ortop.tui.app import make_app
 from ortop.tui.widgets import Panel
 from tests.fakes import FakeMonitor, StepClock
@@ -164,7 +164,7 @@ def test_an_event_never_leaves_a_unit_alone_on_its_line() -> None:
 
 
 def test_the_status_line_fits_80_columns_while_verifying() -> None:
-    from ortop.engine.snapshot import VerifyProgress
+    from ortop.engine.live.snapshot import VerifyProgress
     from ortop.tui.panels.status import status_line
 
     monitor = FakeMonitor(state="verifying")

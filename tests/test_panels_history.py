@@ -6,7 +6,7 @@ import math
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.monitor import ConfigRecord, CpuCost
+from ortop.engine.live.monitor import ConfigRecord, CpuCost
 from ortop.measure.stats import LatencyStats
 from ortop.tui.panels import history
 from tests.fakes import FakeVerdict
@@ -99,7 +99,7 @@ def test_rows_with_long_changes_read_apart_and_the_detail_has_them_in_full() -> 
 
 def test_every_verdict_names_its_metric() -> None:
     """"−40.7 % unverified" sat beside "CPU/run +318 %" without saying it was p50."""
-    from ortop.engine.snapshot import RowVerdict
+    from ortop.engine.live.snapshot import RowVerdict
 
     assert history.verdict_cell(RowVerdict("unverified", "−40.7 % unverified", "", metric="p50")).plain == \
         "p50 −40.7 % unverified"
@@ -114,9 +114,9 @@ def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
     """A row left at "measuring…" forever: once another configuration replaced it, it gets no more runs."""
     import numpy as np
 
-    from ortop.engine.monitor_state import MonitorState
-    from ortop.engine.readout import Readout
-    from ortop.engine.store import ConfigStore
+    from ortop.engine.live.monitor_state import MonitorState
+    from ortop.engine.live.readout import Readout
+    from ortop.engine.live.store import ConfigStore
     from ortop.measure.series import Series
 
     def store(cid: int, runs: int) -> ConfigStore:
@@ -139,7 +139,7 @@ def test_a_row_replaced_before_it_had_runs_enough_settles() -> None:
 
 def test_a_verdict_with_its_metric_fits_the_table_at_80_and_120_columns() -> None:
     """The change column gives way, so "p50 −40.7 % unverified" is not cut at the screen's edge."""
-    from ortop.engine.snapshot import RowVerdict
+    from ortop.engine.live.snapshot import RowVerdict
 
     base = Profile()
     changed = profile_mod.merge(base, **{"session.intra_op_num_threads": 2, "session.allow_spinning": False,

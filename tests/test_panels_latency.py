@@ -72,7 +72,7 @@ def test_throughput_reads_paused_while_paused() -> None:
 def test_the_window_widens_at_low_rates_and_serves_a_rate_over_its_span() -> None:
     import numpy as np
 
-    from ortop.engine.readout import recent_window
+    from ortop.engine.live.readout import recent_window
     from ortop.measure.stats import WINDOW_MIN_RUNS
 
     def rows(times):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.monitor import Event
+from ortop.engine.live.monitor import Event
 from ortop.tui.panels import events, model
 
 

@@ -23,7 +23,7 @@ from ortop.config.providers import (
     resolve,
     short_name,
 )
-from ortop.engine.space import ModelFacts, Space
+from ortop.engine.answers.space import ModelFacts, Space
 from ortop.export import FORMATS, render
 
 # ---- the normaliser -----------------------------------------------------------------------------------------------

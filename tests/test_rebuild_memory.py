@@ -15,7 +15,7 @@ from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.engine import Monitor
-from ortop.engine.memory import MemoryInfo, RebuildGrowth, WorkerMemory, rebuild_growth
+from ortop.engine.live.memory import MemoryInfo, RebuildGrowth, WorkerMemory, rebuild_growth
 from ortop.present import MIB as MB
 from ortop.tui.app import make_app
 from ortop.tui.panels import memory

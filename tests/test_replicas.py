@@ -11,7 +11,7 @@ from ortop.config import profile as P
 from ortop.config.errors import ProfileError
 from ortop.config.profile import Profile
 from ortop.config.replicas import describe_share, overlap_note, replica_profile, split_cores
-from ortop.engine import headless
+from ortop.engine.live import headless
 from ortop.engine.placement import core_order, shares_for
 from tests.models import make_chained_activations_model
 

@@ -15,8 +15,8 @@ from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.config.replicas import describe_share
-from ortop.engine.monitor import Monitor
-from ortop.engine.snapshot import ReplicaFigures
+from ortop.engine.live.monitor import Monitor
+from ortop.engine.live.snapshot import ReplicaFigures
 from ortop.measure.stats import LatencyStats
 from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.panels import cpu, replicas

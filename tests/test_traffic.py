@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ortop.config import profile as P
-from ortop.engine import headless
+from ortop.engine.live import headless
 from ortop.measure import arrivals as A
 from ortop.measure import rows as R
 from tests.models import make_matmul_model

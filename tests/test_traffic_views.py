@@ -135,8 +135,8 @@ def test_a_verified_spinning_change_reports_the_long_gap_p99_beside_cpu_per_run(
     from types import SimpleNamespace
 
     from ortop.engine.bench.record import gap_figures as _gap_figures
-    from ortop.engine.snapshot import RowVerdict
-    from ortop.engine.verify import with_long_gaps
+    from ortop.engine.live.snapshot import RowVerdict
+    from ortop.engine.live.verify import with_long_gaps
 
     assert _gap_figures([np.full(10, 1.0)])[1] == 10 and np.isnan(_gap_figures([np.full(10, 1.0)])[0])
     p99, n = _gap_figures([np.linspace(1.0, 2.0, 50), np.full(50, 3.0)])

@@ -19,7 +19,7 @@ from ortop.collectors.cpu import FakeCpuCollector, PsutilCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.monitor import Monitor
+from ortop.engine.live.monitor import Monitor
 from ortop.tui import actions
 from ortop.tui.actions import sanitize_name
 from ortop.tui.app import OrtopApp, make_app
@@ -399,7 +399,7 @@ def test_actions_name_and_write_files(tmp_path: Path, monkeypatch) -> None:
 async def test_v_verifies_the_last_change_and_the_history_verifies_a_row():
     """v asks the monitor to verify the newest row against the one before; the history's v the selected row; the
     status line shows the verification under way."""
-    from ortop.engine.view import MonitorView
+    from ortop.engine.live.view import MonitorView
 
     mon = FakeMonitor()
     assert isinstance(mon, MonitorView)
@@ -857,8 +857,8 @@ async def test_help_explains_every_panels_figures_and_scrolls_at_80x24(monitor: 
 
 
 def test_the_help_quotes_the_engines_own_figures() -> None:
-    from ortop.engine.store import CONFIG_RING
-    from ortop.engine.verdicts import MIN_VERDICT_RUNS
+    from ortop.engine.live.store import CONFIG_RING
+    from ortop.engine.live.verdicts import MIN_VERDICT_RUNS
     from ortop.tui.screens import help as help_screen
 
     assert help_screen.CONFIG_RING == CONFIG_RING

@@ -27,8 +27,8 @@ from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.capacity import BY_MEASURED, BY_MODEL, CapacityResult, Point, Search, Slo, grid
-from ortop.engine.capacity_search import idle_miss
+from ortop.engine.answers.capacity import BY_MEASURED, BY_MODEL, CapacityResult, Point, Search, Slo, grid
+from ortop.engine.answers.capacity_search import idle_miss
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.measure.ratio import capacity_ratio, ratio_text
 from ortop.present import rate_text

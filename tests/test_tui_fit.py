@@ -19,7 +19,7 @@ from ortop.collectors.gpu import FakeGpuCollector
 from ortop.collectors.host import read_host
 from ortop.config.profile import Profile
 from ortop.doctor import evidence_text, patch_text
-from ortop.engine.monitor import Monitor
+from ortop.engine.live.monitor import Monitor
 from ortop.tui.app import make_app
 from ortop.tui.panels._format import fit_columns, lead_forms
 from ortop.tui.screens import TuneScreen

@@ -22,9 +22,9 @@ from ortop.collectors.cpu import FakeCpuCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.space import Space
-from ortop.engine.trials import BETTER, KEEP
-from ortop.engine.tuner import Tuner
+from ortop.engine.answers.space import Space
+from ortop.engine.answers.trials import BETTER, KEEP
+from ortop.engine.answers.tuner import Tuner
 from ortop.errors import RuntimeFailure
 from ortop.tui.app import OrtopApp, make_app
 from ortop.tui.screens import HelpScreen, SaveScreen, TuneScreen
@@ -405,7 +405,7 @@ def resource_tracker() -> None:
 
 
 def _real_threads_only(model_path: str, profile: Profile, **kw: Any) -> Tuner:
-    from ortop.engine.tunerun import build_tuner
+    from ortop.engine.answers.tunerun import build_tuner
 
     return build_tuner(model_path, profile, dims=["threads"], **kw)[0]
 

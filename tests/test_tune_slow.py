@@ -18,10 +18,10 @@ import pytest
 from ortop.cli.tune import EXIT_NOT_MEASURED, format_result, tune_main
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.space import Candidate, Space, describe
-from ortop.engine.trials import BETTER, KEEP, NOT_MEASURED, Figures, RaceOutcome, Trial, TuneResult
-from ortop.engine.tuner import Tuner
-from ortop.engine.tunerun import leaderboard_rows
+from ortop.engine.answers.space import Candidate, Space, describe
+from ortop.engine.answers.trials import BETTER, KEEP, NOT_MEASURED, Figures, RaceOutcome, Trial, TuneResult
+from ortop.engine.answers.tuner import Tuner
+from ortop.engine.answers.tunerun import leaderboard_rows
 from ortop.errors import EXIT_GATE_UNDECIDED, exit_codes
 from ortop.measure.compare import Comparison
 from tests.models import make_slow_model
@@ -123,7 +123,7 @@ def test_a_baseline_shown_to_meet_the_slo_at_no_rate_is_a_result_that_keeps_it()
     """The no-load figure's interval lies above the SLO (decided): keep the baseline, a result (exit 0), not "not
     measured"."""
     from ortop.cli.tune import exit_code
-    from ortop.engine.tuner import NO_RATE
+    from ortop.engine.answers.tuner import NO_RATE
 
     clock = StepClock(0.0)
     racer = FakeRacer(clock, threads_effect({2: 0.7}))

@@ -18,8 +18,8 @@ from ortop.cli.tune import save_header, tune_main
 from ortop.collectors.host import HostFacts
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine.space import ModelFacts, Space, has_parallel_branches, profile_key, unfixed_dims
-from ortop.engine.tuner import BETTER, KEEP, NOT_MEASURED, STOPPED, RaceOutcome, Tuner, figures
+from ortop.engine.answers.space import ModelFacts, Space, has_parallel_branches, profile_key, unfixed_dims
+from ortop.engine.answers.tuner import BETTER, KEEP, NOT_MEASURED, STOPPED, RaceOutcome, Tuner, figures
 from ortop.errors import RuntimeFailure
 from ortop.fsutil import write_text
 from ortop.measure.compare import Block, schedule
@@ -579,7 +579,7 @@ def test_a_stop_before_the_baseline_is_built_says_so() -> None:
 
 @pytest.mark.integration
 def test_worker_racer_builds_nothing_once_stopped(matmul_model) -> None:
-    from ortop.engine.racer import WorkerRacer
+    from ortop.engine.answers.racer import WorkerRacer
 
     stop = threading.Event()
     stop.set()
@@ -702,7 +702,7 @@ def test_tiny_graph_helpers_round_trip(tmp_path) -> None:
 
 @pytest.mark.integration
 def test_worker_racer_keeps_sessions_and_reports_failures(matmul_model) -> None:
-    from ortop.engine.racer import WorkerRacer
+    from ortop.engine.answers.racer import WorkerRacer
     from ortop.measure.compare import compare
 
     a = Profile(model=matmul_model)
@@ -730,7 +730,7 @@ class LosingRacer(FakeRacer):
     """A racer whose worker is lost for good on its second race (every session in it proven by the first)."""
 
     def race(self, profiles: Sequence[Profile], seconds: float) -> RaceOutcome:
-        from ortop.engine.trials import RacerError
+        from ortop.engine.answers.trials import RacerError
 
         if self.races == 1:
             self.races += 1

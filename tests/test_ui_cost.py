@@ -14,10 +14,10 @@ import pytest
 
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
-from ortop.engine import store as store_mod
-from ortop.engine.monitor import Monitor
-from ortop.engine.readout import RECORD_REFRESH_S
-from ortop.engine.store import ConfigStore
+from ortop.engine.live import store as store_mod
+from ortop.engine.live.monitor import Monitor
+from ortop.engine.live.readout import RECORD_REFRESH_S
+from ortop.engine.live.store import ConfigStore
 
 
 def test_snapshots_do_not_recompute_figures_over_every_kept_run(matmul_model, monkeypatch) -> None:

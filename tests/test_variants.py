@@ -11,7 +11,7 @@ import pytest
 
 from ortop.config import profile as P
 from ortop.config.profile import Profile
-from ortop.engine.variants import check_out_dir, default_out_dir, make_variants, plan_kinds
+from ortop.engine.answers.variants import check_out_dir, default_out_dir, make_variants, plan_kinds
 from ortop.errors import UsageError
 from ortop.model import load_model
 from ortop.runtime.variants import FeedReader, calibration_feeds

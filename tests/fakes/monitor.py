@@ -17,9 +17,9 @@ from dataclasses import replace
 from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.config.replicas import split_cores
-from ortop.engine.memory import MemoryInfo
-from ortop.engine.monitor import ConfigRecord, CpuCost, Event, Snapshot
-from ortop.engine.snapshot import ReplicaFigures, RowVerdict, VerifyProgress
+from ortop.engine.live.memory import MemoryInfo
+from ortop.engine.live.monitor import ConfigRecord, CpuCost, Event, Snapshot
+from ortop.engine.live.snapshot import ReplicaFigures, RowVerdict, VerifyProgress
 from ortop.engine.traffic import Traffic
 from ortop.measure.arrivals import CLOSED, mode_of
 from ortop.measure.stats import Bucket, LatencyStats

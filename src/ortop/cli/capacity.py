@@ -1,8 +1,8 @@
 """``ortop capacity MODEL [--profile PROFILE …] --slo p99=50ms``: the most traffic each profile serves within the SLO.
 
 Poisson arrivals (common to every profile), searched from the closed-loop ceiling down; each point decided by
-batch means over interleaved blocks (:mod:`ortop.engine.capacity`). Prints the capacities with the interval a rerun
-is expected to land in and the bracket each was found in (the search's resolution), the host's noise over the
+batch means over interleaved blocks (:mod:`ortop.engine.answers.capacity`). Prints the capacities with the interval a
+rerun is expected to land in and the bracket each was found in (the search's resolution), the host's noise over the
 search, the curve in the terminal, the best profile and its ratio to the others, judged by their intervals
 (:mod:`ortop.measure.ratio`); ``--json`` one object.
 
@@ -10,8 +10,9 @@ A worker that dies is restarted with its sessions and the search goes on (``rest
 again before finishing a block ends the search as ctrl-C does: what was measured is printed (``fault`` says why),
 and the command exits 4 (``exit_code`` in the JSON; ctrl-C 130, a search that ran its course 0).
 
-``--certify RATE`` certifies one rate instead (:mod:`ortop.engine.certify`, MLPerf Server's early-stopping rule):
-exit 0 certified, 5 violated, 6 undecided; without RATE the search runs first and 0.9 × its capacity is certified.
+``--certify RATE`` certifies one rate instead (:mod:`ortop.engine.answers.certify`, MLPerf Server's early-stopping
+rule): exit 0 certified, 5 violated, 6 undecided; without RATE the search runs first and 0.9 × its capacity is
+certified.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ortop.measure.rerun import drift_gain
 from ortop.present import pct_unit, rate_figure
 
 SEARCH_BUDGET_S = 120.0
-CERTIFY_BUDGET_S = 300.0   # ortop.engine.certify.BUDGET_S (not imported here: the parser stays light)
+CERTIFY_BUDGET_S = 300.0   # ortop.engine.answers.certify.BUDGET_S (not imported here: the parser stays light)
 # --certify with no RATE: search first, certify 0.9 × the capacity found. A rate the parser refuses (never one
 # given), and not a str: argparse would parse a str const as a RATE.
 CERTIFY_SEARCHED = math.inf
@@ -251,7 +252,7 @@ def _point_rows(s: Any, slo: Any, width: int) -> list[str]:
     return lines
 
 
-# ---- --certify RATE: MLPerf Server's early-stopping rule at one rate (ortop.engine.certify) ---------------------
+# ---- --certify RATE: MLPerf Server's early-stopping rule at one rate (ortop.engine.answers.certify) -------------
 def add_certify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--certify", nargs="?", type=rate_arg, const=CERTIFY_SEARCHED, default=None, metavar="RATE",
                    help="certify that RATE requests/s (Poisson) meets the SLO's percentile, by MLPerf Inference's "

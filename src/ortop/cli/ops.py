@@ -2,7 +2,7 @@
 
     ortop ops MODEL [--runs N] [--top K] [--json] [--profile PROFILE] [--provider NAME] [--threads N] [input flags]
 
-The session is built in a child process with ``SessionOptions.enable_profiling`` (see :mod:`ortop.engine.ops`);
+The session is built in a child process with ``SessionOptions.enable_profiling`` (see :mod:`ortop.engine.answers.ops`);
 after the warm-up runs, ``--runs`` runs are traced, and each node's kernel time is summed: total ms, share of all
 kernel time, mean ms per run, and the provider that ran it (a node that fell back to CPU shows here).
 

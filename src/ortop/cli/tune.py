@@ -3,7 +3,7 @@
     ortop tune MODEL [--budget 60] [--objective p50|p99|throughput|cpu] [--max-p99 MS] [--space threads,spinning,…]
                      [--save FILE] [--json] [--profile PROFILE] [workload and input flags]
 
-Candidates race against the incumbent in interleaved blocks inside one worker (see :mod:`ortop.engine.tuner`);
+Candidates race against the incumbent in interleaved blocks inside one worker (see :mod:`ortop.engine.answers.tuner`);
 the winner is verified against the start profile, and "no detectable gain: keep the baseline" is a result too.
 "Not measured" is not: when no candidate could be raced in the budget (a slow model's rung needs more time than
 was left), or the best could not be verified, the result says so, with the baseline's own figures and the budget
@@ -19,7 +19,7 @@ ctrl-C stopped the search (the result so far is printed, and saved with ``--save
 without one).
 
 Over ~500 lines: the command's flags and their checks, its progress line and its result in words all speak of one
-result object; the method itself lives in :mod:`ortop.engine.tuner`.
+result object; the method itself lives in :mod:`ortop.engine.answers.tuner`.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from ortop.errors import EXIT_GATE_UNDECIDED, EXIT_OK, EXIT_WORKER_LOST, UsageEr
 
 EXIT_INTERRUPTED = 130  # stopped by ctrl-C: the result so far was printed
 EXIT_NOT_MEASURED = EXIT_GATE_UNDECIDED  # the budget gave no answer: the result says what one needs
-NOT_MEASURED = "not measured"  # ortop.engine.trials.NOT_MEASURED (the CLI reads the engine through its face)
-NO_RATE = "no rate meets the SLO"  # ortop.engine.tuner.NO_RATE: a no_race decided, a result (exit 0)
+NOT_MEASURED = "not measured"  # ortop.engine.answers.trials.NOT_MEASURED (the CLI reads the engine through its face)
+NO_RATE = "no rate meets the SLO"  # ortop.engine.answers.tuner.NO_RATE: a no_race decided, a result (exit 0)
 
 EXAMPLES = """examples:
   ortop tune model.onnx                                   lowest p50, 60 s

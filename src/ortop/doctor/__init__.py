@@ -13,7 +13,7 @@ keeps them to it). Findings, the report and the model fix are light and imported
 gathering import the engine's monitor and A/B runner, so they load on first use (see :mod:`ortop.lazy`), and the
 TUI's start-up does not pay for them. ``diagnose_model`` is :func:`ortop.doctor.diagnose.diagnose`, named apart
 from its module, which would replace it once imported. Nothing here imports onnxruntime (a session is built in a
-child process by :mod:`ortop.engine.ops`) or textual.
+child process by :mod:`ortop.engine.answers.ops`) or textual.
 """
 
 from __future__ import annotations

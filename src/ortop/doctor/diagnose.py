@@ -23,7 +23,7 @@ from ortop.doctor.graph import GraphFacts, scan_graph
 from ortop.doctor.measured import MeasuredResult, run_measured
 from ortop.doctor.modelfix import MODEL_FIX_BUDGET_S, measure_model_fixes, merge
 from ortop.doctor.static import CUDA, STATIC_CHECKS, Context, Verified, check_host_load, run_static
-from ortop.engine.ab import available_memory
+from ortop.engine.bench.ab import available_memory
 from ortop.model import ModelInfo, load_model
 
 PROBE_WARMUP = 1
@@ -139,7 +139,7 @@ def diagnose(model_path: str, profile: Profile, *, budget_s: float = 15.0, host:
 
     Raises ModelError / ProfileError for bad input; a session that fails to build or run is a finding.
     """
-    from ortop.engine import ops
+    from ortop.engine.answers import ops
 
     say = on_progress or (lambda _line: None)
     profile = replace(profile, model=model_path)

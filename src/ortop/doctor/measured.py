@@ -30,7 +30,7 @@ from ortop.config import profile as profile_mod
 from ortop.config.profile import Profile
 from ortop.doctor.findings import SPIN_OFF, SPIN_SAVING_PCT, Finding, change_evidence, patch_text
 from ortop.doctor.static import intra_threads, pace_findings
-from ortop.engine.ab import ShapeFigures
+from ortop.engine.bench.ab import ShapeFigures
 from ortop.engine.traffic import offered_rate
 from ortop.measure.pace import Pace, servers_of
 from ortop.measure.stats import num_or_nan
@@ -282,7 +282,8 @@ def run_measured(model_path: str, profile: Profile, host: HostFacts, *, budget_s
     memory for the sessions side by side) becomes a ``measure`` finding. ``on_start`` gets a line saying what is
     being measured.
     """
-    from ortop.engine import ab, headless
+    from ortop.engine.bench import ab
+    from ortop.engine.live import headless
 
     chosen = [c for c in MEASURED_CHECKS if checks is None or c.name in checks]
     profile = replace(profile, model=model_path)

@@ -53,7 +53,7 @@ def _without_initializer_inputs(model_path: str, profile: Profile, folder: str) 
 
 
 def _optimized_offline(model_path: str, profile: Profile, folder: str) -> str:
-    from ortop.engine.variants import make_variants
+    from ortop.engine.answers.variants import make_variants
 
     (v,) = make_variants(model_path, profile, folder, ["opt-extended"]).variants
     if not v.ok:
@@ -129,7 +129,8 @@ def measure_model_fixes(model_path: str, profile: Profile, *, budget_s: float, s
     """Write each applicable fix's copy and compare them all with the original in one interleaved comparison of at
     most ``budget_s`` seconds (it stops once the p50 verdicts are settled). By check name; empty when none applies.
     A copy that cannot be written, or a comparison that cannot run, is that fix's ``error``."""
-    from ortop.engine import ab, headless
+    from ortop.engine.bench import ab
+    from ortop.engine.live import headless
     from ortop.errors import OrtopError
     from ortop.measure.agreement import Tolerance
     from ortop.model import load_model

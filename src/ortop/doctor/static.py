@@ -26,7 +26,7 @@ from ortop.config.profile import Profile
 from ortop.config.validate import option_int
 from ortop.doctor.findings import Finding, patch_text
 from ortop.doctor.graph import GraphFacts
-from ortop.engine.events import ORT_LOG
+from ortop.engine.live.events import ORT_LOG
 from ortop.measure.pace import Pace, servers_of, settled
 from ortop.model import ModelInfo
 from ortop.present import size_text

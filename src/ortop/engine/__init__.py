@@ -11,6 +11,11 @@
 - a model's variants: :func:`make_variants` (optimized, int8, fp16, in a child), :func:`plan_kinds`;
 - another onnxruntime: :func:`check_python` (an interpreter a worker may run under, named by ``PYTHON_VAR``).
 
+Behind the face the engine keeps three rooms and the parts they share: :mod:`ortop.engine.live` (the live
+session), :mod:`ortop.engine.answers` (capacity, certification, the tuner, variants, operators) and
+:mod:`ortop.engine.bench` (workers, interleaved blocks, the A/B runner), over the worker launcher, the models'
+inputs, placement and the traffic figures at this level (import-linter keeps the order).
+
 Every name is imported on first use (see :mod:`ortop.lazy`), from the module that defines it: the TUI's start-up
 pays for the tuner's modules it draws with, not for the monitor, the A/B runner or the worker launcher behind them.
 A type checker reads the ``TYPE_CHECKING`` imports below, so each name keeps its real type; ``_FACE`` says where
@@ -26,9 +31,9 @@ from typing import TYPE_CHECKING
 from ortop.lazy import face_getattr
 
 if TYPE_CHECKING:
-    from ortop.engine.capacity import CapacityResult
-    from ortop.engine.capacity_search import CapacitySearch, find_capacity
-    from ortop.engine.certify import (
+    from ortop.engine.answers.capacity import CapacityResult
+    from ortop.engine.answers.capacity_search import CapacitySearch, find_capacity
+    from ortop.engine.answers.certify import (
         CERTIFY_MIN_DURATION_S,
         SEARCHED_SHARE,
         CertifyResult,
@@ -36,15 +41,11 @@ if TYPE_CHECKING:
         certify_rate,
         percentile_of,
     )
-    from ortop.engine.headless import compare, measure
-    from ortop.engine.models import InputsDiffer, check_inputs, check_profile
-    from ortop.engine.monitor import Monitor
-    from ortop.engine.ops import profile_ops
-    from ortop.engine.snapshot import Snapshot, summary, workload_difference
-    from ortop.engine.space import DIMENSIONS, NOT_DEFAULT, describe, profile_key
-    from ortop.engine.trials import BETTER, Figures, Trial, TuneResult
-    from ortop.engine.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
-    from ortop.engine.tunerun import (
+    from ortop.engine.answers.ops import profile_ops
+    from ortop.engine.answers.space import DIMENSIONS, NOT_DEFAULT, describe, profile_key
+    from ortop.engine.answers.trials import BETTER, Figures, Trial, TuneResult
+    from ortop.engine.answers.tuner import OBJECTIVE_TEXT, OBJECTIVES, Tuner
+    from ortop.engine.answers.tunerun import (
         LEADERBOARD_COLUMNS,
         build_tuner,
         figures_text,
@@ -52,8 +53,12 @@ if TYPE_CHECKING:
         leaderboard_rows,
         trial_cells,
     )
-    from ortop.engine.variants import VariantsError, check_out_dir, default_out_dir, make_variants, plan_kinds
-    from ortop.engine.view import MonitorView
+    from ortop.engine.answers.variants import VariantsError, check_out_dir, default_out_dir, make_variants, plan_kinds
+    from ortop.engine.live.headless import compare, measure
+    from ortop.engine.live.monitor import Monitor
+    from ortop.engine.live.snapshot import Snapshot, summary, workload_difference
+    from ortop.engine.live.view import MonitorView
+    from ortop.engine.models import InputsDiffer, check_inputs, check_profile
     from ortop.engine.workerproc import PYTHON_VAR, check_python
 
 __all__ = [
@@ -69,23 +74,20 @@ __all__ = [
 ]
 
 _FACE: dict[str, str] = {  # name -> the module of this package that defines it
-    "CapacityResult": "capacity",
-    "CapacitySearch": "capacity_search", "find_capacity": "capacity_search",
-    "CERTIFY_MIN_DURATION_S": "certify", "SEARCHED_SHARE": "certify", "CertifyResult": "certify",
-    "CertifyRun": "certify", "certify_rate": "certify", "percentile_of": "certify",
-    "compare": "headless", "measure": "headless",
-    "InputsDiffer": "models", "check_inputs": "models", "check_profile": "models",
-    "Monitor": "monitor",
-    "profile_ops": "ops",
-    "Snapshot": "snapshot", "summary": "snapshot", "workload_difference": "snapshot",
-    "DIMENSIONS": "space", "NOT_DEFAULT": "space", "describe": "space", "profile_key": "space",
-    "BETTER": "trials", "Figures": "trials", "Trial": "trials", "TuneResult": "trials",
-    "OBJECTIVE_TEXT": "tuner", "OBJECTIVES": "tuner", "Tuner": "tuner",
-    "LEADERBOARD_COLUMNS": "tunerun", "build_tuner": "tunerun", "figures_text": "tunerun", "leaderboard": "tunerun",
-    "leaderboard_rows": "tunerun", "trial_cells": "tunerun",
-    "VariantsError": "variants", "check_out_dir": "variants", "default_out_dir": "variants",
-    "make_variants": "variants", "plan_kinds": "variants",
-    "MonitorView": "view",
+    "CapacityResult": "answers.capacity", "CapacitySearch": "answers.capacity_search",
+    "find_capacity": "answers.capacity_search", "CERTIFY_MIN_DURATION_S": "answers.certify",
+    "SEARCHED_SHARE": "answers.certify", "CertifyResult": "answers.certify", "CertifyRun": "answers.certify",
+    "certify_rate": "answers.certify", "percentile_of": "answers.certify", "compare": "live.headless",
+    "measure": "live.headless", "InputsDiffer": "models", "check_inputs": "models", "check_profile": "models",
+    "Monitor": "live.monitor", "profile_ops": "answers.ops", "Snapshot": "live.snapshot", "summary": "live.snapshot",
+    "workload_difference": "live.snapshot", "DIMENSIONS": "answers.space", "NOT_DEFAULT": "answers.space",
+    "describe": "answers.space", "profile_key": "answers.space", "BETTER": "answers.trials",
+    "Figures": "answers.trials", "Trial": "answers.trials", "TuneResult": "answers.trials",
+    "OBJECTIVE_TEXT": "answers.tuner", "OBJECTIVES": "answers.tuner", "Tuner": "answers.tuner",
+    "LEADERBOARD_COLUMNS": "answers.tunerun", "build_tuner": "answers.tunerun", "figures_text": "answers.tunerun",
+    "leaderboard": "answers.tunerun", "leaderboard_rows": "answers.tunerun", "trial_cells": "answers.tunerun",
+    "VariantsError": "answers.variants", "check_out_dir": "answers.variants", "default_out_dir": "answers.variants",
+    "make_variants": "answers.variants", "plan_kinds": "answers.variants", "MonitorView": "live.view",
     "PYTHON_VAR": "workerproc", "check_python": "workerproc",
 }
 

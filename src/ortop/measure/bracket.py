@@ -1,8 +1,8 @@
 """A capacity's bracket: the rates a search measured around the knee (the highest that met the SLO, the lowest that
 did not), on the geometric grid the profiles' points share, and what two brackets tell apart.
 
-Pure numbers: the capacity search (:mod:`ortop.engine.capacity`) keeps its brackets with these rules, and the CLI,
-the TUI and the reports say the verdict in the words of :data:`NOT_APART`.
+Pure numbers: the capacity search (:mod:`ortop.engine.answers.capacity`) keeps its brackets with these rules, and the
+CLI, the TUI and the reports say the verdict in the words of :data:`NOT_APART`.
 """
 
 from __future__ import annotations

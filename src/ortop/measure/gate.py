@@ -30,7 +30,7 @@ Judged on blocks that hold the metric (``judge_blocks``)
     runs_needed`): on a model that runs ten times a second a block of 0.4 s holds three, and its "p99" is its
     slowest run. A gate judged on such blocks judges another metric under the gate's name. So each gate is judged
     on blocks that hold its metric: the comparison makes its blocks long enough where the budget allows
-    (:mod:`ortop.engine.ab`); where they still fall short, neighbouring pairs are pooled whole
+    (:mod:`ortop.engine.bench.ab`); where they still fall short, neighbouring pairs are pooled whole
     (:func:`ortop.measure.compare.pooled_pairs`: BASE's blocks of pairs k … k+m against NEW's blocks of the same
     pairs) until each side holds the runs, and the gate is judged on the pooled pairs' interval, saying so
     (``Basis``). Where even pooling gives too few pairs for an interval, the gate is **not judged**: it has no

@@ -2,7 +2,7 @@
 where it would cross an SLO (the knee's prediction), and the long-run SLO metric with an interval by a moving-block
 bootstrap of a point's server times (the queue model).
 
-Pure numbers: the capacity search (:mod:`ortop.engine.capacity`, whose docstring says why the search needs each)
+Pure numbers: the capacity search (:mod:`ortop.engine.answers.capacity`, whose docstring says why the search needs each)
 hands in arrays of what it measured and gets numbers back.
 """
 

@@ -1,7 +1,7 @@
 """A latency objective (an SLO): its metric of response times and its limit, read from the text a user writes.
 
-Pure numbers, like the rest of this room: the capacity search (:mod:`ortop.engine.capacity`) judges its points by it,
-and the headless runner's summary judges a run.
+Pure numbers, like the rest of this room: the capacity search (:mod:`ortop.engine.answers.capacity`) judges its points
+by it, and the headless runner's summary judges a run.
 
 An SLO's metric read from a sample carries its interval (:func:`metric_figure`): for a percentile the
 distribution-free interval of order statistics (the number of runs below the true percentile is binomial, whatever

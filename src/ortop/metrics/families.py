@@ -16,7 +16,7 @@ from prometheus_client.process_collector import ProcessCollector
 from ortop.collectors.gpu import FakeGpuCollector
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
-from ortop.engine.snapshot import CpuCost, Snapshot
+from ortop.engine.live.snapshot import CpuCost, Snapshot
 from ortop.measure.stats import LatencyStats
 from ortop.metrics.prometheus import HistogramFeed, LatencyHistogram, OrtopCollector
 from ortop.metrics.runs import RunFeed

@@ -1,6 +1,6 @@
 """A Prometheus endpoint over the monitor: a custom collector on a registry of its own, served over HTTP.
 
-Everything but the latency histogram is read from one :class:`~ortop.engine.snapshot.Snapshot` per scrape, so an
+Everything but the latency histogram is read from one :class:`~ortop.engine.live.snapshot.Snapshot` per scrape, so an
 endpoint nobody scrapes costs nothing. The histogram must count every run, which a snapshot cannot give: a
 :class:`HistogramFeed` thread polls the monitor's per-configuration rings through :class:`~ortop.metrics.runs.
 RunFeed` about once a second (faster when runs come quickly enough to turn a ring over) and adds the new runs
@@ -41,8 +41,8 @@ from prometheus_client.utils import floatToGoString
 
 from ortop.collectors.gpu import NO_GPU, OK
 from ortop.collectors.host import HostFacts, host_type, read_host
-from ortop.engine.snapshot import Snapshot, State
-from ortop.engine.store import CONFIG_RING
+from ortop.engine.live.snapshot import Snapshot, State
+from ortop.engine.live.store import CONFIG_RING
 from ortop.errors import UsageError
 from ortop.metrics.runs import Pacer, RunFeed, WorkerRss
 

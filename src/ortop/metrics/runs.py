@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 import psutil
 
-from ortop.engine.store import CONFIG_RING
+from ortop.engine.live.store import CONFIG_RING
 
 TAIL = 32           # latencies remembered per configuration to find the old end again
 MIN_MATCH = 4       # ... and the fewest of them that still identify it at the start of a ring that turned over

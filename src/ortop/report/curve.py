@@ -3,7 +3,7 @@ under the rate axis a legend of the marks and each capacity with its interval (w
 
 A point is drawn at what it measured, but it is not always judged by that: the search decides a point by its
 measured share of requests over the SLO, or by the queue model's long-run estimate of the SLO metric, modelled from
-what the point's requests cost their server (``decided_by`` in the dict; :mod:`ortop.engine.capacity`). A few
+what the point's requests cost their server (``decided_by`` in the dict; :mod:`ortop.engine.answers.capacity`). A few
 seconds of requests rarely hold the long queues that set a p99, so a point drawn over the SLO's line may meet it in
 the long run, and one drawn under it miss it. Each mark says which: the profile's shape full size when the
 measurement decided the point, small when the estimate did; filled when it met the SLO, hollow when it did not (or

@@ -1,11 +1,10 @@
 """One session in a child process, asked what only it knows: per-operator times (ORT's profiler) and node placement.
 
 ``ortop ops`` and ``ortop doctor`` need a session, and only the runtime room imports onnxruntime, so
-:mod:`ortop.engine.ops` spawns :func:`child_main` in a fresh process (like the worker) and gets back plain dicts.
-The child points its fd 1 and 2 at a log file in the request's folder before importing onnxruntime: ORT's log
-(a provider library that failed to load, a silent fallback) is kept for the doctor instead of scribbling on the
-terminal, and survives a crash of the child. The profiler's trace goes into the same folder, which the parent
-removes afterwards.
+:mod:`ortop.engine.answers.ops` spawns :func:`child_main` in a fresh process (like the worker) and gets back plain
+dicts. The child points its fd 1 and 2 at a log file in the request's folder before importing onnxruntime: ORT's log (a
+provider library that failed to load, a silent fallback) is kept for the doctor instead of scribbling on the terminal,
+and survives a crash of the child. The profiler's trace goes into the same folder, which the parent removes afterwards.
 
 The trace is ORT's Chrome-trace JSON: events with ``cat`` "Node" and names ending ``_kernel_time`` carry ``dur``
 (µs) and ``args`` ``op_name`` and ``provider``; "Session" events named ``model_run`` mark each ``Run()``.

@@ -1,6 +1,6 @@
 """Variants of a model made with onnxruntime's own tools, in a child process (``ortop variants``).
 
-Only the runtime room imports onnxruntime, so :mod:`ortop.engine.variants` spawns :func:`child_main` (like the
+Only the runtime room imports onnxruntime, so :mod:`ortop.engine.answers.variants` spawns :func:`child_main` (like the
 per-operator probe) and gets back one plain dict per variant. The child points fd 1 and 2 at a log file before
 importing onnxruntime: the quantizer's and ORT's own lines (a hardware-specific optimized graph, a pre-processing
 step that failed) are kept as each variant's notes instead of reaching the terminal.

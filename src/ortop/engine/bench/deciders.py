@@ -9,7 +9,7 @@
 * :class:`PointRule`: a capacity point's: measure a point until its decision is made (and the search has seen
   enough of the host to believe a "met"), or its own time or the search's budget is spent.
 
-The statistics themselves live in :mod:`ortop.measure` and :mod:`ortop.engine.capacity`; these only say when to
+The statistics themselves live in :mod:`ortop.measure` and :mod:`ortop.engine.answers.capacity`; these only say when to
 stop asking them.
 """
 

@@ -1,7 +1,7 @@
 """The one alternation loop: every configuration alternated block by block, in one worker or across several, for
 every question ortop measures (:class:`Interleaver`). Capacity drives :class:`ortop.engine.bench.pool.Worker`
 objects through :func:`alternate`; compare, verify, the doctor, variants and tune's racer through
-:class:`ortop.engine.ab.Interleaving`, which collects the blocks (:class:`ortop.engine.bench.record.BlockRecord`)
+:class:`ortop.engine.bench.ab.Interleaving`, which collects the blocks (:class:`ortop.engine.bench.record.BlockRecord`)
 and reads their memory, idle gaps and outputs into its figures.
 
 Configurations in one worker are alternated by the worker itself (one ``Alternate`` for all their rounds: no round

@@ -2,8 +2,8 @@
 ``BlockDone`` messages into :class:`~ortop.measure.compare.Block` objects, with what each block's arrivals, input
 shapes, idle gaps and worker memory said beside it.
 
-:class:`BlockRecord` holds no lock, sends nothing and knows no worker: :class:`ortop.engine.ab.Interleaving` routes
-the messages to it under its own lock and gives each block its place in the schedule (its seq), and anything else
+:class:`BlockRecord` holds no lock, sends nothing and knows no worker: :class:`ortop.engine.bench.ab.Interleaving`
+routes the messages to it under its own lock and gives each block its place in the schedule (its seq), and anything else
 that alternates configurations may do the same.
 """
 

@@ -13,8 +13,8 @@ workers are gone, whatever ended the search. Once it has ended, enter applies th
 session and ctrl+s saves it, through the app (the job screen's messages); the screen holds no monitor.
 
 After a search, C certifies 0.9 × the highlighted profile's capacity as ``ortop capacity --certify`` does (MLPerf
-Server's early-stopping rule, :mod:`ortop.engine.certify`): a job of its own on the same thread and hold on the live
-session, its requests, overs and the requests needed shown as it runs, its verdict line under the search's.
+Server's early-stopping rule, :mod:`ortop.engine.answers.certify`): a job of its own on the same thread and hold on the
+live session, its requests, overs and the requests needed shown as it runs, its verdict line under the search's.
 
 The search calls back on its own thread after each point. The screen copies what the search knows there (the
 search is between two points, so the copy is whole) and posts it, never waiting for the UI; a timer between points

@@ -1,8 +1,9 @@
 """A tuning run put together, and its leaderboard: shared by ``ortop tune`` and the TUI's tune screen.
 
-Both front ends race the same search (:class:`ortop.engine.tuner.Tuner` over a :class:`ortop.engine.space.Space`
-and a :class:`ortop.engine.racer.WorkerRacer`) and show the same table, so neither has to import the other: the
-command line prints the rows with rich, the terminal UI puts them in a DataTable.
+Both front ends race the same search (:class:`ortop.engine.answers.tuner.Tuner` over a
+:class:`ortop.engine.answers.space.Space` and a :class:`ortop.engine.answers.racer.WorkerRacer`) and show the same
+table, so neither has to import the other: the command line prints the rows with rich, the terminal UI puts them in a
+DataTable.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ortop.config.profile import Profile
-from ortop.engine.racer import WorkerRacer
-from ortop.engine.space import profile_key
-from ortop.engine.trials import BETTER, Trial, TuneResult
-from ortop.engine.tuner import Tuner
+from ortop.engine.answers.racer import WorkerRacer
+from ortop.engine.answers.space import profile_key
+from ortop.engine.answers.trials import BETTER, Trial, TuneResult
+from ortop.engine.answers.tuner import Tuner
 from ortop.measure.compare import MIN_PAIRS
 from ortop.measure.stats import QUANTILE, runs_needed
 from ortop.present import signed_pct
@@ -40,8 +41,8 @@ def build_tuner(model_path: str, profile: Profile, *, objective: str = "p50", ma
     the objective's percentile needs (a p99: 100); ``no_race`` (see :class:`Tuner`) measures the baseline alone.
     """
     from ortop.collectors.host import read_host
+    from ortop.engine.answers.space import ModelFacts, Space
     from ortop.engine.bench.plan import block_target_for
-    from ortop.engine.space import ModelFacts, Space
     from ortop.model import load_model
 
     if info is None:

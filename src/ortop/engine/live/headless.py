@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.live.snapshot import Snapshot, summary
+from ortop.engine.live.store import CONFIG_RING
 from ortop.engine.models import check_profile
-from ortop.engine.snapshot import Snapshot, summary
-from ortop.engine.store import CONFIG_RING
 
 if TYPE_CHECKING:
     from ortop.measure.slo import Slo
@@ -67,11 +67,12 @@ def measure(model_path: str, profile: Profile, *, duration_s: float, strict_prov
 
     ``duration_s`` may be ``math.inf``: measure until ``stop`` is set (a canary a service manager stops).
     ``on_monitor`` gets the monitor before it starts, for consumers that read it while it runs (a metrics
-    endpoint, a stream). ``slo`` (a :class:`~ortop.engine.capacity.Slo`): the summary's ``slo`` judges the measured
-    requests against it (:func:`slo_summary`). Raises ProfileError / ModelError for bad input (before any worker
-    starts). A build or run failure is not raised: ``fatal`` says it, and ``measured`` says whether measuring had begun.
+    endpoint, a stream). ``slo`` (a :class:`~ortop.engine.answers.capacity.Slo`): the summary's ``slo`` judges the
+    measured requests against it (:func:`slo_summary`). Raises ProfileError / ModelError for bad input (before any
+    worker starts). A build or run failure is not raised: ``fatal`` says it, and ``measured`` says whether measuring had
+    begun.
     """
-    from ortop.engine.monitor import Monitor
+    from ortop.engine.live.monitor import Monitor
 
     if not duration_s > 0:  # math.inf is allowed; NaN is not
         raise ValueError(f"duration must be > 0, got {duration_s}")
@@ -178,7 +179,7 @@ def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, na
     or run.
     """
     from ortop import model as model_mod
-    from ortop.engine import ab
+    from ortop.engine.bench import ab
 
     if len(profiles) < 2:
         raise ValueError("a comparison needs at least two profiles")

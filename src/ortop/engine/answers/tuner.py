@@ -7,7 +7,7 @@ Why racing, and why interleaved
     the incumbent (:func:`ortop.measure.compare.compare`: neighbouring blocks, a Hodges–Lehmann estimate and an exact
     signed-rank interval, a 2 % margin).
 
-The search (coordinate-wise, one dimension of :class:`ortop.engine.space.Space` at a time)
+The search (coordinate-wise, one dimension of :class:`ortop.engine.answers.space.Space` at a time)
     For each dimension, its candidates around the incumbent race in one worker together with the incumbent:
 
     * rung 0 gives every candidate enough rounds for an interval (at least ``ROUNDS_FIRST`` blocks each, never fewer
@@ -27,9 +27,9 @@ The search (coordinate-wise, one dimension of :class:`ortop.engine.space.Space` 
 Decisions sized in requests
     A block's own figure must be the statistic it is named after: the racer sizes a race's blocks to hold the runs
     the judged percentile needs (a p99: 100, :func:`ortop.measure.stats.runs_needed`), and a figure over fewer runs
-    is nan, never the slowest run under another name (:func:`ortop.engine.trials.figures`; a p99 limit is judged on
-    every run of a candidate pooled across its blocks, :func:`ortop.engine.trials.p99_interval`). On a model that
-    runs ten times a second a p99 rung takes minutes: a dimension whose first rung does not fit the time left is
+    is nan, never the slowest run under another name (:func:`ortop.engine.answers.trials.figures`; a p99 limit is judged
+    on every run of a candidate pooled across its blocks, :func:`ortop.engine.answers.trials.p99_interval`). On a model
+    that runs ten times a second a p99 rung takes minutes: a dimension whose first rung does not fit the time left is
     not raced, and says so with what a rung needs at the model's pace, never as "no detectable gain".
 
 The verdict
@@ -50,8 +50,8 @@ Budget accounting
     needs. A small margin is kept for closing the worker.
 
 The measuring is behind :class:`Racer`, so the logic is tested with a fake racer and a fake clock;
-:class:`ortop.engine.racer.WorkerRacer` is the real one, over :class:`ortop.engine.ab.Interleaving` and one worker
-process that keeps every candidate's session built between rungs.
+:class:`ortop.engine.answers.racer.WorkerRacer` is the real one, over :class:`ortop.engine.bench.ab.Interleaving` and
+one worker process that keeps every candidate's session built between rungs.
 
 Over ~600 lines, a quarter of them this note: the race (rungs, survivors, the budget's split) and the verification
 of its winner are one state machine over one budget and one racer; split, each half would need the other's state.
@@ -66,8 +66,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ortop.config.profile import Profile
-from ortop.engine.space import Candidate, Space, describe, profile_key
-from ortop.engine.trials import (  # noqa: F401  (re-exported: the tuner's public face)
+from ortop.engine.answers.space import Candidate, Space, describe, profile_key
+from ortop.engine.answers.trials import (  # noqa: F401  (re-exported: the tuner's public face)
     BETTER,
     KEEP,
     NOT_MEASURED,

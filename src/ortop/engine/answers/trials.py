@@ -1,7 +1,7 @@
 """What a tuning run is made of: the racer's protocol, per-candidate trials and their figures, and the result.
 
-Kept apart from the search (:mod:`ortop.engine.tuner`) so the real racer (:mod:`ortop.engine.racer`), the CLI and
-the tests share these types without the search's machinery.
+Kept apart from the search (:mod:`ortop.engine.answers.tuner`) so the real racer (:mod:`ortop.engine.answers.racer`),
+the CLI and the tests share these types without the search's machinery.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine.space import Candidate, describe
+from ortop.engine.answers.space import Candidate, describe
 from ortop.measure.compare import HIGHER_IS_BETTER, Block, Comparison, pooled
 from ortop.measure.stats import QUANTILE, median_ci, runs_needed
 from ortop.measure.stats import json_num as _num

@@ -1,18 +1,18 @@
 """The Monitor: owns the worker process, turns its samples into figures, and applies new profiles live.
 
 The TUI and the headless runner both drive this one class; it never imports textual. Everything it shows is read
-from an immutable :class:`Snapshot`, built on demand (:mod:`ortop.engine.readout`), so a UI thread never races the
+from an immutable :class:`Snapshot`, built on demand (:mod:`ortop.engine.live.readout`), so a UI thread never races the
 receiver thread.
 
 A live change is measured sequentially (the new session runs after the old one), which on a drifting host cannot
 tell drift from effect: such a history row is "unverified". :meth:`Monitor.verify` settles it by rebuilding both
 configurations as sessions in the running worker and interleaving them for a few seconds (see
-:mod:`ortop.engine.verify`, a part of this class kept in its own module, and ``engine.ab``).
+:mod:`ortop.engine.live.verify`, a part of this class kept in its own module, and ``engine.ab``).
 
 Over ~450 lines: the worker's lifecycle and its messages share one lock and one state machine
 (:class:`State`), and are kept together. Everything the monitor holds is one declared object,
-:class:`~ortop.engine.monitor_state.MonitorState` (``self.st``); the parts that only read it (readout) or borrow the
-worker (verify) are mixins in modules of their own that reach the same object; the pieces with no share in it live
+:class:`~ortop.engine.live.monitor_state.MonitorState` (``self.st``); the parts that only read it (readout) or borrow
+the worker (verify) are mixins in modules of their own that reach the same object; the pieces with no share in it live
 beside it (store, snapshot, schedule, verdicts, events, ab).
 """
 
@@ -28,12 +28,11 @@ import numpy as np
 
 from ortop import model as model_mod
 from ortop.config.profile import Profile, ProfileError  # noqa: F401  (re-exported for callers)
-from ortop.engine.events import built_text, worker_line
-from ortop.engine.memory import WorkerMemory, leak_check
-from ortop.engine.monitor_state import MonitorState
-from ortop.engine.placement import build_message
-from ortop.engine.readout import Readout
-from ortop.engine.snapshot import (
+from ortop.engine.live.events import built_text, worker_line
+from ortop.engine.live.memory import WorkerMemory, leak_check
+from ortop.engine.live.monitor_state import MonitorState
+from ortop.engine.live.readout import Readout
+from ortop.engine.live.snapshot import (
     Change,
     ConfigRecord,
     CpuCost,
@@ -46,9 +45,10 @@ from ortop.engine.snapshot import (
     label_of,
     summary,
 )
-from ortop.engine.store import CONFIG_RING, ConfigStore
-from ortop.engine.verdicts import primary_metric
-from ortop.engine.verify import Verification
+from ortop.engine.live.store import CONFIG_RING, ConfigStore
+from ortop.engine.live.verdicts import primary_metric
+from ortop.engine.live.verify import Verification
+from ortop.engine.placement import build_message
 from ortop.measure import rows as R
 from ortop.measure.series import Series
 from ortop.model.feeds import note_level

@@ -17,7 +17,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
-from ortop.engine.snapshot import Change, CpuCost, ReplicaFigures, RowVerdict
+from ortop.engine.live.snapshot import Change, CpuCost, ReplicaFigures, RowVerdict
 from ortop.measure import rows as R
 from ortop.measure import stats
 from ortop.measure.compare import Block, block_from_runs

@@ -1,10 +1,10 @@
-"""Live verification, a part of the :class:`~ortop.engine.monitor.Monitor` kept in a module of its own: a history
+"""Live verification, a part of the :class:`~ortop.engine.live.monitor.Monitor` kept in a module of its own: a history
 row's change measured again by interleaving both configurations for a few seconds, in the running worker (or in
 fresh workers when they cannot share one process), and the row's verdict set from that comparison.
 
 :class:`Verification` is a mixin: it runs under the monitor's lock and uses its stores, its worker and its events,
-all in the one :class:`~ortop.engine.monitor_state.MonitorState` the monitor makes (a verification under way is its
-:class:`~ortop.engine.monitor_state.Verifying`; what earlier ones measured, its :class:`Pooled` per pair of rows).
+all in the one :class:`~ortop.engine.live.monitor_state.MonitorState` the monitor makes (a verification under way is its
+:class:`~ortop.engine.live.monitor_state.Verifying`; what earlier ones measured, its :class:`Pooled` per pair of rows).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 
 from ortop.config.profile import Profile
-from ortop.engine import ab
 from ortop.engine import traffic as T
+from ortop.engine.bench import ab
 from ortop.engine.bench.plan import period_ms, verify_seconds
 from ortop.engine.bench.record import LONG_GAP_NS
-from ortop.engine.events import seconds_text
-from ortop.engine.monitor_state import MonitorState, Pooled, Verifying
-from ortop.engine.snapshot import RowVerdict, State, VerifyProgress
-from ortop.engine.store import ConfigStore
-from ortop.engine.verdicts import not_comparable, objective_metric, verdict_from
+from ortop.engine.live.events import seconds_text
+from ortop.engine.live.monitor_state import MonitorState, Pooled, Verifying
+from ortop.engine.live.snapshot import RowVerdict, State, VerifyProgress
+from ortop.engine.live.store import ConfigStore
+from ortop.engine.live.verdicts import not_comparable, objective_metric, verdict_from
 from ortop.measure import sequential
 from ortop.measure.compare import METRICS, SECONDS_MORE_CAP, Block, compare, pairs
 from ortop.runtime import protocol as proto
@@ -64,7 +64,7 @@ class Verification:
 
         ``metric`` (one of :data:`ortop.measure.compare.METRICS`) is what the verification judges and stops on: the
         objective the user set; by default the change's own metric, CPU per run for a paced or open caller
-        (:func:`ortop.engine.verdicts.objective_metric`). Pressed again for the same two rows, a verification adds
+        (:func:`ortop.engine.live.verdicts.objective_metric`). Pressed again for the same two rows, a verification adds
         to the pairs the earlier ones measured (each run spending its own share of α), and by default measures as
         long as the last one said more would decide (at most ``PRESS_MAX_S``).
 

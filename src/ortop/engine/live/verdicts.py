@@ -10,7 +10,7 @@ import numpy as np
 
 from ortop.config.knobs import VERDICT_METRICS
 from ortop.config.profile import Profile
-from ortop.engine.snapshot import Change, RowVerdict, changes_between, workload_difference
+from ortop.engine.live.snapshot import Change, RowVerdict, changes_between, workload_difference
 from ortop.measure.compare import Comparison
 from ortop.present import signed_pct
 

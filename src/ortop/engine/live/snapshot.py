@@ -15,7 +15,7 @@ from typing import Any
 from ortop import model as model_mod
 from ortop.config.diff import Change, diff
 from ortop.config.profile import Profile
-from ortop.engine.memory import MemoryInfo
+from ortop.engine.live.memory import MemoryInfo
 from ortop.engine.traffic import Traffic, summary_part
 from ortop.measure import stats
 from ortop.measure.stats import json_num

@@ -2,7 +2,8 @@
 
 One worker per restart group (environment and global thread pools: :class:`ortop.engine.bench.pool.Worker`); every
 candidate's session stays built between rungs, so a candidate that survives a rung does not pay its build again.
-Blocks come from :class:`ortop.engine.ab.Interleaving`; the tuner (:mod:`ortop.engine.tuner`) sees only the
+Blocks come from :class:`ortop.engine.bench.ab.Interleaving`; the tuner (:mod:`ortop.engine.answers.tuner`) sees only
+the
 :class:`Racer` protocol.
 
 Blocks are sized in requests, not only in seconds: a race judged on a percentile (``runs_per_block``: a p99 needs
@@ -26,6 +27,9 @@ from functools import partial
 from typing import Any
 
 from ortop.config.profile import Profile
+from ortop.engine.answers.space import describe, profile_key
+from ortop.engine.answers.trials import STOPPED, RaceOutcome, RacerError
+from ortop.engine.answers.tuner import relabel
 from ortop.engine.bench.plan import (
     BLOCK_TARGET_S,
     block_target_for,  # noqa: F401  (the tuner's callers ask the racer for it)
@@ -33,9 +37,6 @@ from ortop.engine.bench.plan import (
 )
 from ortop.engine.bench.pool import Worker
 from ortop.engine.placement import build_message
-from ortop.engine.space import describe, profile_key
-from ortop.engine.trials import STOPPED, RaceOutcome, RacerError
-from ortop.engine.tuner import relabel
 from ortop.measure.compare import Block
 
 RUNS_MARGIN = 1.25  # a block sized for N runs plans for N × this: a run slower than its warm-up must not cut it short
@@ -43,7 +44,8 @@ RUNS_MARGIN = 1.25  # a block sized for N runs plans for N × this: a run slower
 
 class WorkerRacer:
     """The real racer: sessions built once in a worker process and kept between rungs; each race is an
-    :class:`ortop.engine.ab.Interleaving` over the sessions already built (its builds are answered from the cache).
+    :class:`ortop.engine.bench.ab.Interleaving` over the sessions already built (its builds are answered from the
+    cache).
 
     Profiles that need a fresh process (another environment or global thread pool) get a worker of their own; the
     interleaving then runs one block at a time across workers. A candidate whose build fails, whose Run() raises,
@@ -161,7 +163,7 @@ class WorkerRacer:
 
     def _short_of_memory(self) -> str:
         """Why one more session would not fit (the largest session so far, with headroom), or ""."""
-        from ortop.engine.ab import MEMORY_HEADROOM, available_memory
+        from ortop.engine.bench.ab import MEMORY_HEADROOM, available_memory
         from ortop.present import MIB
 
         per = 0
@@ -344,7 +346,7 @@ class WorkerRacer:
             return out
 
     def _interleave(self, profiles: list[Profile], seconds: float) -> list[Block]:
-        from ortop.engine import ab
+        from ortop.engine.bench import ab
 
         entries = [self._cache[profile_key(p)] for p in profiles]
         groups: list[Worker] = []

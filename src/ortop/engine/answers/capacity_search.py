@@ -1,8 +1,8 @@
 """The capacity search's driver: one worker per restart group (:mod:`ortop.engine.bench.pool`), the profiles'
 sessions built once, and points measured as alternations that offer a rate of their own, every profile's blocks
 alternated with every other's across workers too (:mod:`ortop.engine.bench.interleave`; see
-:mod:`ortop.engine.capacity` for the method). A worker that dies is restarted with its sessions and the search goes
-on; one that cannot be restarted ends the search as a stop does, with everything measured before it.
+:mod:`ortop.engine.answers.capacity` for the method). A worker that dies is restarted with its sessions and the search
+goes on; one that cannot be restarted ends the search as a stop does, with everything measured before it.
 
 What it counts on is sized by the SLO's metric, not by the clock: a model that runs ten times a second fills a
 second-long block with ten runs. The closed loop goes on until its SLO metric rests on the runs it needs
@@ -10,8 +10,8 @@ second-long block with ten runs. The closed loop goes on until its SLO metric re
 carries its order-statistic interval (:func:`ortop.measure.slo.metric_figure`): "no rate meets the SLO" is said only
 when that interval lies wholly above the SLO; one that straddles it is said, and the search goes on. Each point
 lasts until it holds the requests its metric needs (its blocks lengthened so that a few hold them); one the budget
-cut short is not judged and says so (:meth:`ortop.engine.capacity.Point.thin`), and a point is started only when the
-budget left can give it those requests — fewer, sufficient points rather than many thin ones.
+cut short is not judged and says so (:meth:`ortop.engine.answers.capacity.Point.thin`), and a point is started only when
+the budget left can give it those requests — fewer, sufficient points rather than many thin ones.
 
 Over ~490 lines: the search's phases (building, the closed-loop ceilings, where the first point goes, the points)
 spend one budget through one pool of workers and read one another's figures; the sizing of a point in requests
@@ -30,11 +30,11 @@ from functools import partial
 import numpy as np
 
 from ortop.config.profile import Profile
+from ortop.engine.answers.capacity import POOL_MIN_S, CapacityResult, Point, Search, applied
 from ortop.engine.bench.deciders import Budget, PointRule
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
 from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks
 from ortop.engine.bench.pool import Pool
-from ortop.engine.capacity import POOL_MIN_S, CapacityResult, Point, Search, applied
 from ortop.errors import RuntimeFailure
 from ortop.measure import rows as R
 from ortop.measure.bracket import grid

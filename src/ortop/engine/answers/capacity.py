@@ -52,7 +52,8 @@ sampling, the host's drift over the search and the bracket's resolution, combine
 
 The numbers are the measure room's: the SLO (:mod:`ortop.measure.slo`), the simulated queue, the knee's prediction
 and the queue model (:mod:`ortop.measure.queue`), the bracket's rules (:mod:`ortop.measure.bracket`). Here: the
-points, the searches and their result, each with its ``as_dict``; the driver is :mod:`ortop.engine.capacity_search`.
+points, the searches and their result, each with its ``as_dict``; the driver is
+:mod:`ortop.engine.answers.capacity_search`.
 
 Over ~490 lines, a tenth of them this note: a point's decision, a search's bracket and interval and the result's
 JSON change together (a new figure is a field, the rule that reads it and its key).

@@ -1,8 +1,8 @@
-"""What a :class:`~ortop.engine.monitor.Monitor` holds, declared once: the worker it runs, the configurations'
+"""What a :class:`~ortop.engine.live.monitor.Monitor` holds, declared once: the worker it runs, the configurations'
 stores, the state machine, the event log, the live series and the caches its readout keeps.
 
-The monitor and its two parts in modules of their own (:mod:`ortop.engine.readout` reads this state,
-:mod:`ortop.engine.verify` borrows the worker) reach it as ``self.st``; every field is read and written under
+The monitor and its two parts in modules of their own (:mod:`ortop.engine.live.readout` reads this state,
+:mod:`ortop.engine.live.verify` borrows the worker) reach it as ``self.st``; every field is read and written under
 ``lock``, and ``changed`` (a condition on it) wakes whoever waits for a build, a state or a verification.
 """
 
@@ -14,17 +14,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ortop.engine.events import EventLog
-from ortop.engine.memory import WorkerMemory
-from ortop.engine.snapshot import State
+from ortop.engine.live.events import EventLog
+from ortop.engine.live.memory import WorkerMemory
+from ortop.engine.live.snapshot import State
 from ortop.measure.compare import Block
 from ortop.measure.series import Series
 
 if TYPE_CHECKING:
     from ortop.config.profile import Profile
-    from ortop.engine.ab import Interleaving
-    from ortop.engine.snapshot import ConfigRecord
-    from ortop.engine.store import ConfigStore
+    from ortop.engine.bench.ab import Interleaving
+    from ortop.engine.live.snapshot import ConfigRecord
+    from ortop.engine.live.store import ConfigStore
 
 __all__ = ["MonitorState", "Pooled", "Verifying"]
 

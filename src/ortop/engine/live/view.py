@@ -1,7 +1,7 @@
 """What the terminal UI uses of a monitor: exactly this, so the app is type-checked against it and a fake can stand in.
 
 The app holds its monitor as a :class:`MonitorView`: mypy refuses any use of it that is not a member here, and
-:func:`ortop.tui.app.run_app` hands a real :class:`~ortop.engine.monitor.Monitor` to the app's factory, so mypy
+:func:`ortop.tui.app.run_app` hands a real :class:`~ortop.engine.live.monitor.Monitor` to the app's factory, so mypy
 checks that the Monitor fits too. ``isinstance(fake, MonitorView)`` checks a test fake's names (runtime_checkable).
 The monitor's start and stop are not part of the view: only ``run_app``, which built the Monitor, calls them.
 """
@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
 from ortop.config.profile import Profile
-from ortop.engine.snapshot import Snapshot
+from ortop.engine.live.snapshot import Snapshot
 
 
 @runtime_checkable

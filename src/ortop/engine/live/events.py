@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 
 from ortop.config.profile import Profile
-from ortop.engine.snapshot import Event, changes_between
+from ortop.engine.live.snapshot import Event, changes_between
 
 ORT_LOG = re.compile(r"^\S+ \S+ \[([VIWEF]):onnxruntime:[^\]]*\]\s*(.*)$")
 LEVELS = {"V": "debug", "I": "info", "W": "warning", "E": "error", "F": "error"}

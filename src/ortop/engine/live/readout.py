@@ -1,4 +1,4 @@
-"""What the :class:`~ortop.engine.monitor.Monitor` shows, a part of it kept in a module of its own: each history
+"""What the :class:`~ortop.engine.live.monitor.Monitor` shows, a part of it kept in a module of its own: each history
 row's record (percentiles, throughput, CPU cost, memory and the verdict against the row before), cached while its
 runs have not changed, and the frozen :class:`Snapshot` a view reads.
 
@@ -18,12 +18,12 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine import traffic as T
-from ortop.engine.events import seconds_text
-from ortop.engine.memory import MemoryInfo, host_memory
-from ortop.engine.monitor_state import MonitorState
-from ortop.engine.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
-from ortop.engine.store import ConfigStore
-from ortop.engine.verdicts import MIN_VERDICT_RUNS, sequential_verdict
+from ortop.engine.live.events import seconds_text
+from ortop.engine.live.memory import MemoryInfo, host_memory
+from ortop.engine.live.monitor_state import MonitorState
+from ortop.engine.live.snapshot import ConfigRecord, CpuCost, RowVerdict, Snapshot, State, VerifyProgress
+from ortop.engine.live.store import ConfigStore
+from ortop.engine.live.verdicts import MIN_VERDICT_RUNS, sequential_verdict
 from ortop.measure import stats
 from ortop.measure.stats import WINDOW_MAX_S, WINDOW_MIN_RUNS
 from ortop.model.inspect import ModelInfo

@@ -36,11 +36,11 @@ import numpy as np
 
 from ortop.collectors.noise import NoiseSampler
 from ortop.config.profile import Profile
+from ortop.engine.answers.capacity import applied, label
 from ortop.engine.bench.deciders import Budget
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
 from ortop.engine.bench.plan import capacity_blocks
 from ortop.engine.bench.pool import Pool
-from ortop.engine.capacity import applied, label
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.measure import rows as R
 from ortop.measure.certify import CONFIDENCE, Certification, clump_factor, early_stopping
