@@ -74,10 +74,21 @@ def pinning_notes(profile: Profile) -> list[str]:
     return replica_profile(profile, (0,))[1]
 
 
-def pinning_comment(prefix: str, shares: str, pin_callers: str) -> list[str]:
+def replicas_comment(profile: Profile, prefix: str) -> list[str]:
+    """The comment over a code export's replica count, the same words in every language."""
+    callers = profile.workload.concurrency
+    return comment_lines(f"workload.replicas = {replicas(profile)}: sessions of the model served at once in one "
+                         f"process, each by {callers} caller{'s' if callers > 1 else ''} of its own.", prefix)
+
+
+def pinning_comment(profile: Profile, prefix: str, shares: str, pin_callers: str) -> list[str]:
     """The comment over a code export's pinned replicas, the same words in every language: how ortop splits the
-    cores into ``shares`` (the constant naming the count), and how the program pins its callers (``pin_callers``:
-    the language's way)."""
+    cores into ``shares`` (the constant naming the count), how the program pins its callers (``pin_callers``: the
+    language's way), and what pinning cannot do for this profile (:func:`pinning_notes`)."""
+    return [*_split_text(prefix, shares, pin_callers), *(f"{prefix}{note}." for note in pinning_notes(profile))]
+
+
+def _split_text(prefix: str, shares: str, pin_callers: str) -> list[str]:
     return comment_lines(
         "workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores the process may "
         f"use (sched_getaffinity on Linux) into {shares} shares: whole NUMA nodes when there are at least as many "

@@ -28,8 +28,8 @@ from ortop.export.common import (
     literal,
     pinned_pools,
     pinning_comment,
-    pinning_notes,
     replicas,
+    replicas_comment,
     shared_arena,
     spelled,
 )
@@ -124,14 +124,7 @@ def _env(pools: tuple[int, int] | None, arena: bool) -> list[str]:
 def _replicas(profile: Profile, model_path: str) -> list[str]:
     """MakeSessions(): the replicas; pinned, each from the options of its share of the cores."""
     w = profile.workload
-    out = [
-        "",
-        f"// workload.replicas = {replicas(profile)}: sessions of the model served at once in one process, each by "
-        f"{w.concurrency} caller{'s' if w.concurrency > 1 else ''}",
-        "// of its own.",
-        f"constexpr int kReplicas = {replicas(profile)};",
-        "",
-    ]
+    out = ["", *replicas_comment(profile, "// "), f"constexpr int kReplicas = {replicas(profile)};", ""]
     path = f"ORT_TSTR({cpp_str(model_path)})"
     if not w.pin_replicas:
         return out + [
@@ -143,9 +136,8 @@ def _replicas(profile: Profile, model_path: str) -> list[str]:
             "  return sessions;",
             "}",
         ]
-    out += pinning_comment("// ", "kReplicas",
+    out += pinning_comment(profile, "// ", "kReplicas",
                            "each caller thread of replica i to shares[i] (pthread_setaffinity_np on Linux)")
-    out += [f"// {note}." for note in pinning_notes(profile)]
     if pinned_pools(profile):
         threads = profile.session.intra_op_num_threads
         out += [

@@ -27,8 +27,8 @@ from ortop.export.common import (
     literal,
     pinned_pools,
     pinning_comment,
-    pinning_notes,
     replicas,
+    replicas_comment,
     shared_arena,
     spelled,
 )
@@ -123,13 +123,7 @@ def _shared_arena() -> list[str]:
 def _replicas(profile: Profile, model_path: str) -> list[str]:
     """CreateReplicas(): the replicas; pinned, each from the options of its share of the cores."""
     w = profile.workload
-    out = [
-        "",
-        f"    // workload.replicas = {replicas(profile)}: sessions served at once in one process, each by "
-        f"{w.concurrency} caller{'s' if w.concurrency > 1 else ''} of its own.",
-        f"    public const int Replicas = {replicas(profile)};",
-        "",
-    ]
+    out = ["", *replicas_comment(profile, "    // "), f"    public const int Replicas = {replicas(profile)};", ""]
     if not w.pin_replicas:
         return out + [
             f"    public static InferenceSession[] CreateReplicas(string modelPath = {cs_str(model_path)})",
@@ -139,10 +133,9 @@ def _replicas(profile: Profile, model_path: str) -> list[str]:
             "        return sessions;",
             "    }",
         ]
-    out += pinning_comment("    // ", "Replicas",
+    out += pinning_comment(profile, "    // ", "Replicas",
                            "the OS thread of each caller of replica i to shares[i] (Linux: sched_setaffinity(0, ...) "
                            "through P/Invoke from that thread; .NET has no portable per-thread affinity)")
-    out += [f"    // {note}." for note in pinning_notes(profile)]
     if pinned_pools(profile):
         threads = profile.session.intra_op_num_threads
         out += [
