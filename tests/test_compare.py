@@ -310,7 +310,8 @@ def test_rows_with_different_workloads_are_not_comparable(monitor):
 
 
 def test_sessions_that_would_not_fit_in_memory_are_refused(matmul_model):
-    from ortop.engine.bench import ab, headless
+    from ortop.engine.bench import ab
+    from ortop.engine.live import headless
 
     one = _one_thread()
     two = P.merge(one, **{"session.intra_op_num_threads": 2})
