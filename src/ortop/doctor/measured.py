@@ -1,6 +1,6 @@
 """The doctor's checks that run the model: each proposes one change to try, all are tried in one interleaved
-comparison against the start profile (``engine.ab``: blocks alternating in one worker, paired, with intervals), and
-each judges its own result.
+comparison against the start profile (``engine.bench.ab``: blocks alternating in one worker, paired, with intervals),
+and each judges its own result.
 
 - ``spinning``: the intra-op pool spins while it waits for work, burning CPU while nothing runs: between runs at a
   paced rate, and in a closed loop too, while the caller runs a graph's serial parts and after each run. Tried:

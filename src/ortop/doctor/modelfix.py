@@ -1,5 +1,5 @@
 """The doctor's model-level findings, measured: write the fixed copy of the model, run the original and the copy
-interleaved (``engine.ab``, the same profile, the same inputs), and say the gain with its interval, or that there
+interleaved (``engine.bench.ab``, the same profile, the same inputs), and say the gain with its interval, or that there
 is none.
 
 - ``initializer-inputs``: initializers listed as graph inputs keep ORT from folding constants; the copy lists them

@@ -7,7 +7,7 @@ receiver thread.
 A live change is measured sequentially (the new session runs after the old one), which on a drifting host cannot
 tell drift from effect: such a history row is "unverified". :meth:`Monitor.verify` settles it by rebuilding both
 configurations as sessions in the running worker and interleaving them for a few seconds (see
-:mod:`ortop.engine.live.verify`, a part of this class kept in its own module, and ``engine.ab``).
+:mod:`ortop.engine.live.verify`, a part of this class kept in its own module, and ``engine.bench.ab``).
 
 Over ~450 lines: the worker's lifecycle and its messages share one lock and one state machine
 (:class:`State`), and are kept together. Everything the monitor holds is one declared object,
