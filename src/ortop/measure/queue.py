@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ortop.measure import rows as R
+from ortop.measure.noise import SLOW_K
 from ortop.measure.slo import Slo
 
 MODEL_N = 40_000        # simulated requests per replicate of the queue model (see queue_model)
@@ -94,29 +95,33 @@ def predict_knee(service_ms: np.ndarray, slo: Slo, servers: int = 1, queues: int
     return lo * queues
 
 
-BUSY_COLUMNS = 3  # server_times' columns: service ms, the gap before the run ms, 1 when the server was idle
+BUSY_COLUMNS = 4  # server_times' columns: service ms, the gap before the run ms, 1 when the server was idle, shape
 
 
 def server_times(rows: np.ndarray) -> np.ndarray:
     """What each request cost its server (ms, in start order per server), from a block's rows: (service, gap,
-    idle) — the gap from when it could have started (its arrival, or its server's previous end when that came
-    later) to its start, and whether the server was idle when it arrived. A queued request's gap is the serving
-    loop's own work between runs; an idle server's is how late its thread woke. Replayed through Lindley's
-    recursion on the same arrivals, service + gap gives back the responses measured, so a queue simulated with
-    them is this server, not an ideal one. The first request of each server counts its service alone."""
+    idle, shape) — the gap from when it could have started (its arrival, or its server's previous end when that
+    came later) to its start, whether the server was idle when it arrived, and the index of the input shape it ran
+    (what a stall is judged against: :func:`stalled`). A queued request's gap is the serving loop's own work
+    between runs; an idle server's is how late its thread woke. Replayed through Lindley's recursion on the same
+    arrivals, service + gap gives back the responses measured, so a queue simulated with them is this server, not
+    an ideal one. The first request of each server counts its service alone."""
     if rows.ndim != 2 or not len(rows):
         return np.zeros((0, BUSY_COLUMNS))
+    shape = rows[:, R.Col.SHAPE].astype(float) if rows.shape[1] > R.Col.SHAPE else np.zeros(len(rows))
     if rows.shape[1] <= R.Col.QUEUE:
-        return np.column_stack([R.service_ms(rows), np.zeros(len(rows)), np.zeros(len(rows))])
+        return np.column_stack([R.service_ms(rows), np.zeros(len(rows)), np.zeros(len(rows)), shape])
     out = []
     for caller in np.unique(rows[:, R.Col.REPLICA]):
-        r = rows[rows[:, R.Col.REPLICA] == caller]
-        r = r[np.argsort(r[:, R.Col.START], kind="stable")]
+        mine = rows[:, R.Col.REPLICA] == caller
+        r, kind = rows[mine], shape[mine]
+        order = np.argsort(r[:, R.Col.START], kind="stable")
+        r, kind = r[order], kind[order]
         start, service = r[:, R.Col.START], r[:, R.Col.SERVICE]
         arrive = R.arrival_ns(r)
         free = np.concatenate((start[:1], (start + service)[:-1]))  # when the server could take it
         ready = np.maximum(arrive, free)
-        out.append(np.column_stack([service / 1e6, (start - ready) / 1e6, (arrive > free).astype(float)]))
+        out.append(np.column_stack([service / 1e6, (start - ready) / 1e6, (arrive > free).astype(float), kind]))
     return np.concatenate(out)
 
 
@@ -126,27 +131,58 @@ def work_ms(times: np.ndarray) -> np.ndarray:
     return times[:, 0] + np.maximum(times[:, 1], 0.0)
 
 
-def _runs_of(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of ``n`` draws from ``pool`` in runs of CHUNK consecutive ones (a moving-block bootstrap)."""
+def _runs_of(pool: np.ndarray, n: int, rng: np.random.Generator, start_p: np.ndarray | None = None) -> np.ndarray:
+    """Indices of ``n`` draws from ``pool`` in runs of CHUNK consecutive ones (a moving-block bootstrap);
+    ``start_p``: each possible run start's probability (one per start: ``max(1, pool.size − CHUNK + 1)``), uniform
+    without it."""
     k = -(-n // CHUNK)
-    starts = rng.integers(0, max(1, pool.size - CHUNK + 1), size=k)
+    starts_n = max(1, pool.size - CHUNK + 1)
+    starts = rng.integers(0, starts_n, size=k) if start_p is None else rng.choice(starts_n, size=k, p=start_p)
     return np.minimum((starts[:, None] + np.arange(CHUNK)[None, :]).ravel()[:n], pool.size - 1)
+
+
+def _table(times: Sequence[np.ndarray]) -> np.ndarray:
+    """:func:`server_times` rows of several blocks as one table, the usable ones (finite, a service above 0); rows
+    of three columns (no shape) read as all one shape."""
+    seqs = []
+    for t in times:
+        a = np.asarray(t, dtype=float)
+        if not a.size:
+            continue
+        a = a.reshape(len(a), -1)
+        seqs.append(a if a.shape[1] >= BUSY_COLUMNS else np.column_stack([a[:, :3], np.zeros(len(a))]))
+    table = np.concatenate(seqs)[:, :BUSY_COLUMNS] if seqs else np.zeros((0, BUSY_COLUMNS))
+    return table[np.isfinite(table).all(axis=1) & (table[:, 0] > 0)]
+
+
+def stalled(table: np.ndarray, k: float = SLOW_K) -> np.ndarray:
+    """Which rows of a :func:`server_times` table ran slower than ``k`` × the median service of their own shape
+    over the table: the host's stalls, as :func:`ortop.measure.noise.slow_share` counts them."""
+    out = np.zeros(len(table), dtype=bool)
+    for s in np.unique(table[:, 3]):
+        mine = table[:, 3] == s
+        out[mine] = table[mine, 0] > k * np.median(table[mine, 0])
+    return out
+
+
+def _pools(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`cost_pools` with each pool's rows' :func:`stalled` flags beside it: (queued, after idle, their
+    flags)."""
+    if len(table) < 50:
+        return None
+    work, slow = work_ms(table), stalled(table)
+    idle = table[:, 2] > 0
+    keep_q = ~idle if np.count_nonzero(~idle) >= 10 else np.ones(len(table), dtype=bool)
+    keep_i = idle if np.count_nonzero(idle) >= 10 else keep_q
+    return work[keep_q], work[keep_i], slow[keep_q], slow[keep_i]
 
 
 def cost_pools(times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
     """What requests cost their server (ms, :func:`work_ms`), from :func:`server_times` rows, in two pools: when
     they were queued (the server busy, warm), and when they found it idle (a wake-up, caches gone cold). A pool
     with under 10 requests borrows the other. None with under 50 requests."""
-    seqs = [np.asarray(t, dtype=float).reshape(-1, BUSY_COLUMNS) for t in times if len(t)]
-    table = np.concatenate(seqs) if seqs else np.zeros((0, BUSY_COLUMNS))
-    table = table[np.isfinite(table).all(axis=1) & (table[:, 0] > 0)]
-    if len(table) < 50:
-        return None
-    work = work_ms(table)
-    idle = table[:, 2] > 0
-    queued = work[~idle] if np.count_nonzero(~idle) >= 10 else work
-    after_idle = work[idle] if np.count_nonzero(idle) >= 10 else queued
-    return queued, after_idle
+    pools = _pools(_table(times))
+    return None if pools is None else (pools[0], pools[1])
 
 
 def past_ceiling(cost_ms: float, per_queue_per_s: float, servers: int = 1) -> bool:
@@ -189,11 +225,16 @@ def queue_model(times: list[np.ndarray], slo: Slo, rate_per_s: float, servers: i
 
 
 def _replicate(queued: np.ndarray, after_idle: np.ndarray, slo: Slo, per_queue: float, servers: int, n: int,
-               rng: np.random.Generator) -> float:
+               rng: np.random.Generator, weights: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """One replicate of the queue model: ``n`` requests drawn from the pools in runs, fresh arrivals; the SLO
-    metric after the first tenth (the queue's warm-up)."""
-    busy = queued[_runs_of(queued, n, rng)]
-    wake = after_idle[rng.integers(0, after_idle.size, n)] - busy  # found idle: the other pool's cost instead
+    metric after the first tenth (the queue's warm-up). ``weights``: the queued pool's run starts' and the idle
+    pool's rows' probabilities (:func:`stall_sd`), uniform without them."""
+    busy = queued[_runs_of(queued, n, rng, None if weights is None else weights[0])]
+    # found idle: the other pool's cost instead
+    if weights is None:
+        wake = after_idle[rng.integers(0, after_idle.size, n)] - busy
+    else:
+        wake = after_idle[rng.choice(after_idle.size, size=n, p=weights[1])] - busy
     return float(slo.of(simulate(busy, rng.exponential(1.0, n), per_queue, servers, wake_ms=wake)[n // 10:]))
 
 
@@ -237,9 +278,72 @@ def capacity_spread(ends: Sequence[tuple[float, Sequence[np.ndarray]]], slo: Slo
             m = float(np.median([_replicate(queued, after_idle, slo, rate / queues, servers, n, same)
                                  for _ in range(reps)]))
             inv.append(1.0 / m if m > 0 else math.inf)
-        falls = inv[0] - inv[1]
-        if not (math.isfinite(falls) and falls > 0):
-            continue
-        cap = lo + (inv[0] - 1.0 / slo.ms) / falls * (hi - lo)
-        caps.append(math.log(min(max(cap, lo * lo / hi), hi * hi / lo)))
+        cap = _crossing(lo, hi, inv, slo)
+        if math.isfinite(cap):
+            caps.append(math.log(cap))
     return float(np.std(caps, ddof=1)) if len(caps) >= 3 else math.nan
+
+
+def _crossing(lo: float, hi: float, inv: Sequence[float], slo: Slo) -> float:
+    """The rate where the SLO metric crosses the SLO between ``lo`` and ``hi`` (``inv``: 1 / metric at each),
+    linear in 1 / metric, at most one bracket's width (in log) outside it; nan where the metric does not climb."""
+    falls = inv[0] - inv[1]
+    if not (math.isfinite(falls) and falls > 0):
+        return math.nan
+    cap = lo + (inv[0] - 1.0 / slo.ms) / falls * (hi - lo)
+    return min(max(cap, lo * lo / hi), hi * hi / lo)
+
+
+STALL_REPS = 8          # replicates per end for each share the stall term judges (stall_sd)
+
+
+def stall_sd(ends: Sequence[tuple[float, Sequence[np.ndarray]]], slo: Slo, rel: float, servers: int = 1,
+             queues: int = 1, reps: int = STALL_REPS, seed: int = 0) -> float:
+    """How far the capacity read between the bracket's two rates moves when the host's stalls come ``rel`` times
+    their share more or less often (sd of log; ``rel`` from :func:`ortop.measure.rerun.stall_movement`): each
+    end judged again by the queue model with the runs of its record that hold a stall (:func:`stalled`) drawn
+    (1 ± ``rel``) times as often as the others — thinned or thickened, their clumps kept whole — and the same
+    arrivals for both (common random numbers: the difference is the stalls'). The term is half the distance
+    between the two crossings in log, scaled to ``rel`` where thinning stops at none. 0 when the record holds no
+    stall or ``rel`` is 0; nan with no two ends to read or a crossing that cannot be read."""
+    if len(ends) != 2 or not slo.ms > 0 or not math.isfinite(rel):
+        return math.nan
+    (lo, lo_times), (hi, hi_times) = ends
+    pools = [_pools(_table(lo_times)), _pools(_table(hi_times))]
+    if any(p is None for p in pools) or not 0 < lo < hi:
+        return math.nan
+    if rel <= 0 or not any(p[2].any() or p[3].any() for p in pools if p is not None):
+        return 0.0
+    servers, queues = max(1, servers), max(1, queues)
+    n = MODEL_N if servers == 1 else 6000
+    up, down = 1.0 + rel, max(0.0, 1.0 - rel)
+    caps = []
+    for factor in (down, up):
+        inv = []
+        for rate, pool in zip((lo, hi), pools):
+            assert pool is not None
+            queued, after_idle, q_slow, a_slow = pool
+            if past_ceiling(float(queued.mean()), rate / queues, servers):
+                inv.append(0.0)
+                continue
+            weights = (_stall_weights(q_slow, factor, CHUNK), _stall_weights(a_slow, factor, 1))
+            same = np.random.default_rng(seed + 1)
+            m = float(np.median([_replicate(queued, after_idle, slo, rate / queues, servers, n, same, weights)
+                                 for _ in range(reps)]))
+            inv.append(1.0 / m if m > 0 else math.inf)
+        caps.append(_crossing(lo, hi, inv, slo))
+    if not all(math.isfinite(c) and c > 0 for c in caps):
+        return math.nan
+    return abs(math.log(caps[0]) - math.log(caps[1])) / (up - down) * rel
+
+
+def _stall_weights(slow: np.ndarray, factor: float, run: int) -> np.ndarray:
+    """Probabilities over a pool's draws (run starts of ``run`` rows, or rows with ``run`` = 1) where a draw
+    holding a stalled row is ``factor`` times as likely as one without; uniform where nothing stalled or every
+    draw holds one."""
+    starts = max(1, slow.size - run + 1)
+    hits = np.convolve(slow.astype(float), np.ones(run), mode="valid")[:starts] > 0 if slow.size >= run else \
+        np.full(starts, bool(slow.any()))
+    w = np.where(hits, factor, 1.0)
+    total = w.sum()
+    return w / total if total > 0 else np.full(starts, 1.0 / starts)

@@ -8,7 +8,7 @@ What the interval is for
     precision no second reading shows. So the interval is of a *rerun*: at ``CONFIDENCE`` (90 %), a search run
     again here lands inside it.
 
-Three sources, each a standard deviation of the capacity's log (capacity is a rate: its errors are relative)
+Four sources, each a standard deviation of the capacity's log (capacity is a rate: its errors are relative)
     (a) The tail's sampling (:func:`tail_sd`). The capacity is where the queue model's long-run estimate of the
         SLO metric crosses the SLO between the bracket's two rates; each estimate comes from the requests the
         search recorded (:func:`ortop.measure.queue.queue_model`), a finite sample of the server. How far that
@@ -52,13 +52,33 @@ Three sources, each a standard deviation of the capacity's log (capacity is a ra
         narrows to 10 %; a rerun's bisection puts its own bracket elsewhere on the grid. The capacity's position
         inside the bracket is taken as uniform over it in log: sd = ln(hi / lo) / √12.
 
+    (d) The stalls' share (:func:`stall_movement`, mapped by :func:`ortop.measure.queue.stall_sd`). Where the
+        host's stalls (runs over 3× their shape's median: :func:`ortop.measure.noise.slow_share`) reach the SLO's
+        percentile, the capacity follows how often the host stalls, and that share moves from one search to the next
+        (0.14–3 % between searches minutes apart on one 2-core VM, the capacity falling as it rose: Spearman −0.68
+        where the stalls decide, near 0 where the queue does). Term (a) resamples the record the search has, with
+        its share; term (b) reads each block's median, which a stall does not move. Neither follows the share.
+        The share's movement is read as the pace's is: per block, its runs against their shape's median over the
+        whole search (a mix's slow shape is not a stall), the blocks in the order they ran cut into the same
+        batches (:func:`mean_se`), each batch's share its stalled runs over its runs; √2 × the standard error of
+        the search's share, relative to it. A share steady over the search gives what its clumps' count leaves
+        (about 1 / √clumps); one that moves within it (a neighbour arriving half way) gives more.
+        It is mapped into capacity by the queue model itself: both ends of the bracket judged again with the runs
+        that hold a stall drawn (1 ± the movement) times as often as the others (thinned and thickened, their
+        clumps kept whole), with the same arrivals for both, and the crossing read again; the term is half the
+        distance between the two crossings in log. Where the queue decides (an SLO far above the stalls), the
+        crossings barely move and the term is small, whatever the share does.
+        Its overlap with term (a): a steady share's clump count is sampling, which (a) also resamples, so where the
+        stalls decide the interval counts some of it twice (wider, never narrower). What no search can see is a
+        host whose stall rate moves between searches while holding still within each; the interval does not
+        claim that, and the table's host line names a share that reaches the percentile.
 Combined in log space, as independent errors (a sum of variances), the interval is
-``capacity × exp(± z · √(a² + b² + c²))`` with z the normal quantile of the confidence (1.645 for 90 %), or Student's
-t where term (b) dominates: it is read from a handful of batches, and an sd read from eight values is itself
-uncertain (Welch–Satterthwaite's degrees of freedom for the sum, :func:`effective_dof`; up to 1.89 at 90 % with
-eight batches). It always contains the estimate. A term that cannot be had (a bracket not closed, a point without a
-queue model, fewer than two blocks) counts zero and :class:`RerunInterval` names it in ``missing``: the interval is
-then narrower than it should be, and says why.
+``capacity × exp(± z · √(a² + b² + c² + d²))`` with z the normal quantile of the confidence (1.645 for 90 %), or
+Student's t where term (b) or (d) dominates: each is read from a handful of batches, and an sd read from eight
+values is itself uncertain (Welch–Satterthwaite's degrees of freedom for the sum, :func:`effective_dof`; up to 1.89
+at 90 % with eight batches). It always contains the estimate. A term that cannot be had (a bracket not closed, a
+point without a queue model, fewer than two blocks) counts zero and :class:`RerunInterval` names it in
+``missing``: the interval is then narrower than it should be, and says why.
 
 Alternatives not taken
     Rerunning the search is the honest answer and costs its whole budget again; the bench (``bench/capacity.py
@@ -77,6 +97,7 @@ from typing import Any
 
 import numpy as np
 
+from ortop.measure.noise import SLOW_K
 from ortop.measure.stats import json_num
 
 CONFIDENCE = 0.90       # a rerun lands inside the interval this often
@@ -84,7 +105,7 @@ CONFIDENCE = 0.90       # a rerun lands inside the interval this often
 
 @dataclass(frozen=True)
 class RerunInterval:
-    """A capacity with the interval a rerun is expected to land in, and the three terms behind it (sd of log)."""
+    """A capacity with the interval a rerun is expected to land in, and the four terms behind it (sd of log)."""
 
     estimate: float
     lo: float
@@ -95,6 +116,7 @@ class RerunInterval:
     bracket_sd: float = 0.0
     missing: tuple[str, ...] = field(default=())
     slope: float = math.nan  # the SLO metric's log–log slope at the crossing, which scaled the drift term
+    stall_sd: float = 0.0    # term (d): the stalls' share moving between searches
 
     @property
     def flat(self) -> bool:
@@ -103,14 +125,15 @@ class RerunInterval:
 
     @property
     def sd(self) -> float:
-        return math.sqrt(self.tail_sd ** 2 + self.drift_sd ** 2 + self.bracket_sd ** 2)
+        return math.sqrt(self.tail_sd ** 2 + self.drift_sd ** 2 + self.bracket_sd ** 2 + self.stall_sd ** 2)
 
     def contains(self, x: float) -> bool:
         return self.lo <= x <= self.hi
 
     def as_dict(self) -> dict[str, Any]:
         return {"tail_sd": json_num(self.tail_sd, 4), "drift_sd": json_num(self.drift_sd, 4),
-                "bracket_sd": json_num(self.bracket_sd, 4), "missing": list(self.missing),
+                "bracket_sd": json_num(self.bracket_sd, 4), "stall_sd": json_num(self.stall_sd, 4),
+                "missing": list(self.missing),
                 "slope": json_num(self.slope, 3), "flat": self.flat}
 
 
@@ -136,12 +159,13 @@ BLOCK_MIN_RUNS = 3    # runs of a block before its median is its pace
 MAX_BATCHES = 8       # batch means: at most 8 batches, at least 2 blocks each, at least 3 batches
 
 
-def block_paces(blocks: Sequence[PaceBlock]) -> np.ndarray:
-    """Each block's pace in the order the blocks ran: the median over its runs of log service less its shape's
-    median log service over all ``blocks`` (see term (b)); blocks left with too few runs are left out."""
+def _residuals(blocks: Sequence[PaceBlock]) -> list[np.ndarray]:
+    """Per block with runs, in the order the blocks ran (a block without a start, nan, last): each run's log
+    service less its shape's median log service over all ``blocks``; nan for a run whose shape has too few runs
+    (``SHAPE_MIN_RUNS``) or whose service is not a positive number."""
     kept = [b for b in blocks if len(b.service_ms)]
     if not kept:
-        return np.zeros(0)
+        return []
     service = np.concatenate([np.asarray(b.service_ms, dtype=float) for b in kept])
     shape = np.concatenate([np.broadcast_to(np.asarray(b.shape), len(b.service_ms)) for b in kept]).astype(np.int64)
     usable = (service > 0) & np.isfinite(service)
@@ -152,9 +176,15 @@ def block_paces(blocks: Sequence[PaceBlock]) -> np.ndarray:
         if np.count_nonzero(mine) >= SHAPE_MIN_RUNS:
             residual[mine] = log_ms[mine] - np.median(log_ms[mine])
     per_block = np.split(residual, np.cumsum([len(b.service_ms) for b in kept])[:-1])
+    return [per_block[i] for i in np.argsort([b.start for b in kept], kind="stable")]
+
+
+def block_paces(blocks: Sequence[PaceBlock]) -> np.ndarray:
+    """Each block's pace in the order the blocks ran: the median over its runs of log service less its shape's
+    median log service over all ``blocks`` (see term (b)); blocks left with too few runs are left out."""
     paces = []
-    for i in np.argsort([b.start for b in kept], kind="stable"):  # a block without a start (nan) goes last
-        r = per_block[i][np.isfinite(per_block[i])]
+    for residual in _residuals(blocks):
+        r = residual[np.isfinite(residual)]
         if r.size >= BLOCK_MIN_RUNS:
             paces.append(float(np.median(r)))
     return np.asarray(paces, dtype=float)
@@ -182,6 +212,40 @@ def pace_drift(blocks: Sequence[PaceBlock]) -> tuple[float, int]:
     return math.sqrt(2) * se, dof
 
 
+def block_stalls(blocks: Sequence[PaceBlock], k: float = SLOW_K) -> tuple[np.ndarray, np.ndarray]:
+    """Per block in the order the blocks ran: its runs read against their shape, and how many of them stalled
+    (slower than ``k`` × their shape's median over all ``blocks``, as :func:`ortop.measure.noise.slow_share`
+    counts them); see term (d)."""
+    runs, slow = [], []
+    for residual in _residuals(blocks):
+        r = residual[np.isfinite(residual)]
+        runs.append(r.size)
+        slow.append(int(np.count_nonzero(r > math.log(k))))
+    return np.asarray(runs, dtype=np.int64), np.asarray(slow, dtype=np.int64)
+
+
+def stall_movement(blocks: Sequence[PaceBlock]) -> tuple[float, float, int]:
+    """Term (d)'s reading of the share: (the search's stalled share, √2 × its standard error relative to it, the
+    degrees of freedom). The share per batch of contiguous blocks (batch means as for the pace, :func:`mean_se`,
+    each batch's share its stalled runs over its runs); with under 3 batches' worth each block a batch. (nan, nan,
+    0) with under two blocks of runs; (0, 0, n − 1) where nothing stalled: no share to move."""
+    runs, slow = block_stalls(blocks)
+    keep = runs > 0
+    runs, slow = runs[keep], slow[keep]
+    n = runs.size
+    if n < 2:
+        return math.nan, math.nan, 0
+    share = float(slow.sum() / runs.sum())
+    if share <= 0:
+        return 0.0, 0.0, n - 1
+    k = min(MAX_BATCHES, n // 2)
+    k = n if k < 3 else k
+    cuts = np.array_split(np.arange(n), k)
+    shares = np.asarray([slow[c].sum() / runs[c].sum() for c in cuts])
+    se = math.sqrt(float(np.var(shares, ddof=1)) / k)
+    return share, math.sqrt(2) * se / share, k - 1
+
+
 def t_quantile(p: float, dof: float) -> float:
     """Student's t quantile at ``p`` for ``dof`` degrees of freedom (the normal's for infinite), by the
     Cornish–Fisher expansion: within 1 % of the exact value for 90 % and 95 % two-sided intervals from 3 degrees of
@@ -194,15 +258,19 @@ def t_quantile(p: float, dof: float) -> float:
             + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3))
 
 
-def effective_dof(drift: float, drift_dof: float, others: float) -> float:
-    """Welch–Satterthwaite's degrees of freedom of a variance ``drift² + others²`` where only the drift term is
-    estimated from few values (``drift_dof``) and the others are taken as known: where the drift dominates, the
-    interval takes Student's t for its batches rather than the normal's quantile (with 7 degrees of freedom, 1.89
-    against 1.645 at 90 %), and where it is small, the normal's."""
-    if not (drift > 0 and math.isfinite(drift_dof) and drift_dof > 0):
-        return math.inf
-    total = drift * drift + others * others
-    return drift_dof * (total / (drift * drift)) ** 2
+def effective_dof(drift: float, drift_dof: float, others: float, stall: float = 0.0,
+                  stall_dof: float = math.inf) -> float:
+    """Welch–Satterthwaite's degrees of freedom of a variance ``drift² + stall² + others²`` where the drift and
+    stall terms are each estimated from few values (``drift_dof``, ``stall_dof``) and the others are taken as
+    known: where an estimated term dominates, the interval takes Student's t for its batches rather than the
+    normal's quantile (with 7 degrees of freedom, 1.89 against 1.645 at 90 %), and where they are small, the
+    normal's."""
+    total = drift * drift + stall * stall + others * others
+    denom = 0.0
+    for v, dof in ((drift, drift_dof), (stall, stall_dof)):
+        if v > 0 and math.isfinite(dof) and dof > 0:
+            denom += v ** 4 / dof
+    return total * total / denom if denom > 0 else math.inf
 
 
 FLAT_SLOPE = 1.0     # below this log–log slope at the crossing, a capacity moves more than the host's pace
@@ -232,21 +300,21 @@ def bracket_sd(lo: float, hi: float) -> float:
     return math.log(hi / lo) / math.sqrt(12)
 
 
-def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float,
+def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float, stall: float = 0.0,
                    confidence: float = CONFIDENCE, slope: float = math.nan,
-                   drift_dof: float = math.inf) -> RerunInterval:
-    """The interval from the three terms (nan: not had, counted zero and named in ``missing``), the drift term
+                   drift_dof: float = math.inf, stall_dof: float = math.inf) -> RerunInterval:
+    """The interval from the four terms (nan: not had, counted zero and named in ``missing``), the drift term
     scaled by :func:`drift_gain` at ``slope``; the quantile is Student's t at :func:`effective_dof` when the drift
-    term rests on ``drift_dof`` degrees of freedom (the normal's with infinitely many)."""
+    or stall term rests on few degrees of freedom (the normal's with infinitely many)."""
     drift = drift * drift_gain(slope) if math.isfinite(drift) else drift
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be a fraction in (0, 1); got {confidence!r}")
-    terms = {"tail": tail, "drift": drift, "bracket": bracket}
+    terms = {"tail": tail, "drift": drift, "bracket": bracket, "stalls": stall}
     missing = tuple(k for k, v in terms.items() if not math.isfinite(v))
-    a, b, c = (v if math.isfinite(v) else 0.0 for v in terms.values())
-    z = t_quantile((1 + confidence) / 2, effective_dof(b, drift_dof, math.hypot(a, c)))
-    sd = math.sqrt(a * a + b * b + c * c)
+    a, b, c, d = (v if math.isfinite(v) else 0.0 for v in terms.values())
+    z = t_quantile((1 + confidence) / 2, effective_dof(b, drift_dof, math.hypot(a, c), d, stall_dof))
+    sd = math.sqrt(a * a + b * b + c * c + d * d)
     if not (estimate > 0 and math.isfinite(estimate)):
-        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope)
+        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope, d)
     return RerunInterval(estimate, estimate * math.exp(-z * sd), estimate * math.exp(z * sd), confidence,
-                         a, b, c, missing, slope)
+                         a, b, c, missing, slope, d)

@@ -72,7 +72,7 @@ from ortop.config.profile import Profile
 from ortop.measure.bracket import apart, grid, knee, narrow
 from ortop.measure.noise import HostNoise
 from ortop.measure.pace import kept as pace_kept
-from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model, work_ms
+from ortop.measure.queue import capacity_spread, cost_pools, past_ceiling, queue_model, stall_sd, work_ms
 from ortop.measure.ratio import overlapping
 from ortop.measure.rerun import (
     CONFIDENCE,
@@ -82,6 +82,7 @@ from ortop.measure.rerun import (
     local_slope,
     pace_drift,
     rerun_interval,
+    stall_movement,
     tail_sd,
 )
 from ortop.measure.slo import MetricFigure, Slo
@@ -321,7 +322,8 @@ class Search:
     no_load: MetricFigure | None = None  # the SLO metric of the closed loop (floor_ms) with its interval and runs
     remarks: list[str] = field(default_factory=list)  # what the answer rests on, said under its row and in warnings
     notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
-    _tail: tuple[Any, float] | None = field(default=None, repr=False, compare=False)  # interval's tail term, kept
+    # the interval's tail and stall terms (key, tail, stall, the stall's dof), kept until the search measures more
+    _tail: tuple[Any, float, float, float] | None = field(default=None, repr=False, compare=False)
 
     def pooled(self, besides: float | None = None) -> list[Point]:
         """The points whose server times model the search's other points: every one (but the one at ``besides``)
@@ -389,18 +391,22 @@ class Search:
         if not (self.lo > 0 and cap > 0):
             return None
         key = (self.lo, self.hi, sum(len(p.blocks) for p in self.points.values()), slo)
+        blocks = [b for p in self.points.values() for b in p.pace]
         if self._tail is None or self._tail[0] != key:
             ends = [(r, [*p.busy, *self.server_times(besides=r)]) for r in (self.lo, self.hi)
                     if math.isfinite(r) and (p := self.points.get(r)) is not None]
             pooled = self.pooled()
             servers = max((p.servers for p in pooled), default=1)
             queues = max((p.queues for p in pooled), default=1)
-            self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)))
-        drift, dof = pace_drift([b for p in self.points.values() for b in p.pace])
+            _, rel, moved_dof = stall_movement(blocks)
+            self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)),
+                          stall_sd(ends, slo, rel, servers, queues), float(moved_dof))
+        drift, dof = pace_drift(blocks)
         a, b = self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None
         slope = local_slope(self.lo, self.hi, a.estimate(slo), b.estimate(slo)) if a and b else math.nan
-        return rerun_interval(cap, tail=self._tail[1], drift=drift, bracket=bracket_sd(self.lo, self.hi),
-                              confidence=confidence, slope=slope, drift_dof=dof)
+        _, tail, stall, stall_dof = self._tail
+        return rerun_interval(cap, tail=tail, drift=drift, bracket=bracket_sd(self.lo, self.hi), stall=stall,
+                              confidence=confidence, slope=slope, drift_dof=dof, stall_dof=stall_dof)
 
     def label(self) -> str:
         """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""
