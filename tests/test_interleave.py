@@ -81,9 +81,9 @@ class FakeWorker:
 def interleaving(workers: list[FakeWorker], channel_of: list[int], budget_s: float,
                  **kw: Any) -> ab.Interleaving:
     """A comparison of two profiles (ids 0 and 1) over the fake workers, restarting a dead one."""
-    il = ab.Interleaving([Profile(), Profile()], [0, 1], [w.send for w in workers], channel_of, budget_s=budget_s,
-                         names=["a", "b"], block_s=0.002, settle_s=0.0,
-                         restart=lambda ch: workers[ch].restart(), **kw)
+    routes = ab.Routes([0, 1], [w.send for w in workers], channel_of, restart=lambda ch: workers[ch].restart())
+    il = ab.Interleaving([Profile(), Profile()], routes, budget_s=budget_s, names=["a", "b"], block_s=0.002,
+                         settle_s=0.0, **kw)
     for ch, w in enumerate(workers):
         w.deliver = lambda msg, ch=ch: il.deliver(msg, ch)
         w.died = lambda why, ch=ch: il.worker_died(ch, why)
@@ -110,7 +110,7 @@ def test_a_worker_killed_mid_alternation_across_workers_loses_no_block_and_keeps
 
 def test_one_worker_alternates_with_one_message_and_stops_within_a_block_of_deciding():
     w = FakeWorker()
-    res = interleaving([w], [0, 0], budget_s=20.0, decide_on="p50").run()
+    res = interleaving([w], [0, 0], budget_s=20.0, ending=ab.Ending(decide_on="p50")).run()
     assert res.stopped_early and not res.stopped and res.elapsed_s < 10
     (alt,) = w.alternates()  # every round of blocks from one message: no round trip between blocks
     assert alt.config_ids == (0, 1) and alt.rounds is None

@@ -363,8 +363,9 @@ class WorkerRacer:
 
         block, settle = self._plan(profiles)
         names = [describe(p, profiles[0]) if i else "incumbent" for i, p in enumerate(profiles)]
-        il = ab.Interleaving(profiles, ids, [g.send for g in groups], channel_of, budget_s=seconds,
-                             names=names, finish=finish, block_s=block, settle_s=settle, stop=self.stop, built=infos)
+        routes = ab.Routes(ids, [g.send for g in groups], channel_of, finish=finish, built=infos)
+        il = ab.Interleaving(profiles, routes, budget_s=seconds, names=names, block_s=block, settle_s=settle,
+                             stop=self.stop)
         for k, g in enumerate(groups):
             with g.cv:
                 g.run_errors.clear()

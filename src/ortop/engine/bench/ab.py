@@ -276,35 +276,61 @@ class TailGateLooks(GateLooks):
         return G.overall([r.result for r in results]) != "undecided"
 
 
-class Interleaving:
-    """One interleaved comparison over workers reached through ``channels`` (a send function per worker), alternated
-    by an :class:`ortop.engine.bench.interleave.Interleaver`.
+@dataclass(frozen=True)
+class Routes:
+    """Where an interleaving's sessions live: ``config_ids[i]``, the worker-side id of profile i, built on
+    ``channels[channel_of[i]]`` (a send function per worker). ``restart(channel)`` starts that channel's worker
+    again with its sessions (True once built): with it a dead worker's alternation goes on, without it the
+    comparison fails. ``finish(channel)`` ends an alternation on a worker (default: ``Pause``). ``built``: sessions
+    that already exist in their workers (config id -> their Built info, as tune's racer keeps them): not built
+    again."""
 
-    ``config_ids[i]`` is the worker-side id of profile i, built on ``channels[channel_of[i]]``; the owner routes
-    every worker message to :meth:`deliver` (with its channel index) and calls :meth:`worker_died` if a worker dies
-    (with ``restart``, a callable that starts that channel's worker again with its sessions, the alternation goes
-    on; without, the comparison fails as with :meth:`abort`).
-    ``finish(channel)`` ends an alternation on a worker (default: ``Pause``). ``run()`` blocks until the budget is
-    spent (or ``stop`` is set) and returns the result; it raises AbError / NotEnoughMemory.
+    config_ids: Sequence[int]
+    channels: Sequence[Callable[[Any], Any]]
+    channel_of: Sequence[int]
+    restart: Callable[[int], bool] | None = None
+    finish: Callable[[int], None] | None = None
+    built: Mapping[int, dict] | None = None
+
+
+@dataclass(frozen=True)
+class Ending:
+    """When an interleaving may end before its budget, and what it adds to.
 
     ``decide_on`` (a metric) makes the budget the most it may take: after each round of blocks the look due by
-    :mod:`ortop.measure.sequential` is taken, and once every verdict on that metric is settled the alternation
-    ends and the result holds the blocks and the intervals of that look. Without it the budget is always spent.
-    ``gates`` (:class:`ortop.measure.gate.Gate`, instead of ``decide_on``; two profiles) end it the same way once a
-    look decides them (:class:`TailGateLooks`: ``compare --fail-if``); the result keeps the looks taken
-    (``AbResult.gate_looks``). A gate on a percentile also lengthens the blocks so that each holds its runs where
-    the budget allows (:func:`gate_block_s`). ``built`` names sessions that already exist in their workers (config
-    id -> their Built info, as tune's racer keeps them): they are not built again.
+    :mod:`ortop.measure.sequential` (``looks``: a schedule resumed from an earlier run's) is taken, and once every
+    verdict on that metric is settled the alternation ends and the result holds the blocks and the intervals of
+    that look. ``gates`` (:class:`ortop.measure.gate.Gate`, instead of ``decide_on``; two profiles) end it the same
+    way once a look decides them (:class:`TailGateLooks`: ``compare --fail-if``); the result keeps the looks taken
+    (``AbResult.gate_looks``). With neither the budget is always spent. ``prior``: an earlier run's blocks this one
+    adds to, measured over ``prior_elapsed_s``."""
+
+    decide_on: str | None = None
+    gates: Sequence[Gate] = ()
+    looks: sequential.Looks | None = None
+    prior: Sequence[Block] = ()
+    prior_elapsed_s: float = 0.0
+
+
+class Interleaving:
+    """One interleaved comparison over workers reached as ``routes`` says (:class:`Routes`), alternated by an
+    :class:`ortop.engine.bench.interleave.Interleaver`, ended as ``ending`` says (:class:`Ending`).
+
+    The owner routes every worker message to :meth:`deliver` (with its channel index) and calls
+    :meth:`worker_died` if a worker dies. ``run()`` blocks until the budget is spent (or ``stop`` is set, or the
+    ending decides) and returns the result; it raises AbError / NotEnoughMemory. A gate on a percentile also
+    lengthens the blocks so that each holds its runs where the budget allows (:func:`gate_block_s`).
     """
 
-    def __init__(self, profiles: Sequence[Profile], config_ids: Sequence[int], channels: Sequence[Callable[[Any], Any]],
-                 channel_of: Sequence[int], *, budget_s: float, names: Sequence[str] | None = None,
-                 stop: threading.Event | None = None, finish: Callable[[int], None] | None = None,
+    def __init__(self, profiles: Sequence[Profile], routes: Routes, *, budget_s: float,
+                 names: Sequence[str] | None = None, stop: threading.Event | None = None,
                  per_session_hint: int | None = None, block_s: float | None = None, settle_s: float | None = None,
-                 metrics: Sequence[str] = METRICS, decide_on: str | None = None, feed_model: str = "",
-                 tolerance: Tolerance | None = None, restart: Callable[[int], bool] | None = None,
-                 gates: Sequence[Gate] = (), prior: Sequence[Block] = (), prior_elapsed_s: float = 0.0,
-                 looks: sequential.Looks | None = None, built: Mapping[int, dict] | None = None):
+                 metrics: Sequence[str] = METRICS, feed_model: str = "", tolerance: Tolerance | None = None,
+                 ending: Ending = Ending()):
+        config_ids, channels, channel_of = routes.config_ids, routes.channels, routes.channel_of
+        restart, finish, built = routes.restart, routes.finish, routes.built
+        decide_on, gates, looks = ending.decide_on, ending.gates, ending.looks
+        prior, prior_elapsed_s = ending.prior, ending.prior_elapsed_s
         if len(profiles) < 2:
             raise ValueError("a comparison needs at least two profiles")
         self.profiles = list(profiles)
@@ -624,9 +650,10 @@ def compare_profiles(model_path: str, profiles: Sequence[Profile], *, budget_s: 
     said: list[str] = []
     pool = Pool(model_path, profiles, name="ortop-ab-worker",
                 warn=lambda text: said.append(text) if text not in said else None)
-    il = Interleaving(profiles, list(range(len(profiles))), [w.send for w in pool.workers], pool.groups,
-                      budget_s=budget_s, names=names, stop=stop, feed_model=model_path, tolerance=tolerance,
-                      restart=lambda ch: pool.workers[ch].restart(BUILD_TIMEOUT_S, il.stop), **kw)
+    routes = Routes(list(range(len(profiles))), [w.send for w in pool.workers], pool.groups,
+                    restart=lambda ch: pool.workers[ch].restart(BUILD_TIMEOUT_S, il.stop))
+    il = Interleaving(profiles, routes, budget_s=budget_s, names=names, stop=stop, feed_model=model_path,
+                      tolerance=tolerance, **kw)
     for ch, w in enumerate(pool.workers):
         w.listener = partial(il.deliver, channel=ch)
         w.on_death = partial(il.worker_died, ch)

@@ -170,9 +170,11 @@ def keep_runs_across_restarts(data: dict[str, Any], monitor: Any, snap: Any, mea
 
 
 def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, names: Sequence[str] | None = None,
-            stop: threading.Event | None = None, **kw: Any):
+            stop: threading.Event | None = None, decide_on: str | None = None, gates: Sequence[Any] = (),
+            **kw: Any):
     """Interleave ``profiles`` for ``budget_s`` seconds and compare each with the first: each on its own model, or
-    on ``model_path`` when it names none (see ``engine.ab.compare_profiles``).
+    on ``model_path`` when it names none (see ``engine.bench.ab.compare_profiles``). ``decide_on`` (a metric) or
+    ``gates`` end it once a look settles them (``engine.bench.ab.Ending``); ``kw`` goes to the interleaving.
 
     Returns an ``engine.ab.AbResult``. Raises ProfileError / ModelError for bad input (models whose inputs differ
     included), ``ab.NotEnoughMemory`` when the sessions would not fit, ``ab.AbError`` when a session fails to build
@@ -189,4 +191,5 @@ def compare(model_path: str, profiles: Sequence[Profile], *, budget_s: float, na
     info = model_mod.load_model(profiles[0].model)  # every session is fed from the first model's inputs
     for p in profiles:
         check_profile(info, p)
-    return ab.compare_profiles(model_path, profiles, budget_s=budget_s, names=names, stop=stop, **kw)
+    return ab.compare_profiles(model_path, profiles, budget_s=budget_s, names=names, stop=stop,
+                               ending=ab.Ending(decide_on=decide_on, gates=tuple(gates)), **kw)

@@ -183,9 +183,9 @@ class Verification:
                     self._send(proto.Drop(cid))
                     self.st.in_worker.discard(cid)
 
-        il = ab.Interleaving([before, after], ids, [self._send], [0, 0], budget_s=v.seconds, names=names,
-                             stop=v.cancel, finish=finish, per_session_hint=hint, decide_on=metric,
-                             **self._resume_args(v))
+        il = ab.Interleaving([before, after], ab.Routes(ids, [self._send], [0, 0], finish=finish),
+                             budget_s=v.seconds, names=names, stop=v.cancel, per_session_hint=hint,
+                             **self._resume_args(v, metric))
         with self.st.lock:
             v.interleaving = il
             self.st.in_worker.update(ids)
@@ -206,18 +206,20 @@ class Verification:
 
         try:
             return ab.compare_profiles(self.model_path, [before, after], budget_s=v.seconds, names=names,
-                                       stop=v.cancel, on_start=on_start, decide_on=metric, **self._resume_args(v))
+                                       stop=v.cancel, on_start=on_start, **self._resume_args(v, metric))
         finally:
             if not v.paused and not self.st.stopping:
                 self._send(proto.Resume())
 
     @staticmethod
-    def _resume_args(v: Verifying) -> dict[str, Any]:
-        """What an interleaving adds to: the earlier runs' whole pairs, their time, and this run's looks."""
+    def _resume_args(v: Verifying, metric: str) -> dict[str, Any]:
+        """How an interleaving ends and what it adds to: decided on ``metric``, after the earlier runs' whole pairs
+        and their time, with this run's looks; the earlier runs' block sizes."""
         p = v.pooled
         same = {"block_s": p.block_s, "settle_s": p.settle_s} if p.block_s is not None else {}
-        return {"prior": p.blocks, "prior_elapsed_s": p.elapsed_s,
-                "looks": sequential.resumed(len(p.blocks) // 2, p.times), **same}
+        ending = ab.Ending(decide_on=metric, looks=sequential.resumed(len(p.blocks) // 2, p.times), prior=p.blocks,
+                           prior_elapsed_s=p.elapsed_s)
+        return {"ending": ending, **same}
 
     def _keep_for_next(self, v: Verifying, res: Any, metric: str) -> tuple[tuple, float | None]:
         """Keep this run's pairs for the next press on the same rows, and say what more would decide: an undecided
