@@ -178,7 +178,8 @@ def main() -> int:
                 print(f"  run {k + 1:>2}: {cap:8.1f}/s  interval "
                       + (f"{iv[0]:8.1f}–{iv[1]:8.1f}/s" if iv else "—".center(20))
                       + f"  (tail {terms.get('tail_sd')}, drift {terms.get('drift_sd')}, bracket "
-                        f"{terms.get('bracket_sd')}, stalls {terms.get('stall_sd')}; slope {terms.get('slope')}; "
+                        f"{terms.get('bracket_sd')}, stalls {terms.get('stall_sd')} (moves "
+                        f"{terms.get('stall_moves')}); slope {terms.get('slope')}; "
                         f"slow share {noise.get('slow_share')})  "
                         f"{time.monotonic() - t:.0f} s", flush=True)
             if a.aa:

@@ -141,9 +141,9 @@ def test_the_stall_term_is_wide_where_stalls_decide_the_slo_and_narrow_where_the
 
 def test_the_interval_carries_the_stall_term_and_names_it_when_missing():
     plain = rerun_interval(100.0, tail=0.05, drift=0.03, bracket=0.03)
-    wide = rerun_interval(100.0, tail=0.05, drift=0.03, bracket=0.03, stall=0.10, stall_dof=7)
+    wide = rerun_interval(100.0, tail=0.05, drift=0.03, bracket=0.03, stall=0.10, stall_dof=7, stall_moves=0.4)
     assert wide.lo < plain.lo < 100.0 < plain.hi < wide.hi
-    assert wide.stall_sd == 0.10 and wide.as_dict()["stall_sd"] == 0.1
+    assert wide.stall_sd == 0.10 and wide.as_dict()["stall_sd"] == 0.1 and wide.as_dict()["stall_moves"] == 0.4
     assert wide.sd == pytest.approx(math.sqrt(0.05 ** 2 + 0.03 ** 2 + 0.03 ** 2 + 0.10 ** 2))
     # a term read from eight batches that dominates takes Student's t, not the normal's quantile
     assert math.log(wide.hi / 100.0) > 1.645 * wide.sd * 1.05

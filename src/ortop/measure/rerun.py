@@ -117,6 +117,7 @@ class RerunInterval:
     missing: tuple[str, ...] = field(default=())
     slope: float = math.nan  # the SLO metric's log–log slope at the crossing, which scaled the drift term
     stall_sd: float = 0.0    # term (d): the stalls' share moving between searches
+    stall_moves: float = math.nan  # how far that share moves, relative to it (√2 × its standard error over it)
 
     @property
     def flat(self) -> bool:
@@ -133,6 +134,7 @@ class RerunInterval:
     def as_dict(self) -> dict[str, Any]:
         return {"tail_sd": json_num(self.tail_sd, 4), "drift_sd": json_num(self.drift_sd, 4),
                 "bracket_sd": json_num(self.bracket_sd, 4), "stall_sd": json_num(self.stall_sd, 4),
+                "stall_moves": json_num(self.stall_moves, 3),
                 "missing": list(self.missing),
                 "slope": json_num(self.slope, 3), "flat": self.flat}
 
@@ -302,10 +304,12 @@ def bracket_sd(lo: float, hi: float) -> float:
 
 def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float, stall: float = 0.0,
                    confidence: float = CONFIDENCE, slope: float = math.nan,
-                   drift_dof: float = math.inf, stall_dof: float = math.inf) -> RerunInterval:
+                   drift_dof: float = math.inf, stall_dof: float = math.inf,
+                   stall_moves: float = math.nan) -> RerunInterval:
     """The interval from the four terms (nan: not had, counted zero and named in ``missing``), the drift term
     scaled by :func:`drift_gain` at ``slope``; the quantile is Student's t at :func:`effective_dof` when the drift
-    or stall term rests on few degrees of freedom (the normal's with infinitely many)."""
+    or stall term rests on few degrees of freedom (the normal's with infinitely many). ``stall_moves``: the share's
+    own movement behind the stall term, kept for the JSON."""
     drift = drift * drift_gain(slope) if math.isfinite(drift) else drift
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be a fraction in (0, 1); got {confidence!r}")
@@ -315,6 +319,6 @@ def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float
     z = t_quantile((1 + confidence) / 2, effective_dof(b, drift_dof, math.hypot(a, c), d, stall_dof))
     sd = math.sqrt(a * a + b * b + c * c + d * d)
     if not (estimate > 0 and math.isfinite(estimate)):
-        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope, d)
+        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope, d, stall_moves)
     return RerunInterval(estimate, estimate * math.exp(-z * sd), estimate * math.exp(z * sd), confidence,
-                         a, b, c, missing, slope, d)
+                         a, b, c, missing, slope, d, stall_moves)

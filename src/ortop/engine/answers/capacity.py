@@ -322,8 +322,9 @@ class Search:
     no_load: MetricFigure | None = None  # the SLO metric of the closed loop (floor_ms) with its interval and runs
     remarks: list[str] = field(default_factory=list)  # what the answer rests on, said under its row and in warnings
     notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
-    # the interval's tail and stall terms (key, tail, stall, the stall's dof), kept until the search measures more
-    _tail: tuple[Any, float, float, float] | None = field(default=None, repr=False, compare=False)
+    # the interval's tail and stall terms (key, tail, stall, its dof, the share's movement), kept until the search
+    # measures more
+    _tail: tuple[Any, float, float, float, float] | None = field(default=None, repr=False, compare=False)
 
     def pooled(self, besides: float | None = None) -> list[Point]:
         """The points whose server times model the search's other points: every one (but the one at ``besides``)
@@ -400,13 +401,14 @@ class Search:
             queues = max((p.queues for p in pooled), default=1)
             _, rel, moved_dof = stall_movement(blocks)
             self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)),
-                          stall_sd(ends, slo, rel, servers, queues), float(moved_dof))
+                          stall_sd(ends, slo, rel, servers, queues), float(moved_dof), rel)
         drift, dof = pace_drift(blocks)
         a, b = self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None
         slope = local_slope(self.lo, self.hi, a.estimate(slo), b.estimate(slo)) if a and b else math.nan
-        _, tail, stall, stall_dof = self._tail
+        _, tail, stall, stall_dof, moves = self._tail
         return rerun_interval(cap, tail=tail, drift=drift, bracket=bracket_sd(self.lo, self.hi), stall=stall,
-                              confidence=confidence, slope=slope, drift_dof=dof, stall_dof=stall_dof)
+                              confidence=confidence, slope=slope, drift_dof=dof, stall_dof=stall_dof,
+                              stall_moves=moves)
 
     def label(self) -> str:
         """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""
