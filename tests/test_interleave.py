@@ -24,15 +24,17 @@ DIED = "the worker process died (signal 9)"
 class FakeWorker:
     """A worker process played by a thread: it builds at once and runs an Alternate's blocks a few ms each (five
     runs of ``1 + config_id`` ms); it dies before finishing its block number ``die_before[0]`` (counted over its
-    whole life, a restart included), and so on down the list."""
+    whole life, a restart included), and so on down the list; or, ``die_after``, once that block is done and said,
+    before it says its alternation ended."""
 
-    def __init__(self, name: str = "fake", die_before: tuple[int, ...] = ()):
+    def __init__(self, name: str = "fake", die_before: tuple[int, ...] = (), die_after: tuple[int, ...] = ()):
         self.name = name
         self.restarts = 0
         self.blocks_since_start = 0
         self.deliver: Callable[[Any], None] = lambda msg: None
         self.died: Callable[[str], None] = lambda why: None
         self.die_before = list(die_before)
+        self.die_after = list(die_after)
         self.finished = 0
         self.sent: list[Any] = []
         self._halt = threading.Event()
@@ -75,6 +77,10 @@ class FakeWorker:
             rows[:, R.Col.SERVICE] = (1 + cid) * 1_000_000 + np.arange(5) * 1000
             self.deliver(proto.Samples(cid, rows, 5_000_000, 5_000_000, pos))
             self.deliver(proto.BlockDone(cid, pos, t, t + 5_000_000, 5_000_000, -1, 5))
+            if self.die_after and self.finished == self.die_after[0]:
+                self.die_after.pop(0)
+                self.died(DIED)
+                return
         self.deliver(proto.AlternationDone(True))
 
 
@@ -106,6 +112,18 @@ def test_a_worker_killed_mid_alternation_across_workers_loses_no_block_and_keeps
     lost = [first for _, _, first in firsts]
     assert len(lost) == len(set(lost)) + 1  # the block it died in, sent twice
     assert all(blk.runs == 5 for blk in res.blocks)
+
+
+def test_a_worker_killed_after_its_block_came_in_does_not_run_that_block_again():
+    """Killed between saying its block was done and saying its alternation ended: the block is measured, so the
+    schedule goes on from the next place, and every place is measured once."""
+    a, b = FakeWorker("a"), FakeWorker("b", die_after=(2,))
+    res = interleaving([a, b], [0, 1], budget_s=0.4).run()
+    assert res.fault is None and len(res.restarts) == 1
+    seqs = sorted(blk.seq for blk in res.blocks)
+    assert seqs == list(range(len(seqs))) and len(seqs) >= 8, seqs
+    firsts = [m.first_round for m in b.alternates()]  # b runs one block a round: no round asked of it twice
+    assert len(firsts) == len(set(firsts)), firsts
 
 
 def test_one_worker_alternates_with_one_message_and_stops_within_a_block_of_deciding():

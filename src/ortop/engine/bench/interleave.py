@@ -249,9 +249,12 @@ class Interleaver:
             expect = self._send(ch, (self.ids[i],), pos, 1)
             outcome = self._wait(ch, expect, 30.0 + 4 * per_block, self.stop.is_set)
             if outcome == "dead":
+                with self.cv:  # its block came in before it died (its end of alternation did not): not run twice
+                    finished = self._in_alt[ch] >= 1
                 if not self._recover(ch):
                     return
-                continue  # the block lost runs again
+                pos += finished  # else the block lost runs again
+                continue
             if outcome != "done":
                 self._leave(ch, outcome, self.names[i] if self.names else self.channels[ch].name)
                 return
