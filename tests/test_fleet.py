@@ -127,6 +127,21 @@ def test_without_ray_fleet_says_how_to_install_it(tmp_path, env) -> None:  # noq
     assert "ray" not in ortop("info", m, env=e).stderr.lower()
 
 
+def test_a_measurement_asked_to_stop_by_the_fleets_flag_stops_its_command_and_keeps_what_it_printed(tmp_path) -> None:
+    """The second way a stop reaches a node (a cancel can be lost at a task's start): once the flag reads set, the
+    command gets its ctrl-C and what it prints then is kept; a command left alone runs to its end."""
+    from ortop.fleet.tasks import _run
+
+    child = [sys.executable, "-c", "import time, json\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+             "    print(json.dumps({'stopped': True}))\n    raise SystemExit(130)\n"]
+    t0 = time.monotonic()
+    code, out, _, stopped = _run(child, str(tmp_path), lambda: time.monotonic() - t0 > 1.0)
+    assert stopped and code == 130 and json.loads(out) == {"stopped": True}
+    assert time.monotonic() - t0 < 20
+    code, out, _, stopped = _run([sys.executable, "-c", "print('done')"], str(tmp_path))
+    assert (code, out.strip(), stopped) == (0, "done", False)
+
+
 def test_every_fleet_line_in_the_docs_parses_with_the_real_parser() -> None:
     text = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
     lines = [line for line in command_lines(text) if line.startswith("ortop fleet ")]  # not the name in prose

@@ -146,11 +146,17 @@ def put(data: bytes) -> Any:
     return ray.put(data)
 
 
-def start(node: Node, spec: Mapping[str, Any], model_ref: Any) -> Any:
-    """One measurement on ``node``: pinned to it, holding all its CPUs and GPUs (the module docstring says why)."""
+def stop_flag() -> Any:
+    """The fleet's :class:`ortop.fleet.tasks.StopFlag`: an actor of no resources that every measurement looks at."""
+    return ray.remote(tasks.StopFlag).options(num_cpus=0).remote()
+
+
+def start(node: Node, spec: Mapping[str, Any], model_ref: Any, flag: Any = None) -> Any:
+    """One measurement on ``node``: pinned to it, holding all its CPUs and GPUs (the module docstring says why);
+    ``flag``: the fleet's stop flag (:func:`stop_flag`)."""
     remote = ray.remote(tasks.measure)
     return remote.options(scheduling_strategy=_pinned(node.id), num_cpus=node.cpus, num_gpus=node.gpus,
-                          max_retries=0).remote(dict(spec), model_ref)
+                          max_retries=0).remote(dict(spec), model_ref, flag)
 
 
 def lost_line(exc: BaseException, started: float) -> str:
@@ -165,16 +171,19 @@ def lost_line(exc: BaseException, started: float) -> str:
 
 
 def wait_all(refs: Mapping[Any, Node], on_done: Callable[[Node, dict[str, Any]], None],
-             stopping: Callable[[], bool]) -> None:
+             stopping: Callable[[], bool], flag: Any = None) -> None:
     """Wait for every measurement, handing each node's result to ``on_done`` as it comes (a lost node as
-    ``status: lost``); once ``stopping()`` says so, cancel those still running (each prints what it gathered) and
-    wait up to GATHER_AFTER_STOP_S for them. A second ctrl-C while stopping ends the wait at once."""
+    ``status: lost``); once ``stopping()`` says so, set ``flag`` (:func:`stop_flag`) and cancel those still running
+    (each prints what it gathered) and wait up to GATHER_AFTER_STOP_S for them. A second ctrl-C while stopping
+    ends the wait at once."""
     pending = dict(refs)
     started = time.monotonic()
     cancelled_at: float | None = None
     while pending:
         if stopping() and cancelled_at is None:
             cancelled_at = time.monotonic()
+            if flag is not None:
+                flag.set.remote()
             for ref in pending:
                 ray.cancel(ref, force=False)
         if cancelled_at is not None and time.monotonic() - cancelled_at > GATHER_AFTER_STOP_S:

@@ -110,13 +110,14 @@ def run_fleet(req: FleetRequest, *, say: Callable[[str], None], stopping: Callab
                 "run_args": list(req.run_args)}
         refs = {}
         ref = C.put(model)
+        flag = C.stop_flag()
         for n in picked:
             refused = refusal(n, req.provider)
             if refused is not None:
                 say(f"node {n.id[:12]} ({n.type}) refused: {refused}")
                 entries.append(_entry(n, {"status": G.REFUSED, "line": refused}))
                 continue
-            refs[C.start(n, spec, ref)] = n
+            refs[C.start(n, spec, ref, flag)] = n
         say(f"measuring {len(refs)} node(s) of {len({n.type for n in refs.values()})} type(s) with ortop "
             f"{req.command}; cluster {address}")
 
@@ -127,7 +128,7 @@ def run_fleet(req: FleetRequest, *, say: Callable[[str], None], stopping: Callab
             say(f"node {node.id[:12]} ({node.type}): {status}"
                 + (f", exit {entry.get('exit_code')}" if status == G.DONE else f": {entry.get('line') or ''}"))
 
-        C.wait_all(refs, done, stopping)
+        C.wait_all(refs, done, stopping, flag)
         stopped = stopping()
     finally:
         C.disconnect()

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 DIR_MARK = "@ORTOP_FLEET_DIR@"  # stands for the node's temporary folder in the arguments shipped
@@ -93,40 +93,82 @@ def _last_json(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _run(argv: Sequence[str], cwd: str) -> tuple[int | None, str, str, bool]:
-    """Run one child to its end; on a cancel (KeyboardInterrupt, from Ray) tell it to stop and wait for what it
-    prints. (exit code, stdout, stderr, stopped)."""
+class StopFlag:
+    """Set once the fleet is told to stop (a Ray actor of no resources; every node's measurement looks at it about
+    once a second). A ``ray.cancel`` alone can be lost: one that reaches a task the moment it starts leaves it
+    running to its end, as a busy cluster showed."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+FLAG_POLL_S = 1.0               # how often a measurement looks at the fleet's StopFlag
+
+
+def _asked_to_stop(flag: Any) -> Callable[[], bool]:
+    """Whether the fleet's ``flag`` (a StopFlag actor handle; None: none) is set, looked at once a FLAG_POLL_S at
+    most. A flag that cannot be read (its node gone) reads as not set: the cancel still reaches the task."""
+    if flag is None:
+        return lambda: False
+    import ray
+
+    last = [time.monotonic()]
+
+    def asked() -> bool:
+        now = time.monotonic()
+        if now - last[0] < FLAG_POLL_S:
+            return False
+        last[0] = now
+        try:
+            return bool(ray.get(flag.is_set.remote(), timeout=FLAG_POLL_S))
+        except ray.exceptions.RayError:
+            return False
+
+    return asked
+
+
+def _run(argv: Sequence[str], cwd: str, asked: Callable[[], bool] = lambda: False) -> tuple[int | None, str, str, bool]:
+    """Run one child to its end; on a cancel (KeyboardInterrupt, from Ray) or once ``asked()`` says the fleet is
+    stopping, tell it to stop and wait for what it prints. (exit code, stdout, stderr, stopped)."""
     child = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=_parent_death_signal if sys.platform == "linux" else None)
-    out: list[str] = []
-    err: list[str] = []
-    stopped = False
     while True:
         try:
             o, e = child.communicate(timeout=POLL_S)
-            out.append(o or "")
-            err.append(e or "")
-            break
+            return child.returncode, o or "", e or "", False
         except subprocess.TimeoutExpired:
-            continue
-        except KeyboardInterrupt:  # ray.cancel: the command prints what it gathered, as on ctrl-C
-            stopped = True
-            child.send_signal(signal.SIGINT)
-            try:
-                o, e = child.communicate(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                o, e = child.communicate()
-            out.append(o or "")
-            err.append(e or "")
+            if asked():
+                break
+        except KeyboardInterrupt:  # ray.cancel
             break
-    return child.returncode, "".join(out), "".join(err), stopped
+    # the command prints what it gathered, as on ctrl-C; a cancel repeated meanwhile asks for what is under way
+    child.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while True:
+        try:
+            o, e = child.communicate(timeout=max(0.01, deadline - time.monotonic()))
+            break
+        except KeyboardInterrupt:
+            continue
+        except subprocess.TimeoutExpired:
+            child.kill()
+            o, e = child.communicate()
+            break
+    return child.returncode, o or "", e or "", True
 
 
-def measure(spec: Mapping[str, Any], model: bytes) -> dict[str, Any]:
+def measure(spec: Mapping[str, Any], model: bytes, flag: Any = None) -> dict[str, Any]:
     """One measurement on this node: the model written to a temporary folder (its sha256 checked against
     ``spec["sha256"]``), ``python -m ortop COMMAND MODEL ARGS --json`` run there, and with ``spec["service_s"]``
-    a headless run of that many seconds for the service times sizing simulates from."""
+    a headless run of that many seconds for the service times sizing simulates from. ``flag``: the fleet's
+    :class:`StopFlag`, looked at while the commands run."""
+    asked = _asked_to_stop(flag)
     started = time.time()
     base: dict[str, Any] = {"started_at": started, "pid": os.getpid()}
     digest = sha256(model)
@@ -145,13 +187,13 @@ def measure(spec: Mapping[str, Any], model: bytes) -> dict[str, Any]:
             return [a.replace(DIR_MARK, folder) for a in args]
 
         argv = [sys.executable, "-m", "ortop", spec["command"], path, *here(spec["args"]), "--json"]
-        code, out, err, stopped = _run(argv, folder)
+        code, out, err, stopped = _run(argv, folder, asked)
         ended = time.time()
         service = None
         if spec.get("service_s") and not stopped and code in (0, None):
             run_argv = [sys.executable, "-m", "ortop", "run", path, "--headless", "--json", "--duration",
                         str(spec["service_s"]), *here(spec.get("run_args") or [])]
-            _, run_out, _, _ = _run(run_argv, folder)
+            _, run_out, _, _ = _run(run_argv, folder, asked)
             summary = _last_json(run_out) or {}
             if summary.get("service_ms"):
                 workload = (summary.get("profile") or {}).get("workload") or {}
