@@ -19,7 +19,9 @@ What is printed per model, and the targets:
   merely wide: it holds the others because it holds everything, which says nothing about the method.
 
 Runs are sequential and nothing else should run on the host meanwhile (the drift being measured is the host's own).
-The reproduce command is printed first.
+Each model's searches keep their stalls' record (``stall-shares.jsonl``) in a state folder of that model's own, empty
+at its first search: as a user rerunning one search finds it, the first three read only themselves, and the later
+ones the earlier ones' shares too. The reproduce command is printed first.
 
     python bench/capacity_rerun.py MODEL [MODEL ...] [--runs 10] [--budget 60] [--slo MS | --slo-factor 8]
                                    [--dim SYM=N ...] [--shape NAME=1x3x96x96 ...] [--threads 1] [--no-spinning]
@@ -145,6 +147,7 @@ def main() -> int:
     seed = 5000
     try:
         for model in a.models:
+            os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ortop-state-")  # this model's record alone
             if a.slo:
                 slo = a.slo
             else:
@@ -179,7 +182,8 @@ def main() -> int:
                       + (f"{iv[0]:8.1f}–{iv[1]:8.1f}/s" if iv else "—".center(20))
                       + f"  (tail {terms.get('tail_sd')}, drift {terms.get('drift_sd')}, bracket "
                         f"{terms.get('bracket_sd')}, stalls {terms.get('stall_sd')} (moves "
-                        f"{terms.get('stall_moves')}); slope {terms.get('slope')}; "
+                        f"{terms.get('stall_moves')} from {terms.get('stall_moves_from')}); "
+                        f"slope {terms.get('slope')}; "
                         f"slow share {noise.get('slow_share')})  "
                         f"{time.monotonic() - t:.0f} s", flush=True)
             if a.aa:

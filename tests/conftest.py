@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -12,6 +15,19 @@ from tests.models import _vi, make_add_model, make_matmul_model, model_of, save
 # measuring gives thousands of runs, and spinning between paced runs dominates the CPU cost.
 MATMUL_N = 256
 MATMUL_BATCH = 256
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_state_folder(tmp_path_factory) -> Iterator[None]:
+    """What ortop keeps between runs (saved sessions, the host's record of its stalls) goes to a folder of the test
+    session's own, never the user's: a search run in the tests reads no earlier search of a user's, nor leaves one."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before
 
 
 @pytest.fixture(scope="session")

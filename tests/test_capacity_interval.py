@@ -328,8 +328,8 @@ def test_a_search_carries_its_interval_the_hosts_noise_and_goodput(tmp_path: Pat
     assert p["met"], ({k: v for k, v in p.items() if k != "points"}, p["points"], d["warnings"])
     lo, hi = p["interval"]
     assert lo <= p["capacity_per_s"] <= hi and p["interval_confidence"] == 0.9
-    assert set(p["interval_terms"]) == {"tail_sd", "drift_sd", "bracket_sd", "stall_sd", "stall_moves", "missing",
-                                        "slope", "flat"}
+    assert set(p["interval_terms"]) == {"tail_sd", "drift_sd", "bracket_sd", "stall_sd", "stall_moves",
+                                        "stall_moves_from", "missing", "slope", "flat"}
     assert isinstance(p["interval_terms"]["flat"], bool)
     # the drift term is read from the blocks' runs (their start, service and shape), not left out
     assert "drift" not in p["interval_terms"]["missing"] and 0 < p["interval_terms"]["drift_sd"] < 0.5

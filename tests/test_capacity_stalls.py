@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from ortop.config.profile import Profile
+from ortop.engine.answers.capacity import Point, Search
+from ortop.engine.answers.stall_record import MAX_AGE_S, add_shares, past_shares, record_key
 from ortop.measure import rows as R
 from ortop.measure.queue import queue_model, server_times, stall_sd, stalled
-from ortop.measure.rerun import PaceBlock, block_stalls, rerun_interval, stall_movement
+from ortop.measure.rerun import PaceBlock, between_searches, block_stalls, rerun_interval, stall_movement
 from ortop.measure.slo import Slo
 
 
@@ -149,3 +153,52 @@ def test_the_interval_carries_the_stall_term_and_names_it_when_missing():
     assert math.log(wide.hi / 100.0) > 1.645 * wide.sd * 1.05
     lacking = rerun_interval(100.0, tail=0.05, drift=0.03, bracket=0.03, stall=math.nan)
     assert lacking.missing == ("stalls",) and lacking.stall_sd == 0.0
+
+
+# ---- between searches: the host's record -------------------------------------------------------------------------
+def test_the_shares_of_earlier_searches_give_the_movement_between_searches():
+    """√2 × the sd of the log shares (this search's and a rerun's each one draw); under three, or shares of 0,
+    nothing to read."""
+    shares = [0.002, 0.004, 0.008, 0.016]
+    rel, dof = between_searches(shares)
+    assert rel == pytest.approx(math.sqrt(2) * float(np.std(np.log(shares), ddof=1))) and dof == 3
+    assert math.isnan(between_searches([0.01, 0.02])[0])
+    assert math.isnan(between_searches([0.0, 0.0, 0.01, 0.02])[0])  # two above zero
+
+
+def test_the_record_keeps_a_days_shares_per_key_and_passes_over_a_torn_line(tmp_path):
+    path = tmp_path / "state" / "stall-shares.jsonl"
+    assert past_shares("k", path=path) == []
+    assert add_shares([("k", 0.01), ("other", 0.5), ("k", math.nan)], now=1000.0, path=path) is None
+    assert add_shares([("k", 0.02)], now=2000.0, path=path) is None
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"key": "k", "t": 2100, "sha')  # a write cut short
+    assert past_shares("k", now=2500.0, path=path) == [0.01, 0.02]
+    assert past_shares("k", now=1000.0 + MAX_AGE_S + 1, path=path) == [0.02]  # the first is over a day old
+    assert past_shares("other", now=2500.0, path=path) == [0.5]
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    said = add_shares([("k", 0.01)], path=blocked / "stall-shares.jsonl")
+    assert said is not None and "could not be written" in said
+    one = replace(Profile(), session=replace(Profile().session, intra_op_num_threads=1))
+    two = replace(one, session=replace(one.session, intra_op_num_threads=2))
+    assert record_key("m.onnx", one) != record_key("m.onnx", two)
+    reseeded = replace(one, description="other", workload=replace(one.workload, seed=7))
+    assert record_key("m.onnx", one) == record_key("m.onnx", reseeded)  # a rerun: other arrivals, the same record
+    assert record_key("m.onnx", one) != record_key("n.onnx", one)
+
+
+def test_a_search_reads_the_larger_movement_and_says_where_it_read_it():
+    """Steady within itself (its own reading about 1 / √clumps), but its earlier searches' shares spread eightfold:
+    the movement between them is the one used, and the interval says it came from them."""
+    rng = np.random.default_rng(2)
+    search = Search(0, "a", Profile())
+    search.points[100.0] = Point(100.0)
+    for b in stall_blocks(rng, np.full(16, 0.01), shape_ms=(2.0,)):
+        search.points[100.0].pace.append(b)
+    own, _, where = search.stall_moves()
+    assert where == "this search" and 0 < own < 0.6
+    search.stall_past = (0.002, 0.016, 0.004, 0.012)
+    moved, dof, where = search.stall_moves()
+    assert where == "4 earlier searches" and moved > 1.0 and dof == 3
+    assert moved == pytest.approx(between_searches(search.stall_past)[0])

@@ -69,9 +69,14 @@ Four sources, each a standard deviation of the capacity's log (capacity is a rat
         distance between the two crossings in log. Where the queue decides (an SLO far above the stalls), the
         crossings barely move and the term is small, whatever the share does.
         Its overlap with term (a): a steady share's clump count is sampling, which (a) also resamples, so where the
-        stalls decide the interval counts some of it twice (wider, never narrower). What no search can see is a
-        host whose stall rate moves between searches while holding still within each; the interval does not
-        claim that, and the table's host line names a share that reaches the percentile.
+        stalls decide the interval counts some of it twice (wider, never narrower).
+        What no search can see from inside is a host whose stall rate moves between searches while holding still
+        within each: on one 2-core VM the share went from 0.2 to 1.6 % over four minutes of searches of one
+        profile, each search steady within itself (its own reading ±25–45 %), and the capacity halved with it. So
+        each search's share is kept (:mod:`ortop.engine.answers.stall_record`: per host, model and profile, the
+        last day's), and where RECORD_MIN earlier ones exist, the share's movement is the larger of the search's
+        own reading and their spread (:func:`between_searches`); ``interval_terms.stall_moves_from`` says which.
+        A first search on a host has only its own reading, and says so.
 Combined in log space, as independent errors (a sum of variances), the interval is
 ``capacity × exp(± z · √(a² + b² + c² + d²))`` with z the normal quantile of the confidence (1.645 for 90 %), or
 Student's t where term (b) or (d) dominates: each is read from a handful of batches, and an sd read from eight
@@ -117,7 +122,8 @@ class RerunInterval:
     missing: tuple[str, ...] = field(default=())
     slope: float = math.nan  # the SLO metric's log–log slope at the crossing, which scaled the drift term
     stall_sd: float = 0.0    # term (d): the stalls' share moving between searches
-    stall_moves: float = math.nan  # how far that share moves, relative to it (√2 × its standard error over it)
+    stall_moves: float = math.nan  # how far that share moves to a rerun, relative to it
+    stall_moves_from: str = ""     # where that was read: this search's blocks, or its earlier searches here
 
     @property
     def flat(self) -> bool:
@@ -134,7 +140,7 @@ class RerunInterval:
     def as_dict(self) -> dict[str, Any]:
         return {"tail_sd": json_num(self.tail_sd, 4), "drift_sd": json_num(self.drift_sd, 4),
                 "bracket_sd": json_num(self.bracket_sd, 4), "stall_sd": json_num(self.stall_sd, 4),
-                "stall_moves": json_num(self.stall_moves, 3),
+                "stall_moves": json_num(self.stall_moves, 3), "stall_moves_from": self.stall_moves_from or None,
                 "missing": list(self.missing),
                 "slope": json_num(self.slope, 3), "flat": self.flat}
 
@@ -248,6 +254,19 @@ def stall_movement(blocks: Sequence[PaceBlock]) -> tuple[float, float, int]:
     return share, math.sqrt(2) * se / share, k - 1
 
 
+RECORD_MIN = 3     # earlier searches' shares before their spread is read (fewer: the search's own reading alone)
+
+
+def between_searches(shares: Sequence[float]) -> tuple[float, int]:
+    """Term (d)'s second reading: how far the stalls' share moved between earlier searches of the same profile on
+    this host (``shares``, one a search): √2 × the sd of their log, this search's share and a rerun's each one
+    draw of the host's; with its degrees of freedom. (nan, 0) with fewer than RECORD_MIN shares above 0."""
+    logs = np.log([s for s in shares if s > 0 and math.isfinite(s)])
+    if logs.size < RECORD_MIN:
+        return math.nan, 0
+    return math.sqrt(2) * float(np.std(logs, ddof=1)), int(logs.size - 1)
+
+
 def t_quantile(p: float, dof: float) -> float:
     """Student's t quantile at ``p`` for ``dof`` degrees of freedom (the normal's for infinite), by the
     Cornish–Fisher expansion: within 1 % of the exact value for 90 % and 95 % two-sided intervals from 3 degrees of
@@ -305,11 +324,12 @@ def bracket_sd(lo: float, hi: float) -> float:
 def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float, stall: float = 0.0,
                    confidence: float = CONFIDENCE, slope: float = math.nan,
                    drift_dof: float = math.inf, stall_dof: float = math.inf,
-                   stall_moves: float = math.nan) -> RerunInterval:
+                   stall_moves: float = math.nan, stall_moves_from: str = "") -> RerunInterval:
     """The interval from the four terms (nan: not had, counted zero and named in ``missing``), the drift term
     scaled by :func:`drift_gain` at ``slope``; the quantile is Student's t at :func:`effective_dof` when the drift
-    or stall term rests on few degrees of freedom (the normal's with infinitely many). ``stall_moves``: the share's
-    own movement behind the stall term, kept for the JSON."""
+    or stall term rests on few degrees of freedom (the normal's with infinitely many). ``stall_moves`` and
+    ``stall_moves_from``: the share's own movement behind the stall term and where it was read, kept for the
+    JSON."""
     drift = drift * drift_gain(slope) if math.isfinite(drift) else drift
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be a fraction in (0, 1); got {confidence!r}")
@@ -319,6 +339,7 @@ def rerun_interval(estimate: float, *, tail: float, drift: float, bracket: float
     z = t_quantile((1 + confidence) / 2, effective_dof(b, drift_dof, math.hypot(a, c), d, stall_dof))
     sd = math.sqrt(a * a + b * b + c * c + d * d)
     if not (estimate > 0 and math.isfinite(estimate)):
-        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope, d, stall_moves)
+        return RerunInterval(estimate, math.nan, math.nan, confidence, a, b, c, missing, slope, d, stall_moves,
+                             stall_moves_from)
     return RerunInterval(estimate, estimate * math.exp(-z * sd), estimate * math.exp(z * sd), confidence,
-                         a, b, c, missing, slope, d, stall_moves)
+                         a, b, c, missing, slope, d, stall_moves, stall_moves_from)

@@ -78,6 +78,7 @@ from ortop.measure.rerun import (
     CONFIDENCE,
     PaceBlock,
     RerunInterval,
+    between_searches,
     bracket_sd,
     local_slope,
     pace_drift,
@@ -322,6 +323,7 @@ class Search:
     no_load: MetricFigure | None = None  # the SLO metric of the closed loop (floor_ms) with its interval and runs
     remarks: list[str] = field(default_factory=list)  # what the answer rests on, said under its row and in warnings
     notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
+    stall_past: tuple[float, ...] = ()  # the stalls' shares of this profile's earlier searches here (stall_record)
     # the interval's tail and stall terms (key, tail, stall, its dof, the share's movement), kept until the search
     # measures more
     _tail: tuple[Any, float, float, float, float] | None = field(default=None, repr=False, compare=False)
@@ -399,7 +401,7 @@ class Search:
             pooled = self.pooled()
             servers = max((p.servers for p in pooled), default=1)
             queues = max((p.queues for p in pooled), default=1)
-            _, rel, moved_dof = stall_movement(blocks)
+            rel, moved_dof, _ = self.stall_moves()
             self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)),
                           stall_sd(ends, slo, rel, servers, queues), float(moved_dof), rel)
         drift, dof = pace_drift(blocks)
@@ -408,7 +410,21 @@ class Search:
         _, tail, stall, stall_dof, moves = self._tail
         return rerun_interval(cap, tail=tail, drift=drift, bracket=bracket_sd(self.lo, self.hi), stall=stall,
                               confidence=confidence, slope=slope, drift_dof=dof, stall_dof=stall_dof,
-                              stall_moves=moves)
+                              stall_moves=moves, stall_moves_from=self.stall_moves()[2])
+
+    def stall_share(self) -> float:
+        """The share of this search's runs its host stalled (nan before two blocks)."""
+        return stall_movement([b for p in self.points.values() for b in p.pace])[0]
+
+    def stall_moves(self) -> tuple[float, int, str]:
+        """How far the stalls' share moves from this search to a rerun, relative to it, with its degrees of freedom
+        and where it was read: the search's own blocks, or its earlier searches here where they say more
+        (:func:`ortop.measure.rerun.between_searches`)."""
+        _, rel, dof = stall_movement([b for p in self.points.values() for b in p.pace])
+        past, past_dof = between_searches(self.stall_past)
+        if math.isfinite(past) and not past <= rel:
+            return past, past_dof, f"{len(self.stall_past)} earlier searches"
+        return rel, dof, "this search"
 
     def label(self) -> str:
         """The profile as the tables name it: its name, and what was applied when it is ORT's defaults plus flags."""

@@ -31,6 +31,7 @@ import numpy as np
 
 from ortop.config.profile import Profile
 from ortop.engine.answers.capacity import POOL_MIN_S, CapacityResult, Point, Search, applied
+from ortop.engine.answers.stall_record import add_shares, past_shares, record_key
 from ortop.engine.bench.deciders import Budget, PointRule
 from ortop.engine.bench.interleave import BlockRun, Faults, WorkerLost, alternate
 from ortop.engine.bench.plan import CEILING_BLOCKS, capacity_blocks
@@ -178,6 +179,10 @@ class CapacitySearch:
         # would tell, and the bracket moves by its estimate (a twelfth of the budget, 4 … 20 s).
         self.point_max_s = point_max_s if point_max_s is not None else max(4.0, min(20.0, budget_s / 12))
         self.searches = [Search(i, self.names[i], p, applied=applied(p)) for i, p in enumerate(self.profiles)]
+        # each profile's stalls as earlier searches here saw them (stall_record), and kept for the next
+        self._record_keys = [record_key(model_path, p) for p in self.profiles]
+        for s, k in zip(self.searches, self._record_keys):
+            s.stall_past = tuple(past_shares(k))
         self._said: list[str] = []   # about the workers' environments (an allocator left out)
         self._pool = Pool(model_path, self.profiles, name="ortop-capacity-worker", warn=self._said.append)
         self.faults = Faults()
@@ -244,6 +249,9 @@ class CapacitySearch:
         warnings.extend(f"{s.label()}: {r}" for s in self.searches for r in s.remarks
                         if s.no_load is not None and s.no_load.ms >= self.slo.ms)
         noise = self._judged(sampler.stop())
+        unwritten = add_shares([(k, s.stall_share()) for s, k in zip(self.searches, self._record_keys)])
+        if unwritten:
+            warnings.append(unwritten)
         for s in self.searches:  # what each profile's inputs rest on: the warnings among its notes (model.feeds)
             warnings.extend(f"{s.label()}: {n}" for n in s.notes if note_level(n) == "warning")
         if noise.verdict:
