@@ -85,12 +85,15 @@ def slow_share(service_ms: Sequence[float] | np.ndarray, shape_ids: Sequence[obj
     return float(np.count_nonzero(s > k * medians[group]) / s.size)
 
 
-# What a capacity's interval cannot hold where the stalls reach the SLO's percentile: the capacity follows their
-# share, and that share moves from one run to the next (0.5–3.8 % between searches minutes apart on one 2-core VM,
-# where intervals at p99 within ~10× the median held 2 of 7 and 6 of 9 reruns, and 9 of 10 at 16×). Said by the
-# table, the live view's capacity screen and the report.
-STALLS_MOVE = ("the stalls' share moves between runs, and the capacity with it: a rerun can land outside the "
-               "interval. An SLO further above the stalls is decided by the queue, which the interval holds")
+# Where the stalls reach the SLO's percentile, the capacity follows their share, and that share moves from one run
+# to the next (0.2–1.6 % over four minutes of searches of one profile on one 2-core VM, the capacity 309/s at the
+# lowest and 135/s at the highest). The interval's stall term counts the movement this search and the profile's
+# earlier searches here saw (ortop.measure.rerun, term (d)); a first search, or a host that moves more than they
+# did, can still put a rerun outside it. Said by the table, the live view's capacity screen and the report.
+STALLS_MOVE = ("the stalls' share moves between runs, and the capacity with it: the interval counts how far this "
+               "search and the profile's earlier searches here saw it move (a first search has only its own "
+               "reading), and a rerun can land outside the interval where the host moves more. An SLO further "
+               "above the stalls is decided by the queue")
 
 
 def stall_verdict(share: float | None, percentile: float, k: float = SLOW_K) -> str | None:
