@@ -142,6 +142,42 @@ def test_a_measurement_asked_to_stop_by_the_fleets_flag_stops_its_command_and_ke
     assert (code, out.strip(), stopped) == (0, "done", False)
 
 
+@needs_ray
+def test_the_stop_flag_is_asked_without_blocking_so_the_node_stays_taken(monkeypatch) -> None:
+    """A task blocked in ``ray.get`` gives its node's CPUs back to Ray, and another fleet's measurement starts beside
+    it: the flag is asked with a future and its answer read once it has come, never by a blocking get."""
+    import concurrent.futures
+
+    import ray
+
+    from ortop.fleet import tasks
+
+    def no_get(*args, **kwargs):
+        raise AssertionError("ray.get blocks the task and frees its node's CPUs")
+
+    monkeypatch.setattr(ray, "get", no_get)
+    monkeypatch.setattr(tasks, "FLAG_POLL_S", 0.0)
+    answers = iter([False, True])
+    asked_times = []
+
+    class Answer:
+        def future(self):
+            asked_times.append(time.monotonic())
+            f: concurrent.futures.Future = concurrent.futures.Future()
+            f.set_result(next(answers))
+            return f
+
+    class Flag:
+        class is_set:  # noqa: N801  (an actor method's handle)
+            @staticmethod
+            def remote():
+                return Answer()
+
+    asked = tasks._asked_to_stop(Flag())
+    seen = [asked() for _ in range(4)]
+    assert seen == [False, False, False, True] and len(asked_times) == 2
+
+
 def test_every_fleet_line_in_the_docs_parses_with_the_real_parser() -> None:
     text = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
     lines = [line for line in command_lines(text) if line.startswith("ortop fleet ")]  # not the name in prose

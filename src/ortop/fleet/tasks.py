@@ -112,23 +112,30 @@ FLAG_POLL_S = 1.0               # how often a measurement looks at the fleet's S
 
 
 def _asked_to_stop(flag: Any) -> Callable[[], bool]:
-    """Whether the fleet's ``flag`` (a StopFlag actor handle; None: none) is set, looked at once a FLAG_POLL_S at
-    most. A flag that cannot be read (its node gone) reads as not set: the cancel still reaches the task."""
+    """Whether the fleet's ``flag`` (a StopFlag actor handle; None: none) is set: a question sent once a
+    FLAG_POLL_S at most, its answer read when it has come. Never ``ray.get``: a task blocked in it gives its node's
+    CPUs back to Ray meanwhile, and another fleet's measurement would start on the node beside this one (a busy CI
+    caught two overlapping). A flag that cannot be read (its node gone) reads as not set: the cancel still reaches
+    the task."""
     if flag is None:
         return lambda: False
     import ray
 
+    asking: list[Any] = []   # the question under way, as a concurrent.futures.Future
     last = [time.monotonic()]
 
     def asked() -> bool:
+        if asking and asking[0].done():
+            answer = asking.pop()
+            try:
+                return bool(answer.result())
+            except ray.exceptions.RayError:
+                return False
         now = time.monotonic()
-        if now - last[0] < FLAG_POLL_S:
-            return False
-        last[0] = now
-        try:
-            return bool(ray.get(flag.is_set.remote(), timeout=FLAG_POLL_S))
-        except ray.exceptions.RayError:
-            return False
+        if not asking and now - last[0] >= FLAG_POLL_S:
+            last[0] = now
+            asking.append(flag.is_set.remote().future())
+        return False
 
     return asked
 
