@@ -55,7 +55,7 @@ and the queue model (:mod:`ortop.measure.queue`), the bracket's rules (:mod:`ort
 points, the searches and their result, each with its ``as_dict``; the driver is
 :mod:`ortop.engine.answers.capacity_search`.
 
-Over ~490 lines, a tenth of them this note: a point's decision, a search's bracket and interval and the result's
+Over ~525 lines, a tenth of them this note: a point's decision, a search's bracket and interval and the result's
 JSON change together (a new figure is a field, the rule that reads it and its key).
 """
 

@@ -13,7 +13,7 @@ lasts until it holds the requests its metric needs (its blocks lengthened so tha
 cut short is not judged and says so (:meth:`ortop.engine.answers.capacity.Point.thin`), and a point is started only when
 the budget left can give it those requests — fewer, sufficient points rather than many thin ones.
 
-Over ~490 lines: the search's phases (building, the closed-loop ceilings, where the first point goes, the points)
+Over ~505 lines: the search's phases (building, the closed-loop ceilings, where the first point goes, the points)
 spend one budget through one pool of workers and read one another's figures; the sizing of a point in requests
 (``point_blocks`` … ``one_shot_rate``) is the arithmetic they share.
 """

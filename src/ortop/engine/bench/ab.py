@@ -23,7 +23,7 @@ dies is restarted with its sessions rebuilt and the alternation goes on; one tha
 block ends the comparison with what was measured (``AbResult.fault``). The stop rules (the budget, the sequential
 looks) come from :mod:`ortop.engine.bench.deciders`.
 
-Over ~640 lines: the figures a comparison reports (``ConfigFigures``, ``MemoryCost``, ``AbResult``) and the
+Over ~670 lines: the figures a comparison reports (``ConfigFigures``, ``MemoryCost``, ``AbResult``) and the
 :class:`Interleaving` that reads them from the blocks change together (a new figure is a field, what reads it and
 its JSON key); the blocks themselves are collected by :class:`ortop.engine.bench.record.BlockRecord`.
 """
