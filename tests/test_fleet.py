@@ -132,10 +132,12 @@ def test_a_measurement_asked_to_stop_by_the_fleets_flag_stops_its_command_and_ke
     command gets its ctrl-C and what it prints then is kept; a command left alone runs to its end."""
     from ortop.fleet.tasks import _run
 
-    child = [sys.executable, "-c", "import time, json\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+    ready = tmp_path / "measuring"  # the child is in its measuring loop (a signal before that is another matter)
+    child = [sys.executable, "-c", "import time, json, pathlib\ntry:\n    pathlib.Path('measuring').touch()\n"
+             "    time.sleep(60)\nexcept KeyboardInterrupt:\n"
              "    print(json.dumps({'stopped': True}))\n    raise SystemExit(130)\n"]
     t0 = time.monotonic()
-    code, out, _, stopped = _run(child, str(tmp_path), lambda: time.monotonic() - t0 > 1.0)
+    code, out, _, stopped = _run(child, str(tmp_path), ready.exists)
     assert stopped and code == 130 and json.loads(out) == {"stopped": True}
     assert time.monotonic() - t0 < 20
     code, out, _, stopped = _run([sys.executable, "-c", "print('done')"], str(tmp_path))
