@@ -129,7 +129,8 @@ def test_without_ray_fleet_says_how_to_install_it(tmp_path, env) -> None:  # noq
 
 def test_a_measurement_asked_to_stop_by_the_fleets_flag_stops_its_command_and_keeps_what_it_printed(tmp_path) -> None:
     """The second way a stop reaches a node (a cancel can be lost at a task's start): once the flag reads set, the
-    command gets its ctrl-C and what it prints then is kept; a command left alone runs to its end."""
+    command gets its ctrl-C — taken by its own handler even when the process that started it ignores ctrl-C — and
+    what it prints then is kept; a command left alone runs to its end."""
     from ortop.fleet.tasks import _run
 
     ready = tmp_path / "measuring"  # the child is in its measuring loop (a signal before that is another matter)
@@ -137,7 +138,11 @@ def test_a_measurement_asked_to_stop_by_the_fleets_flag_stops_its_command_and_ke
              "    time.sleep(60)\nexcept KeyboardInterrupt:\n"
              "    print(json.dumps({'stopped': True}))\n    raise SystemExit(130)\n"]
     t0 = time.monotonic()
-    code, out, _, stopped = _run(child, str(tmp_path), ready.exists)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # started from a process that ignores ctrl-C
+    try:
+        code, out, _, stopped = _run(child, str(tmp_path), ready.exists)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert stopped and code == 130 and json.loads(out) == {"stopped": True}
     assert time.monotonic() - t0 < 20
     code, out, _, stopped = _run([sys.executable, "-c", "print('done')"], str(tmp_path))

@@ -69,8 +69,13 @@ def probe() -> dict[str, Any]:
             "ortop": ortop.__version__, "python": sys.version.split()[0]}
 
 
-def _parent_death_signal() -> None:
-    """In the child, before exec: SIGTERM when the parent (the Ray worker) dies. Linux only; elsewhere nothing."""
+def _child_setup() -> None:
+    """In the child, before exec: ctrl-C at its default, so that the command's own handler takes it (a process that
+    starts with SIGINT ignored keeps ignoring it, and a stop would never reach the command: a test process whose
+    SIGINT an earlier test left ignored showed it); and on Linux SIGTERM when the parent (the Ray worker) dies."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if sys.platform != "linux":
+        return
     try:
         import ctypes
 
@@ -144,7 +149,7 @@ def _run(argv: Sequence[str], cwd: str, asked: Callable[[], bool] = lambda: Fals
     """Run one child to its end; on a cancel (KeyboardInterrupt, from Ray) or once ``asked()`` says the fleet is
     stopping, tell it to stop and wait for what it prints. (exit code, stdout, stderr, stopped)."""
     child = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=_parent_death_signal if sys.platform == "linux" else None)
+                             preexec_fn=_child_setup if os.name == "posix" else None)
     while True:
         try:
             o, e = child.communicate(timeout=POLL_S)
