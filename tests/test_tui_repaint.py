@@ -147,8 +147,8 @@ async def test_the_model_panel_draws_its_settings_once_per_rebuild_under_a_shape
             await pilot.pause(0.5)
             drawn.clear()
             repaints = panel.repaints
-            await pilot.pause(3.0)  # six frames or more
-            assert panel.repaints - repaints >= 3, "the shapes' figures did not move"
+            # the shapes' figures move at the refresh: three repaints within a deadline, not a count at a fixed moment
+            await until(pilot, lambda: panel.repaints - repaints >= 3, "the shapes' figures moving", timeout=15)
             assert len(drawn) <= 1, drawn
             snap = app.snap
             assert snap is not None
