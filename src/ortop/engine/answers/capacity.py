@@ -324,9 +324,9 @@ class Search:
     remarks: list[str] = field(default_factory=list)  # what the answer rests on, said under its row and in warnings
     notes: list[str] = field(default_factory=list)  # the session's notes on its inputs (model.feeds), as built
     stall_past: tuple[float, ...] = ()  # the stalls' shares of this profile's earlier searches here (stall_record)
-    # the interval's tail and stall terms (key, tail, stall, its dof, the share's movement), kept until the search
-    # measures more
-    _tail: tuple[Any, float, float, float, float] | None = field(default=None, repr=False, compare=False)
+    # the interval's tail and stall terms (key, tail, stall, its dof, the share's movement and where it was read),
+    # kept until the search measures more
+    _tail: tuple[Any, float, float, float, float, str] | None = field(default=None, repr=False, compare=False)
 
     def pooled(self, besides: float | None = None) -> list[Point]:
         """The points whose server times model the search's other points: every one (but the one at ``besides``)
@@ -401,16 +401,16 @@ class Search:
             pooled = self.pooled()
             servers = max((p.servers for p in pooled), default=1)
             queues = max((p.queues for p in pooled), default=1)
-            rel, moved_dof, _ = self.stall_moves()
+            rel, moved_dof, where = self.stall_moves()
             self._tail = (key, tail_sd(capacity_spread(ends, slo, servers, queues)),
-                          stall_sd(ends, slo, rel, servers, queues), float(moved_dof), rel)
+                          stall_sd(ends, slo, rel, servers, queues), float(moved_dof), rel, where)
         drift, dof = pace_drift(blocks)
         a, b = self.points.get(self.lo), self.points.get(self.hi) if math.isfinite(self.hi) else None
         slope = local_slope(self.lo, self.hi, a.estimate(slo), b.estimate(slo)) if a and b else math.nan
-        _, tail, stall, stall_dof, moves = self._tail
+        _, tail, stall, stall_dof, moves, where = self._tail
         return rerun_interval(cap, tail=tail, drift=drift, bracket=bracket_sd(self.lo, self.hi), stall=stall,
                               confidence=confidence, slope=slope, drift_dof=dof, stall_dof=stall_dof,
-                              stall_moves=moves, stall_moves_from=self.stall_moves()[2])
+                              stall_moves=moves, stall_moves_from=where)
 
     def stall_share(self) -> float:
         """The share of this search's runs its host stalled (nan before two blocks)."""
