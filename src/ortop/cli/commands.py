@@ -2,7 +2,8 @@
 
 A command module has ``prepare_parser(parser)`` (add its arguments to the sub-parser it is given), ``run(args) ->
 int`` (the exit code) and ``EXAMPLES`` (command lines for its ``--help``); each name can be overridden per command.
-The help's description is the module docstring's first paragraph unless ``description`` gives one. Nothing here
+The help's description is the module docstring's first paragraph unless ``description`` names the module's
+attribute that holds one (a module serving two commands). Nothing here
 imports a command module: ``ortop --help`` and the parser are built from this list, the modules are imported when
 the parser is.
 """
@@ -22,7 +23,7 @@ class Command:
     prepare: str = "prepare_parser"
     run: str = "run"
     examples: str = "EXAMPLES"
-    description: str = ""
+    description: str = ""  # the module attribute holding the help's description; "": its docstring's first paragraph
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -39,18 +40,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("ops", "where the time goes, operator by operator (ORT's profiler)", "ortop.cli.ops"),
     Command("fleet", "tune, capacity, compare or doctor on every node of a Ray cluster, per node and per node type",
             "ortop.cli.fleet"),
-    Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles",
-            prepare="prepare_profiles", run="run_profiles", examples="PROFILES_EXAMPLES",
-            description="ortop profiles list|show|diff|validate: the profiles in ./profiles and those shipped with "
-                        "ortop, listed, shown with their defaults filled in, compared knob by knob, or checked. A "
-                        "PROFILE is a path when one exists, else profiles/PROFILE(.toml) in the current folder, else "
-                        "a profile shipped with ortop."),
+    Command("profiles", "list, show, diff and validate profiles", "ortop.cli.profiles", prepare="prepare_profiles",
+            run="run_profiles", examples="PROFILES_EXAMPLES", description="PROFILES_DESCRIPTION"),
     Command("export", "a profile as Python, C++, C#, perf_test, Olive JSON or env", "ortop.cli.profiles",
-            prepare="prepare_export", run="run_export", examples="EXPORT_EXAMPLES",
-            description="ortop export PROFILE --to FORMAT: a profile written as what builds the same session "
-                        "elsewhere: Python or C++ or C# code, onnxruntime_perf_test arguments, an Olive JSON, "
-                        "environment variables, or the profile as JSON. Every string from the profile is escaped "
-                        "for its target; the output goes to stdout, or with -o to FILE."),
+            prepare="prepare_export", run="run_export", examples="EXPORT_EXAMPLES", description="EXPORT_DESCRIPTION"),
 )
 
 NAMES = frozenset(c.name for c in COMMANDS)

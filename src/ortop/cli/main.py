@@ -76,7 +76,8 @@ def build_parser() -> Parser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for cmd in COMMANDS:
         module = importlib.import_module(cmd.module)
-        doc = cmd.description or (module.__doc__ or cmd.help).strip().split("\n\n")[0]
+        doc = (getattr(module, cmd.description) if cmd.description
+               else (module.__doc__ or cmd.help).strip().split("\n\n")[0])
         sp = sub.add_parser(cmd.name, help=cmd.help, description=_filled(plain(doc)),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         getattr(module, cmd.prepare)(sp)

@@ -25,6 +25,16 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
 
+PROFILES_DESCRIPTION = (
+    "ortop profiles list|show|diff|validate: the profiles in ./profiles and those shipped with ortop, listed, shown "
+    "with their defaults filled in, compared knob by knob, or checked. A PROFILE is a path when one exists, else "
+    "profiles/PROFILE(.toml) in the current folder, else a profile shipped with ortop.")
+
+EXPORT_DESCRIPTION = (
+    "ortop export PROFILE --to FORMAT: a profile written as what builds the same session elsewhere: Python or C++ "
+    "or C# code, onnxruntime_perf_test arguments, an Olive JSON, environment variables, or the profile as JSON. "
+    "Every string from the profile is escaped for its target; the output goes to stdout, or with -o to FILE.")
+
 PROFILES_EXAMPLES = """examples:
   ortop profiles list                            ./profiles and the shipped ones, each with its first comment line
   ortop profiles show cpu-low-power              effective settings, defaults filled in, and ORT's config entries

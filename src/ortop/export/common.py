@@ -1,5 +1,5 @@
-"""What the exporters share: the error, the model path default, IO-binding devices, global pools, replicas and the
-shared arena, headers, and the walk over the registry's SessionOptions knobs that each code exporter spells in its
+"""What the exporters share: the error, the model path default, IO-binding devices, global pools, the
+shared arena, headers, blocks of code written as text, and the walk over the registry's SessionOptions knobs that each code exporter spells in its
 own language.
 """
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,6 @@ from typing import Any
 from ortop.config import knobs
 from ortop.config.profile import Profile
 from ortop.config.providers import CUDA, TENSORRT
-from ortop.config.replicas import replica_profile
 from ortop.errors import OrtopError
 from ortop.export.literals import comment_str
 
@@ -55,52 +55,10 @@ def global_pools(profile: Profile) -> tuple[int, int] | None:
     return s.global_intra_op_num_threads, s.global_inter_op_num_threads
 
 
-def replicas(profile: Profile) -> int:
-    """Sessions the profile serves at once (``workload.replicas``); a pinned single replica counts as one."""
-    return profile.workload.replicas
-
-
-def pinned_pools(profile: Profile) -> bool:
-    """Whether pinning the replicas (``workload.pin_replicas``) also sizes and pins each replica's intra-op pool to
-    its share, as ortop does (:func:`ortop.config.replicas.replica_profile`); False when only the callers can be
-    pinned (global pools, or affinities of the profile's own) or nothing is pinned."""
-    return profile.workload.pin_replicas and not pinning_notes(profile)
-
-
-def pinning_notes(profile: Profile) -> list[str]:
-    """What pinning the replicas cannot do for this profile, in ortop's words (empty when it does all of it)."""
-    if not profile.workload.pin_replicas:
-        return []
-    return replica_profile(profile, (0,))[1]
-
-
-def replicas_comment(profile: Profile, prefix: str) -> list[str]:
-    """The comment over a code export's replica count, the same words in every language."""
-    callers = profile.workload.concurrency
-    return comment_lines(f"workload.replicas = {replicas(profile)}: sessions of the model served at once in one "
-                         f"process, each by {callers} caller{'s' if callers > 1 else ''} of its own.", prefix)
-
-
-def pinning_comment(profile: Profile, prefix: str, shares: str, pin_callers: str) -> list[str]:
-    """The comment over a code export's pinned replicas, the same words in every language: how ortop splits the
-    cores into ``shares`` (the constant naming the count), how the program pins its callers (``pin_callers``: the
-    language's way), and what pinning cannot do for this profile (:func:`pinning_notes`)."""
-    return [*_split_text(prefix, shares, pin_callers), *(f"{prefix}{note}." for note in pinning_notes(profile))]
-
-
-def _split_text(prefix: str, shares: str, pin_callers: str) -> list[str]:
-    return comment_lines(
-        "workload.pin_replicas: each replica on its own share of the cores. ortop splits the cores the process may "
-        f"use (sched_getaffinity on Linux) into {shares} shares: whole NUMA nodes when there are at least as many "
-        "nodes as replicas, else contiguous runs with SMT siblings side by side, as even as the count allows. The "
-        "split depends on the host the program runs on, so it is the program's: pass it as `shares`, and pin "
-        f"{pin_callers} before its first Run(); the caller is thread 0 of the replica's intra-op pool.", prefix)
-
-
-REPLICA_OPTIONS_TEXT = (
-    "A replica's options for its `cores` (0-based): its intra-op pool sized to the share when the profile leaves the "
-    "thread count to ORT (ORT sizes every pool to the whole host, and the replicas' pools would fight for the same "
-    "cores), its pool threads after the first pinned one core each (ORT counts from 1).")
+def code_lines(template: str, **values: str) -> list[str]:
+    """A block of exported code written as text, its ``$name`` placeholders filled (``string.Template``: the braces
+    of C++ and C# stay as they are), as lines."""
+    return string.Template(template).substitute(values).splitlines()
 
 
 def comment_lines(text: str, prefix: str, width: int = 120) -> list[str]:

@@ -19,21 +19,9 @@ from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
 from ortop.config.providers import CPU, CUDA, TENSORRT
-from ortop.export.common import (
-    REPLICA_OPTIONS_TEXT,
-    VERSION_NOTES,
-    comment_header,
-    comment_lines,
-    global_pools,
-    literal,
-    pinned_pools,
-    pinning_comment,
-    replicas,
-    replicas_comment,
-    shared_arena,
-    spelled,
-)
+from ortop.export.common import VERSION_NOTES, code_lines, comment_header, global_pools, literal, shared_arena, spelled
 from ortop.export.literals import comment_str, cpp_str
+from ortop.export.replicas import ReplicaCode, replicas, replicas_section
 
 
 def _opt_level(v: str) -> list[str]:
@@ -121,61 +109,62 @@ def _env(pools: tuple[int, int] | None, arena: bool) -> list[str]:
     ]
 
 
+_MAKE_SESSIONS = """\
+inline std::vector<Ort::Session> MakeSessions(Ort::Env& env, int n = kReplicas,
+                                              const ORTCHAR_T* model_path = $path) {
+  std::vector<Ort::Session> sessions;
+  sessions.reserve(n);
+  for (int i = 0; i < n; ++i) sessions.push_back(MakeSession(env, model_path));
+  return sessions;
+}"""
+
+_MAKE_REPLICA_OPTIONS = """\
+inline Ort::SessionOptions MakeReplicaSessionOptions(const std::vector<int>& cores) {
+  Ort::SessionOptions so = MakeSessionOptions();
+  const int threads = $threads;
+  so.SetIntraOpNumThreads(threads);
+  std::string affinities;
+  for (int j = 1; j < threads; ++j) {
+    if (j > 1) affinities += ";";
+    affinities += std::to_string(cores[j % cores.size()] + 1);
+  }
+  if (!affinities.empty()) so.AddConfigEntry("session.intra_op_thread_affinities", affinities.c_str());
+  return so;
+}"""
+
+_MAKE_PINNED_SESSIONS = """\
+// shares[i]: replica i's cores, 0-based and not empty (kReplicas shares).
+inline std::vector<Ort::Session> MakeSessions(Ort::Env& env, const std::vector<std::vector<int>>& shares,
+                                              const ORTCHAR_T* model_path = $path) {
+  std::vector<Ort::Session> sessions;
+  sessions.reserve(shares.size());
+$each
+  return sessions;
+}"""
+
+_EACH_FROM_ITS_OPTIONS = """\
+  for (const std::vector<int>& cores : shares) {
+    Ort::SessionOptions so = MakeReplicaSessionOptions(cores);
+    sessions.emplace_back(env, model_path, so);
+  }"""
+
+_EACH_CALLERS_PINNED_ONLY = """\
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    sessions.push_back(MakeSession(env, model_path));
+  }"""
+
+
 def _replicas(profile: Profile, model_path: str) -> list[str]:
     """MakeSessions(): the replicas; pinned, each from the options of its share of the cores."""
-    w = profile.workload
-    out = ["", *replicas_comment(profile, "// "), f"constexpr int kReplicas = {replicas(profile)};", ""]
     path = f"ORT_TSTR({cpp_str(model_path)})"
-    if not w.pin_replicas:
-        return out + [
-            "inline std::vector<Ort::Session> MakeSessions(Ort::Env& env, int n = kReplicas,",
-            f"                                              const ORTCHAR_T* model_path = {path}) {{",
-            "  std::vector<Ort::Session> sessions;",
-            "  sessions.reserve(n);",
-            "  for (int i = 0; i < n; ++i) sessions.push_back(MakeSession(env, model_path));",
-            "  return sessions;",
-            "}",
-        ]
-    out += pinning_comment(profile, "// ", "kReplicas",
-                           "each caller thread of replica i to shares[i] (pthread_setaffinity_np on Linux)")
-    if pinned_pools(profile):
-        threads = profile.session.intra_op_num_threads
-        out += [
-            "",
-            *comment_lines(REPLICA_OPTIONS_TEXT, "// "),
-            "inline Ort::SessionOptions MakeReplicaSessionOptions(const std::vector<int>& cores) {",
-            "  Ort::SessionOptions so = MakeSessionOptions();",
-            f"  const int threads = {threads if threads else 'static_cast<int>(cores.size())'};",
-            "  so.SetIntraOpNumThreads(threads);",
-            "  std::string affinities;",
-            "  for (int j = 1; j < threads; ++j) {",
-            '    if (j > 1) affinities += ";";',
-            "    affinities += std::to_string(cores[j % cores.size()] + 1);",
-            "  }",
-            '  if (!affinities.empty()) so.AddConfigEntry("session.intra_op_thread_affinities", affinities.c_str());',
-            "  return so;",
-            "}",
-        ]
-    out += [
-        "",
-        "// shares[i]: replica i's cores, 0-based and not empty (kReplicas shares).",
-        "inline std::vector<Ort::Session> MakeSessions(Ort::Env& env, const std::vector<std::vector<int>>& shares,",
-        f"                                              const ORTCHAR_T* model_path = {path}) {{",
-        "  std::vector<Ort::Session> sessions;",
-        "  sessions.reserve(shares.size());",
-    ]
-    if pinned_pools(profile):
-        out += [
-            "  for (const std::vector<int>& cores : shares) {",
-            "    Ort::SessionOptions so = MakeReplicaSessionOptions(cores);",
-            "    sessions.emplace_back(env, model_path, so);",
-            "  }",
-        ]
-    else:  # the shares pin the callers only
-        out += ["  for (std::size_t i = 0; i < shares.size(); ++i) {",
-                "    sessions.push_back(MakeSession(env, model_path));",
-                "  }"]
-    return out + ["  return sessions;", "}"]
+    return replicas_section(profile, ReplicaCode(
+        prefix="// ", count="kReplicas", count_line="constexpr int kReplicas = {n};",
+        pin_callers="each caller thread of replica i to shares[i] (pthread_setaffinity_np on Linux)",
+        unpinned=code_lines(_MAKE_SESSIONS, path=path),
+        replica_options=lambda threads: code_lines(_MAKE_REPLICA_OPTIONS, threads=threads),
+        default_threads="static_cast<int>(cores.size())",
+        pinned=lambda pools: code_lines(_MAKE_PINNED_SESSIONS, path=path,
+                                        each=_EACH_FROM_ITS_OPTIONS if pools else _EACH_CALLERS_PINNED_ONLY)))
 
 
 def _provider(profile: Profile) -> list[str]:

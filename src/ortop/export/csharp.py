@@ -19,21 +19,10 @@ from ortop.config import knobs
 from ortop.config.ort_names import EXEC_MODE_NAMES, OPT_LEVEL_NAMES
 from ortop.config.profile import Profile
 from ortop.config.providers import CPU, CUDA, TENSORRT
-from ortop.export.common import (
-    REPLICA_OPTIONS_TEXT,
-    comment_header,
-    comment_lines,
-    global_pools,
-    literal,
-    pinned_pools,
-    pinning_comment,
-    replicas,
-    replicas_comment,
-    shared_arena,
-    spelled,
-)
+from ortop.export.common import code_lines, comment_header, global_pools, literal, shared_arena, spelled
 from ortop.export.cpp import generic_ep_name
 from ortop.export.literals import comment_str, cs_str
+from ortop.export.replicas import ReplicaCode, replicas, replicas_section
 
 
 def _bool(v: bool) -> str:
@@ -120,56 +109,55 @@ def _shared_arena() -> list[str]:
     ]
 
 
+_CREATE_REPLICAS = """\
+    public static InferenceSession[] CreateReplicas(string modelPath = $path)
+    {
+        var sessions = new InferenceSession[Replicas];
+        for (int i = 0; i < Replicas; i++) sessions[i] = Create(modelPath);
+        return sessions;
+    }"""
+
+_CREATE_REPLICA_OPTIONS = """\
+    public static SessionOptions CreateReplicaOptions(int[] cores)
+    {
+        var so = CreateOptions();
+        int threads = $threads;
+        so.IntraOpNumThreads = threads;
+        var affinities = new List<string>();
+        for (int j = 1; j < threads; j++) affinities.Add((cores[j % cores.Length] + 1).ToString());
+        if (affinities.Count > 0)
+            so.AddSessionConfigEntry("session.intra_op_thread_affinities", string.Join(";", affinities));
+        return so;
+    }"""
+
+_CREATE_PINNED_REPLICAS = """\
+    // shares[i]: replica i's cores, 0-based and not empty (Replicas shares).
+    public static InferenceSession[] CreateReplicas(int[][] shares, string modelPath = $path)
+    {
+        var sessions = new InferenceSession[shares.Length];
+        for (int i = 0; i < shares.Length; i++)
+        {
+            using (var so = $options)
+            {
+                sessions[i] = new InferenceSession(modelPath, so);
+            }
+        }
+        return sessions;
+    }"""
+
+
 def _replicas(profile: Profile, model_path: str) -> list[str]:
     """CreateReplicas(): the replicas; pinned, each from the options of its share of the cores."""
-    w = profile.workload
-    out = ["", *replicas_comment(profile, "    // "), f"    public const int Replicas = {replicas(profile)};", ""]
-    if not w.pin_replicas:
-        return out + [
-            f"    public static InferenceSession[] CreateReplicas(string modelPath = {cs_str(model_path)})",
-            "    {",
-            "        var sessions = new InferenceSession[Replicas];",
-            "        for (int i = 0; i < Replicas; i++) sessions[i] = Create(modelPath);",
-            "        return sessions;",
-            "    }",
-        ]
-    out += pinning_comment(profile, "    // ", "Replicas",
-                           "the OS thread of each caller of replica i to shares[i] (Linux: sched_setaffinity(0, ...) "
-                           "through P/Invoke from that thread; .NET has no portable per-thread affinity)")
-    if pinned_pools(profile):
-        threads = profile.session.intra_op_num_threads
-        out += [
-            "",
-            *comment_lines(REPLICA_OPTIONS_TEXT, "    // "),
-            "    public static SessionOptions CreateReplicaOptions(int[] cores)",
-            "    {",
-            "        var so = CreateOptions();",
-            f"        int threads = {threads if threads else 'cores.Length'};",
-            "        so.IntraOpNumThreads = threads;",
-            "        var affinities = new List<string>();",
-            "        for (int j = 1; j < threads; j++) affinities.Add((cores[j % cores.Length] + 1).ToString());",
-            "        if (affinities.Count > 0)",
-            '            so.AddSessionConfigEntry("session.intra_op_thread_affinities", string.Join(";", affinities));',
-            "        return so;",
-            "    }",
-        ]
-    options = "CreateReplicaOptions(shares[i])" if pinned_pools(profile) else "CreateOptions()"
-    return out + [
-        "",
-        "    // shares[i]: replica i's cores, 0-based and not empty (Replicas shares).",
-        f"    public static InferenceSession[] CreateReplicas(int[][] shares, string modelPath = {cs_str(model_path)})",
-        "    {",
-        "        var sessions = new InferenceSession[shares.Length];",
-        "        for (int i = 0; i < shares.Length; i++)",
-        "        {",
-        f"            using (var so = {options})",
-        "            {",
-        "                sessions[i] = new InferenceSession(modelPath, so);",
-        "            }",
-        "        }",
-        "        return sessions;",
-        "    }",
-    ]
+    path = cs_str(model_path)
+    return replicas_section(profile, ReplicaCode(
+        prefix="    // ", count="Replicas", count_line="    public const int Replicas = {n};",
+        pin_callers="the OS thread of each caller of replica i to shares[i] (Linux: sched_setaffinity(0, ...) "
+                    "through P/Invoke from that thread; .NET has no portable per-thread affinity)",
+        unpinned=code_lines(_CREATE_REPLICAS, path=path),
+        replica_options=lambda threads: code_lines(_CREATE_REPLICA_OPTIONS, threads=threads),
+        default_threads="cores.Length",
+        pinned=lambda pools: code_lines(_CREATE_PINNED_REPLICAS, path=path,
+                                        options="CreateReplicaOptions(shares[i])" if pools else "CreateOptions()")))
 
 
 def _provider(profile: Profile) -> list[str]:

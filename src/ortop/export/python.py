@@ -29,14 +29,12 @@ from ortop.export.common import (
     device,
     global_pools,
     input_shapes,
-    pinned_pools,
-    pinning_notes,
-    replicas,
     session_settings,
     shared_arena,
     workload_text,
 )
 from ortop.export.literals import py_str
+from ortop.export.replicas import pinned_pools, pinning_notes, replicas
 
 
 def _value(knob: knobs.Knob, value: Any) -> str:
