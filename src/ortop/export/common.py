@@ -1,6 +1,6 @@
-"""What the exporters share: the error, the model path default, IO-binding devices, global pools, the
-shared arena, headers, blocks of code written as text, and the walk over the registry's SessionOptions knobs that each code exporter spells in its
-own language.
+"""What the exporters share: the error, the model path default, IO-binding devices, global pools, the shared
+arena, headers, blocks of code written as text, and the walk over the registry's SessionOptions knobs that each code
+exporter spells in its own language.
 """
 
 from __future__ import annotations
