@@ -4,6 +4,11 @@ Both run the same model with the same session options and the same feeds, each i
 A B A B … so drift in the machine's speed hits both alike. Prints each pair and the median ratios.
 
     python bench/overhead.py [MODEL] [--threads N] [--duration S] [--rounds R] [--metrics-port PORT]
+                             [--against SRC]
+
+With ``--against SRC`` the reference is not the bare loop but ortop from another checkout (SRC: its ``src`` folder,
+put first on PYTHONPATH), so that the ratios say what a change costs at run time; each round runs the two in turn,
+the order swapped every other round. ``--against`` this checkout's own ``src`` is the A/A.
 
 With ``--metrics-port`` ortop serves its Prometheus endpoint on that port and a scraper here reads it every
 ``--scrape-interval`` seconds (default 1: fifteen times Prometheus' usual rate) while it measures.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -89,16 +95,27 @@ class Scraper:
         self.thread.join()
 
 
+def with_src(src: str | None) -> dict[str, str] | None:
+    """The environment that runs the ortop in ``src`` (another checkout's ``src`` folder); None: this one's."""
+    if src is None:
+        return None
+    if not os.path.isfile(os.path.join(src, "ortop", "__init__.py")):
+        raise SystemExit(f"--against {src}: no ortop package there (give a checkout's src folder)")
+    return {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+
+
 def run_ortop(model: str, threads: int, duration: float, metrics_port: int | None = None,
-              scrape_interval: float = 1.0) -> dict:
+              scrape_interval: float = 1.0, src: str | None = None) -> dict:
+    """ortop headless on ``model``; ``src``: the ortop of another checkout's ``src`` folder (first on PYTHONPATH)."""
     cmd = [sys.executable, "-m", "ortop.cli", model, "--headless", "--json", "--threads", str(threads),
            "--duration", str(duration)]
+    env = with_src(src)
     if metrics_port is None:
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     else:
         with Scraper(metrics_port, scrape_interval) as scraper:
             out = subprocess.run([*cmd, "--metrics-port", str(metrics_port)], capture_output=True, text=True,
-                                 check=True)
+                                 check=True, env=env)
         if scraper.ok == 0:
             raise SystemExit(f"no scrape of {scraper.url} succeeded: is the endpoint up?")
     d = json.loads(out.stdout)
@@ -119,10 +136,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--metrics-port", type=int, help="serve and scrape ortop's Prometheus endpoint on this port")
     ap.add_argument("--scrape-interval", type=float, default=1.0)
+    ap.add_argument("--against", metavar="SRC", help="instead of the bare loop: the ortop in SRC (another checkout's "
+                    "src folder), alternated with this one, the order swapped every other round")
     a = ap.parse_args()
     model = a.model or str(ensure_demo())
     prof = profile.merge(profile.Profile(model=model), **{"session.intra_op_num_threads": a.threads})
     prof_json = json.dumps(prof.to_dict(full=True))
+    if a.against:
+        return against(model, a)
     thr, p50, duty = [], [], []
     print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds"
           + (f", metrics endpoint on :{a.metrics_port} scraped every {a.scrape_interval:g} s"
@@ -139,6 +160,28 @@ def main() -> int:
               f"{o['p50']:>10.3f} {p50[-1]:>7.3f} {duty[-1]:>10.3f}")
     print(f"median throughput ratio (ortop/bare) {statistics.median(thr):.3f}; "
           f"median p50 ratio {statistics.median(p50):.3f}; median duty-cycle ratio {statistics.median(duty):.3f}")
+    return 0
+
+
+def against(model: str, a: argparse.Namespace) -> int:
+    """This checkout's ortop against another's (``--against``): the duty cycle's and the throughput's ratio per
+    round, this over that, and their medians with the range."""
+    with_src(a.against)  # refused before the first round if it holds no ortop
+    print(f"model {model}, intra_op_num_threads={a.threads}, {a.duration:.0f} s per run, {a.rounds} rounds, "
+          f"this checkout against {a.against}")
+    print(f"{'round':>5} {'this runs/s':>12} {'that runs/s':>12} {'ratio':>7} {'this duty':>10} {'that duty':>10} "
+          f"{'duty ratio':>10}")
+    thr, duty = [], []
+    for i in range(a.rounds):
+        order = (None, a.against) if i % 2 == 0 else (a.against, None)
+        got = {src: run_ortop(model, a.threads, a.duration, src=src) for src in order}
+        this, that = got[None], got[a.against]
+        thr.append(this["throughput"] / that["throughput"])
+        duty.append(this["duty"] / that["duty"])
+        print(f"{i + 1:>5} {this['throughput']:>12.1f} {that['throughput']:>12.1f} {thr[-1]:>7.3f} "
+              f"{this['duty']:>10.4f} {that['duty']:>10.4f} {duty[-1]:>10.3f}")
+    print(f"median duty-cycle ratio (this/that) {statistics.median(duty):.3f} (range {min(duty):.3f}–{max(duty):.3f}); "
+          f"median throughput ratio {statistics.median(thr):.3f} (range {min(thr):.3f}–{max(thr):.3f})")
     return 0
 
 

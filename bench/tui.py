@@ -5,10 +5,14 @@ time with the same session options; ortop writes its summary at quit (``--summar
 throughput and the UI process's own CPU time (``monitor.cpu_s`` / ``monitor.wall_s``).
 
     python bench/tui.py [MODEL] [--threads N] [--duration S] [--rounds R] [--refresh HZ] [--metrics-port PORT]
-                        [--window S]
+                        [--window S] [--against SRC]
 
 With ``--window`` the UI's CPU is also read over the first and the last S seconds after settling, in one run (e.g.
 ``--duration 300 --window 60``: minute 0–1 against minute 4–5): a cost that grows with the run shows there.
+
+With ``--against SRC`` the reference is not the bare loop but the TUI of another checkout (SRC: its ``src`` folder,
+put first on PYTHONPATH), the two in turn in each round, the order swapped every other round: what a change costs
+the live view. ``--against`` this checkout's own ``src`` is the A/A.
 
 With ``--metrics-port`` the TUI also serves its Prometheus endpoint, scraped here every second.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -35,13 +40,13 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import Scraper, run_bare  # noqa: E402  (same bare loop as the headless benchmark)
+from overhead import Scraper, run_bare, with_src  # noqa: E402  (same bare loop as the headless benchmark)
 
 SETTLE_S = 8.0  # start-up, the first build and the first full paint are over by then
 
 
 def run_tui(model: str, threads: int, duration: float, refresh: float, size: tuple[int, int],
-            metrics_port: int | None = None, window: float | None = None) -> dict:
+            metrics_port: int | None = None, window: float | None = None, src: str | None = None) -> dict:
     ortop = shutil.which("ortop") or str(Path(sys.executable).with_name("ortop"))
     with tempfile.TemporaryDirectory() as tmp:
         summary = Path(tmp) / "summary.json"
@@ -49,7 +54,7 @@ def run_tui(model: str, threads: int, duration: float, refresh: float, size: tup
         cmd = (f"{ortop} {model} --threads {threads} --refresh {refresh} --summary {summary} "
                f"--profile-dir {tmp}" + (f" --metrics-port {metrics_port}" if metrics_port else ""))
         scraper = Scraper(metrics_port, 1.0) if metrics_port else None
-        env_state = f"XDG_STATE_HOME={tmp}"
+        env_state = f"XDG_STATE_HOME={tmp}" + (f" PYTHONPATH={shlex.quote(os.path.abspath(src))}" if src else "")
         subprocess.run(["tmux", "new", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]),
                         f"env {env_state} {cmd}"], check=True)
         try:
@@ -121,6 +126,8 @@ def main() -> int:
     ap.add_argument("--ab-metrics", action="store_true",
                     help="instead of the bare loop: the TUI with the endpoint (scraped every second) against the TUI "
                          "without it, alternated in each round (order swapped every other round)")
+    ap.add_argument("--against", metavar="SRC", help="instead of the bare loop: the TUI of the ortop in SRC (another "
+                    "checkout's src folder), alternated with this one, the order swapped every other round")
     a = ap.parse_args()
     if a.ab_metrics and not a.metrics_port:
         raise SystemExit("--ab-metrics needs --metrics-port")
@@ -136,6 +143,8 @@ def main() -> int:
           f"{a.size} terminal, refresh {a.refresh} Hz")
     if a.ab_metrics:
         return ab_metrics(model, a, size)
+    if a.against:
+        return against(model, a, size)
     print(f"{'round':>5} {'bare runs/s':>12} {'tui runs/s':>11} {'ratio':>7} {'UI % steady':>12} {'UI % live':>10} "
           f"{'UI % all':>9}")
     thr, ui, live, steady = [], [], [], []
@@ -172,6 +181,26 @@ def ab_metrics(model: str, a: argparse.Namespace, size: tuple[int, ...]) -> int:
               f"{got[True]['steady_percent']:>8.1f} {got[False]['steady_percent']:>9.1f}")
     print(f"median throughput ratio (endpoint on/off) {statistics.median(thr):.3f} (range {min(thr):.3f}–"
           f"{max(thr):.3f}); UI CPU with the endpoint {statistics.median(d_ui):+.1f} points of one core (median)")
+    return 0
+
+
+def against(model: str, a: argparse.Namespace, size: tuple[int, ...]) -> int:
+    """This checkout's TUI against another's (``--against``), one after the other in each round, the order swapped
+    every other round: the throughput's ratio and the UI's CPU difference, this minus that."""
+    with_src(a.against)  # refused before the first round if it holds no ortop
+    print(f"{'round':>5} {'this runs/s':>12} {'that runs/s':>12} {'ratio':>7} {'UI % this':>10} {'UI % that':>10}")
+    thr, d_ui = [], []
+    for i in range(a.rounds):
+        order = (None, a.against) if i % 2 == 0 else (a.against, None)
+        got = {src: run_tui(model, a.threads, a.duration, a.refresh, size, src=src) for src in order}
+        this, that = got[None], got[a.against]
+        thr.append(this["throughput"] / that["throughput"])
+        d_ui.append(this["steady_percent"] - that["steady_percent"])
+        print(f"{i + 1:>5} {this['throughput']:>12.1f} {that['throughput']:>12.1f} {thr[-1]:>7.3f} "
+              f"{this['steady_percent']:>10.2f} {that['steady_percent']:>10.2f}")
+    print(f"median throughput ratio (this/that) {statistics.median(thr):.3f} (range {min(thr):.3f}–{max(thr):.3f}); "
+          f"UI CPU this minus that {statistics.median(d_ui):+.2f} points of one core (median; range "
+          f"{min(d_ui):+.2f} to {max(d_ui):+.2f})")
     return 0
 
 
