@@ -20,6 +20,7 @@ from ortop.cli.docgen import command_lines
 from ortop.cli.main import build_parser
 from ortop.fleet import INSTALL, available
 from tests.models import make_matmul_model
+from tests.poll import wait_for
 from tests.test_cli import env, one_error_line, ortop  # noqa: F401  (env is a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,6 +150,65 @@ def test_a_measurement_asked_to_stop_by_the_fleets_flag_stops_its_command_and_ke
     assert (code, out.strip(), stopped) == (0, "done", False)
 
 
+@pytest.mark.integration
+def test_a_cancel_sent_again_and_again_stops_a_measurement_once_and_keeps_what_it_printed(tmp_path, model) -> None:
+    """Ray's cancel comes to a task as a ctrl-C of its own process, and the fleet sends it again every couple of
+    seconds until the node answers (a first one can be lost as the task starts). A measurement notes each one: the
+    command is stopped once, what it prints then is the node's result, and no cancel breaks off the measurement
+    halfway, not even one coming as it ends (here one every millisecond until it has returned)."""
+    import _thread
+    import threading
+
+    from ortop.fleet.tasks import DIR_MARK, measure, sha256
+
+    data = Path(model).read_bytes()
+    live = tmp_path / "live.jsonl"  # a line a second once the command measures
+    spec = {"sha256": sha256(data), "model_name": "m.onnx", "command": "run",
+            "args": ["--dim", "batch=16", "--threads", "1", "--headless", "--duration", "60", "--jsonl", str(live),
+                     "--summary", f"{DIR_MARK}/summary.json"]}
+
+    answered = threading.Event()
+
+    def cancels() -> None:
+        wait_for(lambda: live.exists() and live.read_text().strip(), 60, "the command's first live line")
+        while not answered.is_set():  # as the fleet does until the node answers, every CANCEL_AGAIN_S; here densely
+            _thread.interrupt_main()
+            time.sleep(0.001)
+
+    before = signal.getsignal(signal.SIGINT)
+    sender = threading.Thread(target=cancels, daemon=True)
+    t0 = time.monotonic()
+    sender.start()
+    try:
+        got = measure(spec, data, keep_noting=True)  # as the fleet's task: noted after it returns too
+    finally:
+        answered.set()
+        sender.join(timeout=30)
+        signal.signal(signal.SIGINT, before)
+    assert got["status"] == "interrupted" and got["exit_code"] == 0, got  # a headless run ends on ctrl-C with 0
+    assert got["result"] is not None and got["result"]["runs"] > 0, got  # the summary the ctrl-C printed
+    assert time.monotonic() - t0 < 45
+
+
+def test_a_cancel_is_noted_only_inside_the_block_unless_kept() -> None:
+    import _thread
+
+    from ortop.fleet.tasks import Cancelled
+
+    before = signal.getsignal(signal.SIGINT)
+    with Cancelled() as c:
+        _thread.interrupt_main()
+        wait_for(c.event.is_set, 5, "the cancel noted")
+    assert signal.getsignal(signal.SIGINT) is before
+    try:
+        with Cancelled(restore=False) as kept:
+            pass
+        _thread.interrupt_main()
+        wait_for(kept.event.is_set, 5, "a cancel after the block noted")
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @needs_ray
 def test_the_stop_flag_is_asked_without_blocking_so_the_node_stays_taken(monkeypatch) -> None:
     """A task blocked in ``ray.get`` gives its node's CPUs back to Ray, and another fleet's measurement starts beside
@@ -199,6 +259,7 @@ def test_every_fleet_line_in_the_docs_parses_with_the_real_parser() -> None:
 # ---- on a real cluster -------------------------------------------------------------------------------------------
 @needs_ray
 @pytest.mark.integration
+@pytest.mark.alone
 def test_capacity_on_three_nodes_never_two_measurements_on_one_node(cluster, model, env) -> None:  # noqa: F811
     """Two fleet runs at once on the same nodes: each node answers both, one after the other; every answer has the
     shape of ``ortop capacity --json`` and a per-type answer comes with it."""
@@ -234,6 +295,7 @@ def test_capacity_on_three_nodes_never_two_measurements_on_one_node(cluster, mod
 
 @needs_ray
 @pytest.mark.integration
+@pytest.mark.alone
 def test_a_price_for_a_type_no_node_has_is_one_line(cluster, model, env) -> None:  # noqa: F811
     p = fleet("capacity", model, *CAPACITY, "--price", "huge=3", env=env, cluster=cluster)
     out, err = p.communicate(timeout=60)
@@ -252,6 +314,7 @@ def wait_measuring(p: subprocess.Popen) -> None:
 
 @needs_ray
 @pytest.mark.integration
+@pytest.mark.alone
 def test_ctrl_c_stops_every_nodes_measurement_and_prints_what_they_gathered(cluster, model, env) -> None:  # noqa: F811
     """ctrl-C a few seconds into 30 s searches: every node's command still measuring is told to stop (as its own
     ctrl-C) and prints what it measured, the fleet prints the three, exit 130, and no measurement goes on on any
@@ -281,6 +344,7 @@ def test_ctrl_c_stops_every_nodes_measurement_and_prints_what_they_gathered(clus
 
 @needs_ray
 @pytest.mark.integration
+@pytest.mark.alone
 def test_a_provider_a_node_cannot_give_refuses_that_node_in_one_line_and_starts_nothing_there(
         cluster, model, env) -> None:  # noqa: F811
     """``--provider cuda`` on nodes with no GPU: each node refused on its own, one line naming it and why (not one
@@ -297,6 +361,7 @@ def test_a_provider_a_node_cannot_give_refuses_that_node_in_one_line_and_starts_
 
 @needs_ray
 @pytest.mark.integration
+@pytest.mark.alone
 def test_a_node_killed_mid_run_is_named_and_the_others_answer(cluster, model, env) -> None:  # noqa: F811
     """Last in the module: the node removed (its raylet killed) does not come back."""
     args = [a if a != str(BUDGET_S) else "20" for a in CAPACITY]  # the two left must finish beside another test

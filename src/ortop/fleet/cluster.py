@@ -15,6 +15,7 @@ it has one, else the CPU model and its usable cores.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
@@ -33,6 +34,8 @@ TYPE_PREFIX = "ortop-type:"
 CONNECT_TIMEOUT_S = 5.0   # a TCP connect to the cluster's address: an unreachable one fails fast
 PROBE_TIMEOUT_S = 20.0    # every node's probe (a worker started, ortop imported, its facts read): within 30 s in all
 GATHER_AFTER_STOP_S = 90.0  # after ctrl-C, how long the nodes have to print what they gathered
+CANCEL_AGAIN_S = 2.0       # ... and how often the cancel is sent again meanwhile (one that met a task as it started
+#                            was lost: the task ran to its end); a measurement notes a cancel, never breaks on it
 
 
 @dataclass
@@ -156,7 +159,7 @@ def start(node: Node, spec: Mapping[str, Any], model_ref: Any, flag: Any = None)
     ``flag``: the fleet's stop flag (:func:`stop_flag`)."""
     remote = ray.remote(tasks.measure)
     return remote.options(scheduling_strategy=_pinned(node.id), num_cpus=node.cpus, num_gpus=node.gpus,
-                          max_retries=0).remote(dict(spec), model_ref, flag)
+                          max_retries=0).remote(dict(spec), model_ref, flag, keep_noting=True)
 
 
 def lost_line(exc: BaseException, started: float) -> str:
@@ -173,17 +176,20 @@ def lost_line(exc: BaseException, started: float) -> str:
 def wait_all(refs: Mapping[Any, Node], on_done: Callable[[Node, dict[str, Any]], None],
              stopping: Callable[[], bool], flag: Any = None) -> None:
     """Wait for every measurement, handing each node's result to ``on_done`` as it comes (a lost node as
-    ``status: lost``); once ``stopping()`` says so, set ``flag`` (:func:`stop_flag`) and cancel those still running
-    (each prints what it gathered) and wait up to GATHER_AFTER_STOP_S for them. A second ctrl-C while stopping
-    ends the wait at once."""
+    ``status: lost``); once ``stopping()`` says so, set ``flag`` (:func:`stop_flag`) and cancel those still running,
+    again every CANCEL_AGAIN_S until they answer (each prints what it gathered), and wait up to GATHER_AFTER_STOP_S
+    for them. A second ctrl-C while stopping ends the wait at once."""
     pending = dict(refs)
     started = time.monotonic()
     cancelled_at: float | None = None
+    cancel_sent = -math.inf
     while pending:
         if stopping() and cancelled_at is None:
             cancelled_at = time.monotonic()
             if flag is not None:
                 flag.set.remote()
+        if cancelled_at is not None and time.monotonic() - cancel_sent >= CANCEL_AGAIN_S:
+            cancel_sent = time.monotonic()
             for ref in pending:
                 ray.cancel(ref, force=False)
         if cancelled_at is not None and time.monotonic() - cancelled_at > GATHER_AFTER_STOP_S:

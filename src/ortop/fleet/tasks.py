@@ -7,7 +7,10 @@ model's bytes (checked by sha256 here), the profile files named on the command l
 command's JSON, its exit code, the tail of its stderr and its own start and end times go back.
 
 A child is told to stop (SIGTERM, which every command takes as ctrl-C) when the Ray worker running it dies (Linux's
-parent-death signal), so a node lost or a task cancelled leaves no measurement running on the host.
+parent-death signal), so a node lost or a task cancelled leaves no measurement running on the host. A cancel
+(Ray raises it in the task as a ctrl-C) is only noted while a measurement runs (:class:`Cancelled`) and acted on
+at the next look, so the fleet can send it again and again until the node answers: none of them can break off the
+measurement halfway and lose what it gathered.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -145,9 +149,34 @@ def _asked_to_stop(flag: Any) -> Callable[[], bool]:
     return asked
 
 
+class Cancelled:
+    """A cancel noted, not raised: inside ``with Cancelled() as c``, SIGINT in this process (how Ray's cancel
+    reaches a running task: ``_thread.interrupt_main``) sets ``c.event`` instead of raising KeyboardInterrupt at
+    whatever line runs. A first cancel that came as the task started and was lost, or one sent again, then does no
+    harm; the measurement looks at the event between two waits. Off the main thread (no handler can be set there)
+    it notes nothing and a cancel raises as before. With ``restore=False`` the handler stays after the block, so
+    that a cancel sent again just as the block ended is noted too, not raised in the Ray code that sends the
+    task's result back (which would lose it): what the fleet's task does (its worker runs nothing else)."""
+
+    def __init__(self, restore: bool = True) -> None:
+        self.event = threading.Event()
+        self.restore = restore
+        self._before: Any = None
+
+    def __enter__(self) -> Cancelled:
+        if threading.current_thread() is threading.main_thread():
+            self._before = signal.signal(signal.SIGINT, lambda *_: self.event.set())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before is not None and self.restore:
+            signal.signal(signal.SIGINT, self._before)
+
+
 def _run(argv: Sequence[str], cwd: str, asked: Callable[[], bool] = lambda: False) -> tuple[int | None, str, str, bool]:
     """Run one child to its end; on a cancel (KeyboardInterrupt, from Ray) or once ``asked()`` says the fleet is
-    stopping, tell it to stop and wait for what it prints. (exit code, stdout, stderr, stopped)."""
+    stopping (a cancel noted by :class:`Cancelled` among it), tell it to stop and wait for what it prints.
+    (exit code, stdout, stderr, stopped)."""
     child = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=_child_setup if os.name == "posix" else None)
     while True:
@@ -157,7 +186,7 @@ def _run(argv: Sequence[str], cwd: str, asked: Callable[[], bool] = lambda: Fals
         except subprocess.TimeoutExpired:
             if asked():
                 break
-        except KeyboardInterrupt:  # ray.cancel
+        except KeyboardInterrupt:  # ray.cancel, where no Cancelled notes it
             break
     # the command prints what it gathered, as on ctrl-C; a cancel repeated meanwhile asks for what is under way
     child.send_signal(signal.SIGINT)
@@ -175,12 +204,22 @@ def _run(argv: Sequence[str], cwd: str, asked: Callable[[], bool] = lambda: Fals
     return child.returncode, o or "", e or "", True
 
 
-def measure(spec: Mapping[str, Any], model: bytes, flag: Any = None) -> dict[str, Any]:
+def measure(spec: Mapping[str, Any], model: bytes, flag: Any = None, *, keep_noting: bool = False) -> dict[str, Any]:
     """One measurement on this node: the model written to a temporary folder (its sha256 checked against
     ``spec["sha256"]``), ``python -m ortop COMMAND MODEL ARGS --json`` run there, and with ``spec["service_s"]``
     a headless run of that many seconds for the service times sizing simulates from. ``flag``: the fleet's
-    :class:`StopFlag`, looked at while the commands run."""
-    asked = _asked_to_stop(flag)
+    :class:`StopFlag`, looked at while the commands run; a cancel is noted (:class:`Cancelled`; ``keep_noting``:
+    after the measurement too) and acted on as the flag is."""
+    with Cancelled(restore=not keep_noting) as cancel:
+        flagged = _asked_to_stop(flag)
+
+        def asked() -> bool:
+            return cancel.event.is_set() or flagged()
+
+        return _measure(spec, model, asked)
+
+
+def _measure(spec: Mapping[str, Any], model: bytes, asked: Callable[[], bool]) -> dict[str, Any]:
     started = time.time()
     base: dict[str, Any] = {"started_at": started, "pid": os.getpid()}
     digest = sha256(model)
