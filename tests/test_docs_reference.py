@@ -230,7 +230,8 @@ def test_the_readme_sets_up_in_two_commands_and_ci_runs_the_same_script() -> Non
     assert "scripts/test" in ci and "pytest" not in ci.replace('"== pytest"', "")
     # the three tiers, in order, each its own marker expression
     tiers = re.findall(r'^tier "[^"]+" -m "([^"]+)"', script.read_text(encoding="utf-8"), re.M)
-    assert tiers == ["not integration or sharing", "integration and not sharing and not timing", "timing"]
+    assert tiers == ["not integration or sharing", "integration and not sharing and not timing and not alone",
+                     "timing or alone"]
     help_ = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
     assert help_.returncode == 0 and "--quick" in help_.stdout
     # a README still giving the old three pytest lines is caught
