@@ -141,3 +141,35 @@ def test_a_budget_of_one_point_aims_it_low_enough_to_give_a_floor_and_still_fit(
         assert rate is not None and ONE_SHOT * 4.2 <= rate < 4.2 and 1.2 * needed_s(rate, 1, 100) <= left
     assert got[0] >= got[1] >= got[2]  # more time left, a lower first point
     assert one_shot_rate(4.2, 45.0, 2, 100) is None  # two profiles take turns: not even one point fits
+
+
+def test_profiles_predicted_close_together_start_at_one_rate_and_one_far_faster_at_its_own(tmp_path):
+    """Two copies of one profile read 0.89–1.26 × each other's capacity from their closed loops: both start at the
+    lower prediction (one point, their rounds shared), so the copy read high does not aim above its capacity; a
+    profile predicted over SHARE_FIRST × faster starts at its own prediction; a budget of one point still aims
+    every first point lower."""
+    from ortop.engine.answers.capacity_search import SHARE_FIRST, needed_s
+    from ortop.measure.bracket import grid
+    from ortop.measure.slo import parse_slo
+
+    model = str(make_matmul_model(tmp_path / "m.onnx"))
+    search = CapacitySearch(model, [Profile(), Profile(), Profile()], parse_slo("p99=20ms"), budget_s=600,
+                            names=["a", "b", "fast"])
+    for s, pred in zip(search.searches, (230.0, 200.0, 200.0 * SHARE_FIRST * 1.1)):
+        s.predicted_per_s, s.ceiling_per_s = pred, 1.5 * pred
+    search._budget.start()
+    search._aim_first()
+    a, b, fast = (s.next_rate() for s in search.searches)
+    assert a == b == grid(200.0) and fast > SHARE_FIRST * a
+    for s in search.searches:
+        assert not s.remarks  # nothing to say: a budget of several points
+
+    slo = parse_slo("p99=20ms")
+    one_point = 1.8 * needed_s(200.0, 2, slo.runs_needed())  # one point's requests fit at 200/s, two do not
+    tight = CapacitySearch(model, [Profile(), Profile()], slo, budget_s=one_point, names=["a", "b"])
+    for s, pred in zip(tight.searches, (230.0, 200.0)):
+        s.predicted_per_s, s.ceiling_per_s = pred, 1.5 * pred
+    tight._budget.start()
+    tight._aim_first()
+    first = [s.next_rate() for s in tight.searches]
+    assert first[0] == first[1] < grid(200.0) and all("about one point" in s.remarks[0] for s in tight.searches)

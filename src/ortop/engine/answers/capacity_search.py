@@ -50,6 +50,8 @@ ONE_SHOT = 0.5          # a budget of one point aims it at this share of the pre
 #                         ~11 runs/s, 60 s, SLO twice the closed-loop p99, points at 0.6 of it met twice (3.28/s) and
 #                         missed once (3.6/s, p99 409 ms against 320), at 0.5 met (2.97/s); at the prediction one
 #                         missed by 1.9x (4.2/s)
+SHARE_FIRST = 1.5       # profiles predicted within this factor of the lowest start at its rate (_aim_first): further
+#                         apart, the faster one's first point would gather its requests slowly, far under its capacity
 NO_LOAD_SHARE = 0.5      # the closed loop may take up to this share of the budget left to reach its runs
 NO_LOAD_BLOCK_S = (0.5, 10.0)  # its further blocks' length, between these (s): a few blocks hold the runs needed
 POINT_BLOCKS = 6         # a point's blocks are lengthened so that about this many hold the requests it needs
@@ -399,20 +401,30 @@ class CapacitySearch:
                 s.remarks.append(straddle_text(self.slo, s.no_load))
 
     def _aim_first(self) -> None:
-        """Where each search's first point goes when the budget left holds about one point at the predicted rate:
-        lower, at ONE_SHOT of it or the lowest rate whose requests still fit, whichever is higher. With one point,
-        one that meets the SLO is a floor the plan can use (capacity at least that), one that misses only a bound
-        (below that); and the prediction, from the closed loop's service times, runs high where service under open
-        arrivals is slower than back to back. At ~10 runs/s with a 60 s budget and an SLO of twice the closed-loop
-        p99, the first point at the prediction (4.2/s) missed (p99 857 ms against 450) and no second one fitted."""
+        """Where each search's first point goes. Profiles whose predicted capacities lie within SHARE_FIRST of one
+        another start at one rate, the lowest of theirs: their first points share their rounds (interleaved, half
+        the time of one after the other) and one whose closed loop read it fast does not aim above its capacity.
+        Two copies of one profile predicted 0.89-1.26 x each other from run to run; the copy read high aimed its first
+        points above its capacity and, with half of a 30 s budget, ended "below N/s" in 5 runs of 10.
+
+        When the budget left holds about one point at the predicted rate, lower still: at ONE_SHOT of it or the
+        lowest rate whose requests still fit, whichever is higher. With one point, one that meets the SLO is a floor
+        the plan can use (capacity at least that), one that misses only a bound (below that); and the prediction,
+        from the closed loop's service times, runs high where service under open arrivals is slower than back to
+        back. At ~10 runs/s with a 60 s budget and an SLO of twice the closed-loop p99, the first point at the
+        prediction (4.2/s) missed (p99 857 ms against 450) and no second one fitted."""
         needed = self.slo.runs_needed()
         live = [s for s in self.searches if not s.done() and not s.points]
         preds = [s.predicted_per_s for s in live if math.isfinite(s.predicted_per_s) and s.predicted_per_s > 0]
         if not preds:
             return
+        low = min(preds)
+        for s in live:
+            if low < s.predicted_per_s <= SHARE_FIRST * low:
+                s.first_per_s = low
         # one rate for all: profiles whose first points share a rate share their rounds (interleaved), and a
         # budget of one point has no room for a point each
-        first = one_shot_rate(min(preds), self.left(), len(live), needed)
+        first = one_shot_rate(low, self.left(), len(live), needed)
         if first is None:
             return
         for s in live:
