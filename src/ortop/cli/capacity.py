@@ -25,7 +25,7 @@ from typing import Any
 
 from ortop.cli.argtypes import rate as rate_arg
 from ortop.cli.argtypes import seconds
-from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_strict_providers, add_workload_args, apply_flags
 from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
 from ortop.measure.noise import STALLS_MOVE
@@ -63,8 +63,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", metavar="FILE",
                    help="also write a self-contained HTML page to FILE: the curves, the table, the SLO, the host "
                         "and the profiles")
-    p.add_argument("--strict-providers", action="store_true",
-                   help="fail instead of warning when a requested provider is not active (silent CPU fallback)")
+    add_strict_providers(p)
     add_workload_args(p, session=True, refuse=OWN_ARRIVALS, helps={
         "--max-queue": "at each rate offered, shed requests beyond N waiting (default: one second of requests at "
                        "that rate, at least 64); the shed are counted in each point"})

@@ -84,6 +84,13 @@ def refused(p: argparse.ArgumentParser) -> dict[str, str]:
     return {a.option_strings[0]: a.why for a in p._actions if isinstance(a, Refused)}
 
 
+def add_strict_providers(p: argparse.ArgumentParser) -> None:
+    """``--strict-providers``: for the commands that build one session per profile and say when a provider fell
+    back (``run``, ``capacity``)."""
+    p.add_argument("--strict-providers", action="store_true",
+                   help="fail instead of warning when a requested provider is not active (silent CPU fallback)")
+
+
 def add_workload_args(p: argparse.ArgumentParser, *, session: bool = False,
                       refuse: tuple[str, Sequence[str]] | None = None, helps: Mapping[str, str] | None = None
                       ) -> None:

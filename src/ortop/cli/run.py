@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from ortop.cli.argtypes import label_value
-from ortop.cli.flags import add_workload_args, apply_flags
+from ortop.cli.flags import add_strict_providers, add_workload_args, apply_flags
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.present import DASH, cell, ms_text, pct_text, size_text
 
@@ -45,8 +45,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="start from MODEL's last session's settings (with no MODEL: the latest session of any model, "
                         "named on stderr)")
     add_workload_args(p, session=True)
-    p.add_argument("--strict-providers", action="store_true",
-                   help="fail instead of warning when a requested provider is not active (silent CPU fallback)")
+    add_strict_providers(p)
     h = p.add_argument_group("headless")
     h.add_argument("--headless", action="store_true", help="no UI: measure for --duration and print a summary")
     h.add_argument("--duration", type=float, default=None, metavar="SECONDS",
