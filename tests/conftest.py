@@ -105,6 +105,7 @@ def random_fail_model(tmp_path_factory) -> tuple[str, int]:
 # Modules whose integration tests judge measured time against a reference (queueing theory, a closed loop measured
 # just before, a verdict between two configurations, a capacity): a neighbour on the other core moves them, so they
 # run alone (`-m timing`). The other integration tests count, build, kill and read files: they run two at a time.
+# A test elsewhere that judges measured time carries `@pytest.mark.timing` itself.
 TIMING_MODULES = {"test_traffic", "test_capacity", "test_capacity_idle", "test_capacity_interval", "test_compare",
                   "test_tuner", "test_bench", "test_certify_run", "test_gates_cli"}
 

@@ -734,6 +734,7 @@ def test_the_doctor_on_a_saturated_host_says_so(healthy: str) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.timing  # it judges CPU per run between two sessions: beside another test and a busy core, undecided
 def test_spinning_verified_in_the_live_view_is_reported(tmp_path: Path) -> None:
     from ortop.doctor import context_from_snapshot
     from ortop.engine.live.monitor import Monitor
