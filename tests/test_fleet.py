@@ -190,6 +190,15 @@ def test_a_cancel_sent_again_and_again_stops_a_measurement_once_and_keeps_what_i
     assert time.monotonic() - t0 < 45
 
 
+def test_a_stop_asked_before_the_command_starts_starts_none(tmp_path) -> None:
+    """A cancel noted while the model was being written: the command is not started only to be stopped."""
+    from ortop.fleet.tasks import _run
+
+    child = [sys.executable, "-c", "import pathlib; pathlib.Path('started').touch()"]
+    assert _run(child, str(tmp_path), lambda: True) == (None, "", "", True)
+    assert not (tmp_path / "started").exists()
+
+
 def test_a_cancel_is_noted_only_inside_the_block_unless_kept() -> None:
     import _thread
 

@@ -176,7 +176,9 @@ class Cancelled:
 def _run(argv: Sequence[str], cwd: str, asked: Callable[[], bool] = lambda: False) -> tuple[int | None, str, str, bool]:
     """Run one child to its end; on a cancel (KeyboardInterrupt, from Ray) or once ``asked()`` says the fleet is
     stopping (a cancel noted by :class:`Cancelled` among it), tell it to stop and wait for what it prints.
-    (exit code, stdout, stderr, stopped)."""
+    (exit code, stdout, stderr, stopped); a stop asked before the child starts starts none (exit code None)."""
+    if asked():
+        return None, "", "", True
     child = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=_child_setup if os.name == "posix" else None)
     while True:
@@ -254,6 +256,7 @@ def _measure(spec: Mapping[str, Any], model: bytes, asked: Callable[[], bool]) -
     status = "interrupted" if stopped else "done" if result is not None else "failed"
     line = None
     if result is None:
-        line = tail[-1] if tail else f"ortop {spec['command']} exited {code} with no JSON"
+        line = ("stopped before its command started" if stopped and code is None else tail[-1] if tail
+                else f"ortop {spec['command']} exited {code} with no JSON")
     return {**base, "status": status, "ended_at": ended, "exit_code": code, "result": result, "service": service,
             "stderr_tail": tail, "line": line}
