@@ -182,6 +182,7 @@ def ar1(rng: np.random.Generator, n: int, sd: float, phi: float) -> np.ndarray:
     return x
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_reruns_from_a_known_drift_model_land_inside_at_about_the_stated_confidence():
     """The model the interval assumes, simulated: the host's pace stationary over minutes (sd 15 % a block,
     correlated 0.3 from one block to the next), each search's capacity resting on its own 32 blocks' mean pace (on
@@ -227,6 +228,7 @@ def test_the_t_quantile_matches_students_at_an_intervals_quantiles():
     assert t_quantile(0.95, math.inf) == pytest.approx(1.6449, rel=1e-4)
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_a_drift_read_from_few_batches_widens_to_students_t_where_it_dominates():
     """Drift the only large term (24 blocks of white pace, sd 15 %; a small tail, a tight bracket): its sd is read
     from eight batch means, and the normal quantile under-covers by what that estimate misses; Student's t at the
@@ -276,6 +278,7 @@ def _flat_reruns(slope: float, use_slope: bool) -> float:
     return float(np.mean(held))
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_a_flat_curve_moves_the_capacity_further_than_the_pace_and_the_interval_counts_it():
     """Where the SLO metric barely climbs with the rate (a tail set by wake-ups, not queueing), a small change of
     pace moves the capacity far: at slope 0.4, 3.5 × the pace. One for one, the interval held a rerun about half the

@@ -193,6 +193,7 @@ def test_a_system_exactly_at_the_target_errs_at_most_one_minus_c() -> None:
     assert at["certified"] <= 0.015 and at["violated"] <= 0.015
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_clumped_overs_above_the_target_are_not_certified() -> None:
     # a host whose stalls put 1.2 % over (clumps of 20) is worse than p99: the plain rule certifies it in a
     # sizeable share of runs; corrected for clumps, about never

@@ -313,6 +313,7 @@ def test_a_module_over_450_lines_says_why_within_ten_percent_of_its_length() -> 
 TEMPLATES = {("python.py", "_replica_helpers"), ("python.py", "_graph_binding"), ("python.py", "_feeds_helper")}
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_no_function_is_over_80_lines_outside_the_export_templates() -> None:
     """A function over 80 lines does several jobs; the generated-code templates are the exception, named above."""
     import ast

@@ -125,6 +125,7 @@ def _formatters_outside() -> list[str]:
     return found
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_no_room_but_the_presentation_room_writes_a_unit():
     assert _formatters_outside() == []
 

@@ -216,6 +216,7 @@ def test_a_page_is_the_same_bytes_for_the_same_result(kind):
     assert PAGES[kind]() == PAGES[kind]()
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_the_compare_page_carries_the_figures_the_host_and_the_profiles():
     page = PAGES["compare"]()
     text = " ".join(_parse(page).text)
@@ -280,6 +281,7 @@ def test_the_capacity_curve_draws_a_point_the_queue_model_decided_small_and_says
         assert ">measured<" in svg and "queue-model long-run estimate (too few requests to measure its p99)" in svg
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 def test_a_capacity_page_whose_brackets_overlap_names_no_best():
     data = copy.deepcopy(CAPACITY)
     data["best_separated"] = False

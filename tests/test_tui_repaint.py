@@ -72,6 +72,7 @@ def test_changed_lines_are_marked_dirty_as_runs() -> None:
     assert runs([1, 2, 3, 5, 7, 8]) == [(1, 4), (5, 6), (7, 9)]
 
 
+@pytest.mark.slow  # over half a second: left out of the quick tier
 async def test_every_live_panel_line_draws_as_rich_renders_it(tmp_path: Path) -> None:
     """The one-pass renderer over the lines a panel keeps, against Rich's over the same text split into lines (how
     the panel drew it before): cell for cell, the same text and styles."""
