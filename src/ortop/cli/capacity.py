@@ -25,7 +25,7 @@ from typing import Any
 
 from ortop.cli.argtypes import rate as rate_arg
 from ortop.cli.argtypes import seconds
-from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_strict_providers, add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_WALL, OWN_ARRIVALS, add_json, add_strict_providers, add_workload_args, apply_flags
 from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_OK, EXIT_UNDECIDED, EXIT_VIOLATED, EXIT_WORKER_LOST, UsageError
 from ortop.measure.noise import STALLS_MOVE
@@ -58,7 +58,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help=f"{BUDGET_WALL} (default {SEARCH_BUDGET_S:g}; {CERTIFY_BUDGET_S:g} with --certify, of which "
                         f"a search before the certification takes up to half, at most {SEARCH_BUDGET_S:g})")
     add_certify_args(p)
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_json(p, "print the result as one JSON object")
     p.add_argument("--no-plot", action="store_true", help="leave the terminal curve out")
     p.add_argument("--report", metavar="FILE",
                    help="also write a self-contained HTML page to FILE: the curves, the table, the SLO, the host "

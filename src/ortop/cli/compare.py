@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ortop.cli.argtypes import bound, cosine, seconds
-from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_json, add_workload_args, apply_flags
 from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_WORKER_LOST, UsageError
 from ortop.measure import gate as G
@@ -110,7 +110,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         f"{G.FORMS.replace('%', '%%')}; the comparison ends once every gate is decided")
     g.add_argument("--summary-md", metavar="FILE",
                    help="with --fail-if, also write the gates as a markdown table to FILE (for $GITHUB_STEP_SUMMARY)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
     p.add_argument("--report", metavar="FILE",
                    help="also write a self-contained HTML page to FILE: the figures, a forest plot of the changes, "
                         "the host and the profiles")

@@ -37,12 +37,12 @@ EXAMPLES = """examples:
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
     from ortop.cli.argtypes import seconds_or_zero
-    from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg
+    from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_json
     from ortop.cli.ops import add_profile_args
 
     p.add_argument("model", metavar="MODEL", help="the .onnx model")
     add_budget_arg(p, 15.0, BUDGET_MEASURING, ": the measured checks' time; 0 skips them", kind=seconds_or_zero)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
     p.add_argument("--save-fixed", metavar="FILE", help="write the start profile with every patch applied to FILE "
                                                         "(TOML)")
     p.add_argument("--fix-model", metavar="FILE",

@@ -84,6 +84,11 @@ def refused(p: argparse.ArgumentParser) -> dict[str, str]:
     return {a.option_strings[0]: a.why for a in p._actions if isinstance(a, Refused)}
 
 
+def add_json(p: Any, what: str = "print one JSON object") -> None:
+    """``--json``: the command's answer as one JSON object on stdout, its notes still on stderr."""
+    p.add_argument("--json", action="store_true", help=what)
+
+
 def add_strict_providers(p: argparse.ArgumentParser) -> None:
     """``--strict-providers``: for the commands that build one session per profile and say when a provider fell
     back (``run``, ``capacity``)."""

@@ -12,8 +12,10 @@ EXAMPLES = """examples:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
+    from ortop.cli.flags import add_json
+
     p.add_argument("model", metavar="MODEL", help="the .onnx model")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,12 +50,12 @@ def start_profile(args: argparse.Namespace, model_path: str) -> Any:
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    from ortop.cli.flags import NO_TRAFFIC
+    from ortop.cli.flags import NO_TRAFFIC, add_json
 
     p.add_argument("model", metavar="MODEL", help="the .onnx model")
     p.add_argument("--runs", type=int, default=20, metavar="N", help="traced runs after the warm-up (default 20)")
     p.add_argument("--top", type=int, default=15, metavar="K", help="rows of each table (default 15; 0 = all)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
     add_profile_args(p, refuse=NO_TRAFFIC)
 
 

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from ortop.cli.argtypes import label_value
-from ortop.cli.flags import add_strict_providers, add_workload_args, apply_flags
+from ortop.cli.flags import add_json, add_strict_providers, add_workload_args, apply_flags
 from ortop.errors import RuntimeFailure, UsageError
 from ortop.present import DASH, cell, ms_text, pct_text, size_text
 
@@ -51,7 +51,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     h.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="headless measuring time after warm-up (default 10, or a --trace's own length; 0 or inf: "
                         "until SIGTERM/SIGINT, then the summary; longer than a trace: it loops)")
-    h.add_argument("--json", action="store_true", help="headless: print the summary as one JSON object")
+    add_json(h, "headless: print the summary as one JSON object")
     h.add_argument("--summary", metavar="FILE", help="write the JSON summary to FILE at exit (headless)")
     h.add_argument("--slo", metavar="METRIC=LIMIT",
                    help="headless: judge the measured requests against a latency objective (p99=50ms, p95=20ms, "

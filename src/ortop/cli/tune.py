@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ortop.cli.argtypes import milliseconds, seconds
-from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_workload_args, apply_flags
+from ortop.cli.flags import BUDGET_WALL, add_budget_arg, add_json, add_workload_args, apply_flags
 from ortop.cli.stopping import stop_on_signals
 from ortop.errors import EXIT_GATE_UNDECIDED, EXIT_OK, EXIT_WORKER_LOST, UsageError
 
@@ -70,7 +70,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help=f"dimensions to search (default: all that apply but {', '.join(sorted(NOT_DEFAULT))}): "
                         f"{', '.join(DIMENSIONS)}")
     p.add_argument("--save", metavar="FILE", help="write the best profile to FILE (TOML), with what was measured")
-    p.add_argument("--json", action="store_true", help="print only the result as JSON on stdout")
+    add_json(p, "print only the result as JSON on stdout")
     p.add_argument("--report", metavar="FILE",
                    help="also write a self-contained HTML page to FILE: the leaderboard, a forest plot of the "
                         "candidates' changes, the host and the profiles")

@@ -70,7 +70,7 @@ def tolerance_of(args: argparse.Namespace) -> Any:
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
     from ortop.cli.argtypes import seconds
-    from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg
+    from ortop.cli.flags import BUDGET_MEASURING, add_budget_arg, add_json
     from ortop.cli.ops import add_profile_args
 
     p.add_argument("model", metavar="MODEL", help="the .onnx model")
@@ -85,7 +85,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fp16", action="store_true", help="make the fp16 variant on CPU too (made for CUDA anyway)")
     add_ort_python_arg(p, "also run the original under this Python's onnxruntime (a venv with numpy and "
                           "onnxruntime), in a worker of its own")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
     p.add_argument("--report", metavar="FILE", help="also write the comparison as a self-contained HTML page to "
                                                     "FILE")
     add_tolerance_args(p)
