@@ -214,15 +214,20 @@ def test_tune_on_capacity_races_at_the_baselines_knee(tmp_path, env):
     proc = start_ortop("tune", model, "--dim", "batch=64", "--objective", "capacity", "--slo", "p99=20ms",
                        "--budget", "80", "--space", "spinning", "--json", env=env)
     seen = []
-    for line in proc.stderr:  # type: ignore[union-attr]  # until the tuner's own line says its race has begun
-        seen.append(line)
-        if line.startswith("[") and "] racing " in line:
-            break
-    err = "".join(seen)
-    assert "racing on p99 under Poisson arrivals at" in err, err
-    assert "] racing " in seen[-1], err
-    proc.send_signal(signal.SIGINT)
-    out, rest = proc.communicate(timeout=60)
+    try:  # the stderr ends by the budget's end at the latest (the command exits)
+        for line in proc.stderr:  # type: ignore[union-attr]  # until the tuner's own line says its race has begun
+            seen.append(line)
+            if line.startswith("[") and "] racing " in line:
+                break
+        err = "".join(seen)
+        assert "racing on p99 under Poisson arrivals at" in err, err
+        assert "] racing " in seen[-1], err
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed check leaves no tune running
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err + rest
     d = json.loads(out)
     assert d["stopped"] is True and d["objective"] == "p99"
