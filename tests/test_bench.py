@@ -135,6 +135,27 @@ def start_ortop(*args, env) -> subprocess.Popen:  # noqa: F811
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
+def ctrl_c_once(proc: subprocess.Popen, begun: Callable[[str], bool],
+                timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Read the command's stderr until a line for which ``begun(line)`` holds, then ctrl-C it once and give it
+    ``timeout_s`` to end; its exit code, stdout and whole stderr. The stderr ends when the command does (its budget
+    bounds the wait); a check that fails before the ctrl-C leaves no command running."""
+    seen: list[str] = []
+    try:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            seen.append(line)
+            if begun(line):
+                break
+        assert seen and begun(seen[-1]), "".join(seen)
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out, "".join(seen) + rest
+
+
 def worker_of(proc: subprocess.Popen, besides: int | None = None, timeout_s: float = 60.0) -> psutil.Process:
     """The command's worker process (a spawned child), other than ``besides``: waited for."""
     parent = psutil.Process(proc.pid)

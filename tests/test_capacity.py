@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from ortop.measure.rerun import rerun_interval
 from ortop.measure.slo import Slo, parse_slo
 from ortop.measure.stats import t95
 from tests.models import make_matmul_model
-from tests.test_bench import start_ortop
+from tests.test_bench import ctrl_c_once, start_ortop
 from tests.test_cli import one_error_line, ortop
 
 
@@ -213,22 +212,9 @@ def test_tune_on_capacity_races_at_the_baselines_knee(tmp_path, env):
     # far carries the knee and the profile raced at it
     proc = start_ortop("tune", model, "--dim", "batch=64", "--objective", "capacity", "--slo", "p99=20ms",
                        "--budget", "80", "--space", "spinning", "--json", env=env)
-    seen = []
-    try:  # the stderr ends by the budget's end at the latest (the command exits)
-        for line in proc.stderr:  # type: ignore[union-attr]  # until the tuner's own line says its race has begun
-            seen.append(line)
-            if line.startswith("[") and "] racing " in line:
-                break
-        err = "".join(seen)
-        assert "racing on p99 under Poisson arrivals at" in err, err
-        assert "] racing " in seen[-1], err
-        proc.send_signal(signal.SIGINT)
-        out, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:  # a failed check leaves no tune running
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, err + rest
+    code, out, err = ctrl_c_once(proc, lambda line: line.startswith("[") and "] racing " in line)
+    assert "racing on p99 under Poisson arrivals at" in err, err
+    assert code == 130, err
     d = json.loads(out)
     assert d["stopped"] is True and d["objective"] == "p99"
     knee = d["knee"]

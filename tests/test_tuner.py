@@ -523,24 +523,17 @@ def test_stop_ends_early_with_a_result() -> None:
 
 @pytest.mark.integration
 def test_ctrl_c_prints_the_result_so_far_and_exits_130(matmul_model, tmp_path) -> None:
-    import signal
     import subprocess
     import sys
+
+    from tests.test_bench import ctrl_c_once
 
     save_path = tmp_path / "best.toml"
     proc = subprocess.Popen([sys.executable, "-m", "ortop", "tune", matmul_model, "--budget", "60", "--space",
                              "threads", "--json", "--save", str(save_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in proc.stderr:  # type: ignore[union-attr]  # the progress lines, until the race has begun
-        seen.append(line)
-        if "racing" in line:
-            break
-    assert any("racing" in line for line in seen), "".join(seen)
-    proc.send_signal(signal.SIGINT)
-    out, rest = proc.communicate(timeout=30)
-    err = "".join(seen) + rest
-    assert proc.returncode == 130, err
+    code, out, err = ctrl_c_once(proc, lambda line: "racing" in line, 30)  # progress lines, until the race begins
+    assert code == 130, err
     d = json.loads(out)
     assert d["stopped"] is True and d["elapsed_s"] < 30
     assert d["best"]["verdict"] == KEEP
