@@ -696,6 +696,7 @@ def test_failed_build_leaves_the_running_session_running(worker):
     w.expect(lambda m: m == PR.State("idle", 1), 5, "idle")
 
 
+@pytest.mark.timing  # judges a backlog against the closed loop measured just before: a neighbour moves it
 def test_an_open_block_records_every_request_that_arrived_in_its_window(worker, tmp_path):
     """Offered twice what the session serves, a block's queue grows to its end. The block records the requests
     that arrived in its window, each to its response: it serves on after the window until they have all started
